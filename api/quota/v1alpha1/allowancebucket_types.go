@@ -1,0 +1,116 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AllowanceBucketSpec identifies the consumer, resource type and dimension
+// set a bucket accounts for. Buckets are created and kept by quotaplane.
+type AllowanceBucketSpec struct {
+	// consumerRef is the consumer this bucket accounts for.
+	// +required
+	ConsumerRef ConsumerRef `json:"consumerRef"`
+
+	// resourceType is the resource type this bucket accounts for.
+	// +required
+	ResourceType ResourceType `json:"resourceType"`
+
+	// dimensions narrow the bucket; empty means the overall limit.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=10
+	Dimensions []Dimension `json:"dimensions,omitempty"`
+}
+
+// ContributingGrantRef names a grant that adds to a bucket's limit.
+type ContributingGrantRef struct {
+	// name is the grant's name.
+	// +required
+	Name string `json:"name"`
+
+	// namespace is the grant's namespace.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// amount is what this grant adds to the limit.
+	// +required
+	Amount int64 `json:"amount"`
+}
+
+// AllowanceBucketStatus holds the live numbers of a bucket.
+type AllowanceBucketStatus struct {
+	// observedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// limit is the sum of the matching buckets of all active grants.
+	// +optional
+	Limit int64 `json:"limit"`
+
+	// allocated is the sum of the granted requests counted in this bucket.
+	// +optional
+	Allocated int64 `json:"allocated"`
+
+	// available is limit minus allocated, never below 0.
+	// +optional
+	Available int64 `json:"available"`
+
+	// claimCount is the number of granted claims counted in this bucket.
+	// +optional
+	ClaimCount int32 `json:"claimCount"`
+
+	// grantCount is the number of active grants contributing to the limit.
+	// +optional
+	GrantCount int32 `json:"grantCount"`
+
+	// contributingGrantRefs are the grants adding to the limit.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1000
+	ContributingGrantRefs []ContributingGrantRef `json:"contributingGrantRefs,omitempty"`
+
+	// lastReconciliation is when these numbers were last written.
+	// +optional
+	LastReconciliation *metav1.Time `json:"lastReconciliation,omitempty"`
+
+	// conditions: OverLimit is True when allocated exceeds limit, for example
+	// after a grant was lowered; nothing is revoked.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AllowanceBucket is the live limit, allocation and availability of one
+// consumer for one resource type and dimension set.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=bucket;abucket,categories=quota
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
+// +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
+// +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.limit`
+// +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.available`
+// +kubebuilder:printcolumn:name="Claims",type=integer,JSONPath=`.status.claimCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AllowanceBucket struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec identifies what the bucket accounts for.
+	// +required
+	Spec AllowanceBucketSpec `json:"spec"`
+
+	// status holds the live numbers.
+	// +optional
+	Status AllowanceBucketStatus `json:"status,omitempty"`
+}
+
+// AllowanceBucketList is a list of AllowanceBuckets.
+// +kubebuilder:object:root=true
+type AllowanceBucketList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AllowanceBucket `json:"items"`
+}

@@ -1,0 +1,74 @@
+package v1alpha1
+
+// ConsumerTypeRef names a kind of consumer, such as
+// resourcemanager.miloapis.com/Organization.
+type ConsumerTypeRef struct {
+	// apiGroup is the API group of the consumer kind. Empty means the core group.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	APIGroup string `json:"apiGroup,omitempty"`
+
+	// kind is the kind of the consumer, for example Organization or Project.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Kind string `json:"kind"`
+}
+
+// ConsumerRef names one consumer of quota: an object whose kind is the
+// consumerType of a ResourceRegistration.
+type ConsumerRef struct {
+	// apiGroup is the API group of the consumer. Empty means the core group.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	APIGroup string `json:"apiGroup,omitempty"`
+
+	// kind is the kind of the consumer, for example Organization.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Kind string `json:"kind"`
+
+	// name is the name of the consumer object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// namespace is the namespace of the consumer object, for namespaced
+	// consumer kinds. Empty for cluster-scoped consumers.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Dimension is one key/value pair that narrows a quota bucket or a request,
+// for example networking.datumapis.com/location=dfw.
+type Dimension struct {
+	// key is the dimension name, a qualified name such as
+	// networking.datumapis.com/location.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	Key string `json:"key"`
+
+	// value is the dimension value, for example dfw.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	Value string `json:"value"`
+}
+
+// ResourceType names a quotable resource type, conventionally
+// <service group>/<resource>[/<aspect>], for example
+// resourcemanager.miloapis.com/projects.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=253
+// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)+$`
+type ResourceType string

@@ -1,0 +1,387 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TriggerResource names the kind whose objects trigger a policy.
+type TriggerResource struct {
+	// apiVersion is the group/version of the trigger kind, for example
+	// resourcemanager.miloapis.com/v1alpha1, or v1 for the core group. Any
+	// served version of the kind matches.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	APIVersion string `json:"apiVersion"`
+
+	// kind is the trigger kind, for example Project.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Kind string `json:"kind"`
+}
+
+// Constraint is a CEL expression that must be true for a policy to apply.
+type Constraint struct {
+	// expression is a CEL expression returning bool over `trigger` (the
+	// object), `user` (name, groups, extra) and `requestInfo`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Expression string `json:"expression"`
+
+	// message is shown when the constraint is false, for documentation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// Trigger selects the objects a policy applies to.
+type Trigger struct {
+	// resource is the kind that triggers the policy.
+	// +required
+	Resource TriggerResource `json:"resource"`
+
+	// constraints must all be true for the policy to apply to an object.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Constraints []Constraint `json:"constraints,omitempty"`
+}
+
+// TemplateMetadata is the metadata of an object rendered from a template.
+// String values may contain {{ CEL }} segments.
+type TemplateMetadata struct {
+	// name of the rendered object. Generated when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Name string `json:"name,omitempty"`
+
+	// generateName is the prefix of a generated name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	GenerateName string `json:"generateName,omitempty"`
+
+	// namespace of the rendered object.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Namespace string `json:"namespace,omitempty"`
+
+	// labels of the rendered object.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations of the rendered object.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// TemplateDimension is a dimension whose value may be a {{ CEL }} template.
+type TemplateDimension struct {
+	// key is the dimension name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	Key string `json:"key"`
+
+	// value is the dimension value or a template for it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
+}
+
+// TemplateConsumerRef is a consumerRef whose name and namespace may be
+// {{ CEL }} templates.
+type TemplateConsumerRef struct {
+	// apiGroup is the API group of the consumer.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup,omitempty"`
+
+	// kind is the kind of the consumer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// name is the consumer's name or a template for it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Name string `json:"name"`
+
+	// namespace is the consumer's namespace or a template for it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ClaimTemplateRequest is a request whose amount may be computed.
+type ClaimTemplateRequest struct {
+	// resourceType is a registered resource type, or a template for one.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ResourceType string `json:"resourceType"`
+
+	// amount is a positive integer, or a string holding a {{ CEL }}
+	// expression over the trigger object that yields one, for example
+	// "{{ trigger.spec.cpu * 1000 }}".
+	// +required
+	// +kubebuilder:validation:XIntOrString
+	Amount intstr.IntOrString `json:"amount"`
+
+	// dimensions of the request; values may be templates.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=10
+	Dimensions []TemplateDimension `json:"dimensions,omitempty"`
+}
+
+// ResourceClaimTemplateSpec is the spec of the claims a policy creates.
+type ResourceClaimTemplateSpec struct {
+	// consumerRef is the consumer charged.
+	// +required
+	ConsumerRef TemplateConsumerRef `json:"consumerRef"`
+
+	// requests are the amounts claimed.
+	// +required
+	// +listType=map
+	// +listMapKey=resourceType
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	Requests []ClaimTemplateRequest `json:"requests"`
+}
+
+// ResourceClaimTemplate is the template of the claims a policy creates.
+type ResourceClaimTemplate struct {
+	// metadata of the rendered claim.
+	// +optional
+	Metadata TemplateMetadata `json:"metadata,omitempty"`
+
+	// spec of the rendered claim.
+	// +required
+	Spec ResourceClaimTemplateSpec `json:"spec"`
+}
+
+// FailurePolicy says what admission does when a governed create cannot be
+// decided (the engine is unavailable or too slow).
+// +kubebuilder:validation:Enum=Fail;Ignore
+type FailurePolicy string
+
+const (
+	// FailurePolicyFail refuses the create (the default): quota is never
+	// silently skipped.
+	FailurePolicyFail FailurePolicy = "Fail"
+	// FailurePolicyIgnore admits the create without a claim, records an
+	// audit annotation and an Event. Quota is not enforced for that object.
+	FailurePolicyIgnore FailurePolicy = "Ignore"
+)
+
+// ClaimTarget is what a ClaimCreationPolicy creates.
+type ClaimTarget struct {
+	// resourceClaimTemplate is rendered into a ResourceClaim for each
+	// matching create.
+	// +required
+	ResourceClaimTemplate ResourceClaimTemplate `json:"resourceClaimTemplate"`
+}
+
+// ClaimCreationPolicySpec says which creations consume which quota.
+type ClaimCreationPolicySpec struct {
+	// trigger selects the creates that consume quota.
+	// +required
+	Trigger Trigger `json:"trigger"`
+
+	// target is the claim each matching create makes.
+	// +required
+	Target ClaimTarget `json:"target"`
+
+	// disabled turns the policy off without deleting it.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// failurePolicy is Fail (default) or Ignore: what to do when a create
+	// cannot be decided in time. Ignore is audited.
+	// +optional
+	// +kubebuilder:default=Fail
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+}
+
+// PolicyStatus is the observed state of a policy.
+type PolicyStatus struct {
+	// observedGeneration is the generation last validated.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready says whether the policy is valid and in force.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ClaimCreationPolicy makes creations of a kind consume quota: each matching
+// create is admitted only when the claim rendered from the template is granted.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=ccp,categories=quota
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Trigger",type=string,JSONPath=`.spec.trigger.resource.kind`
+// +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClaimCreationPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the policy.
+	// +required
+	Spec ClaimCreationPolicySpec `json:"spec"`
+
+	// status is the observed state of the policy.
+	// +optional
+	Status PolicyStatus `json:"status,omitempty"`
+}
+
+// ClaimCreationPolicyList is a list of ClaimCreationPolicies.
+// +kubebuilder:object:root=true
+type ClaimCreationPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClaimCreationPolicy `json:"items"`
+}
+
+// GrantTemplateBucket is a bucket of a grant template.
+type GrantTemplateBucket struct {
+	// amount is the quota granted.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Amount int64 `json:"amount"`
+
+	// dimensions of the bucket; values may be templates.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=10
+	Dimensions []TemplateDimension `json:"dimensions,omitempty"`
+}
+
+// GrantTemplateAllowance is an allowance of a grant template.
+type GrantTemplateAllowance struct {
+	// resourceType is a registered resource type.
+	// +required
+	ResourceType ResourceType `json:"resourceType"`
+
+	// buckets are the amounts granted.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	Buckets []GrantTemplateBucket `json:"buckets"`
+}
+
+// ResourceGrantTemplateSpec is the spec of the grants a policy creates.
+type ResourceGrantTemplateSpec struct {
+	// consumerRef is the consumer receiving the quota.
+	// +required
+	ConsumerRef TemplateConsumerRef `json:"consumerRef"`
+
+	// allowances are the quotas granted.
+	// +required
+	// +listType=map
+	// +listMapKey=resourceType
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	Allowances []GrantTemplateAllowance `json:"allowances"`
+}
+
+// ResourceGrantTemplate is the template of the grants a policy creates.
+type ResourceGrantTemplate struct {
+	// metadata of the rendered grant.
+	// +optional
+	Metadata TemplateMetadata `json:"metadata,omitempty"`
+
+	// spec of the rendered grant.
+	// +required
+	Spec ResourceGrantTemplateSpec `json:"spec"`
+}
+
+// ParentContext says in which parent control plane a grant is created, for
+// example the organization's control plane of a project.
+type ParentContext struct {
+	// apiGroup of the parent context kind.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup,omitempty"`
+
+	// kind of the parent context, for example Organization.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// nameExpression is a {{ CEL }} template yielding the parent's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	NameExpression string `json:"nameExpression"`
+}
+
+// GrantTarget is what a GrantCreationPolicy creates.
+type GrantTarget struct {
+	// resourceGrantTemplate is rendered into a ResourceGrant for each
+	// matching object.
+	// +required
+	ResourceGrantTemplate ResourceGrantTemplate `json:"resourceGrantTemplate"`
+
+	// parentContext, when set, creates the grant in the parent's context.
+	// +optional
+	ParentContext *ParentContext `json:"parentContext,omitempty"`
+}
+
+// GrantCreationPolicySpec says which grants exist for which objects.
+type GrantCreationPolicySpec struct {
+	// trigger selects the objects that receive grants.
+	// +required
+	Trigger Trigger `json:"trigger"`
+
+	// target is the grant each matching object receives.
+	// +required
+	Target GrantTarget `json:"target"`
+
+	// disabled turns the policy off without deleting it.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// GrantCreationPolicy keeps a ResourceGrant for each object of a kind that
+// matches its constraints: grants appear, change and disappear with them.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=gcp,categories=quota
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Trigger",type=string,JSONPath=`.spec.trigger.resource.kind`
+// +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type GrantCreationPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the policy.
+	// +required
+	Spec GrantCreationPolicySpec `json:"spec"`
+
+	// status is the observed state of the policy.
+	// +optional
+	Status PolicyStatus `json:"status,omitempty"`
+}
+
+// GrantCreationPolicyList is a list of GrantCreationPolicies.
+// +kubebuilder:object:root=true
+type GrantCreationPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GrantCreationPolicy `json:"items"`
+}

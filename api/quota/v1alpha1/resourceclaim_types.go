@@ -1,0 +1,178 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ResourceRequest asks for an amount of one resource type.
+type ResourceRequest struct {
+	// resourceType is a registered resource type. Each resource type may
+	// appear once per claim.
+	// +required
+	ResourceType ResourceType `json:"resourceType"`
+
+	// amount is the quantity requested, in the registration's baseUnit.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Amount int64 `json:"amount"`
+
+	// dimensions are the dimension values of what is requested, for example
+	// location=dfw. The request draws from every bucket of its consumer and
+	// resource type whose dimensions are all among these values.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=10
+	Dimensions []Dimension `json:"dimensions,omitempty"`
+}
+
+// ResourceRef names the object a claim consumes quota for.
+type ResourceRef struct {
+	// apiGroup is the API group of the object. Empty means the core group.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup,omitempty"`
+
+	// kind is the kind of the object, for example Project.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// name is the name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// namespace is the namespace of the object, empty when cluster-scoped.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ResourceClaimSpec asks to consume quota. All requests are granted together
+// or none is.
+// +kubebuilder:validation:XValidation:rule="self.consumerRef == oldSelf.consumerRef",message="consumerRef is immutable; delete the claim and create a new one"
+// +kubebuilder:validation:XValidation:rule="self.requests == oldSelf.requests",message="requests are immutable; delete the claim and create a new one"
+type ResourceClaimSpec struct {
+	// consumerRef is the consumer charged for the requests.
+	// +required
+	ConsumerRef ConsumerRef `json:"consumerRef"`
+
+	// requests are the amounts asked for, at most one per resource type.
+	// +required
+	// +listType=map
+	// +listMapKey=resourceType
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	Requests []ResourceRequest `json:"requests"`
+
+	// resourceRef is the object this claim consumes quota for. Its kind must
+	// be among the claimingResources of each requested resource type.
+	// +optional
+	ResourceRef *ResourceRef `json:"resourceRef,omitempty"`
+}
+
+// AllocationStatus is the outcome of one request of a claim.
+// +kubebuilder:validation:Enum=Granted;Denied;Pending
+type AllocationStatus string
+
+const (
+	// AllocationGranted means the amount is allocated from the consumer's buckets.
+	AllocationGranted AllocationStatus = "Granted"
+	// AllocationDenied means nothing is allocated for the request.
+	AllocationDenied AllocationStatus = "Denied"
+	// AllocationPending means no decision has been made yet.
+	AllocationPending AllocationStatus = "Pending"
+)
+
+// RequestAllocation is the outcome of one request.
+type RequestAllocation struct {
+	// resourceType is the request's resource type.
+	// +required
+	ResourceType ResourceType `json:"resourceType"`
+
+	// status is Granted, Denied or Pending.
+	// +required
+	Status AllocationStatus `json:"status"`
+
+	// reason is a CamelCase reason for the status, for example QuotaExceeded.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Reason string `json:"reason,omitempty"`
+
+	// message explains the status in words: what was asked, what is
+	// available and what to do.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+
+	// allocatedAmount is the amount allocated, 0 unless Granted.
+	// +optional
+	AllocatedAmount int64 `json:"allocatedAmount,omitempty"`
+
+	// allocatingBucket is the name of the AllowanceBucket without dimensions
+	// that the amount is counted in.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	AllocatingBucket string `json:"allocatingBucket,omitempty"`
+
+	// lastTransitionTime is when status last changed.
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// ResourceClaimStatus is the decision on a claim.
+type ResourceClaimStatus struct {
+	// observedGeneration is the generation last decided.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Granted is True when every request is allocated, False with
+	// a reason when the claim is denied or pending.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// allocations hold the outcome of each request.
+	// +optional
+	// +listType=map
+	// +listMapKey=resourceType
+	// +kubebuilder:validation:MaxItems=20
+	Allocations []RequestAllocation `json:"allocations,omitempty"`
+}
+
+// ResourceClaim asks to consume quota on behalf of a consumer. A claim is
+// granted all-or-nothing across its requests.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=rclaim;claim,categories=quota
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
+// +kubebuilder:printcolumn:name="Granted",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].reason`
+// +kubebuilder:printcolumn:name="First Resource",type=string,JSONPath=`.spec.requests[0].resourceType`
+// +kubebuilder:printcolumn:name="Amount",type=integer,JSONPath=`.spec.requests[0].amount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ResourceClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the claim asks for.
+	// +required
+	Spec ResourceClaimSpec `json:"spec"`
+
+	// status is the decision on the claim.
+	// +optional
+	Status ResourceClaimStatus `json:"status,omitempty"`
+}
+
+// ResourceClaimList is a list of ResourceClaims.
+// +kubebuilder:object:root=true
+type ResourceClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ResourceClaim `json:"items"`
+}

@@ -1,0 +1,97 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GrantBucket is an amount of quota, optionally narrowed by dimensions.
+type GrantBucket struct {
+	// amount is the quota granted, in the registration's baseUnit.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Amount int64 `json:"amount"`
+
+	// dimensions narrow this bucket: it limits only requests whose dimension
+	// values include every pair listed. A bucket without dimensions is the
+	// overall limit for the resource type.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=10
+	Dimensions []Dimension `json:"dimensions,omitempty"`
+}
+
+// Allowance is the quota granted for one resource type.
+type Allowance struct {
+	// resourceType is a registered resource type, for example
+	// resourcemanager.miloapis.com/projects.
+	// +required
+	ResourceType ResourceType `json:"resourceType"`
+
+	// buckets are the amounts granted, each for one dimension set.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	Buckets []GrantBucket `json:"buckets"`
+}
+
+// ResourceGrantSpec gives quota to one consumer.
+type ResourceGrantSpec struct {
+	// consumerRef is the consumer that receives the quota. Its kind and
+	// apiGroup must equal the consumerType of each allowance's registration.
+	// +required
+	ConsumerRef ConsumerRef `json:"consumerRef"`
+
+	// allowances are the quotas granted, one per resource type.
+	// +required
+	// +listType=map
+	// +listMapKey=resourceType
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	Allowances []Allowance `json:"allowances"`
+}
+
+// ResourceGrantStatus is the observed state of a grant.
+type ResourceGrantStatus struct {
+	// observedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Active says whether the grant counts towards limits.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ResourceGrant gives quota to a consumer. Grants for one consumer and
+// resource type add up.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=rgrant;grant,categories=quota
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
+// +kubebuilder:printcolumn:name="First Resource",type=string,JSONPath=`.spec.allowances[0].resourceType`
+// +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ResourceGrant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the quota granted.
+	// +required
+	Spec ResourceGrantSpec `json:"spec"`
+
+	// status is the observed state of the grant.
+	// +optional
+	Status ResourceGrantStatus `json:"status,omitempty"`
+}
+
+// ResourceGrantList is a list of ResourceGrants.
+// +kubebuilder:object:root=true
+type ResourceGrantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ResourceGrant `json:"items"`
+}

@@ -1,0 +1,136 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RegistrationType says how a registered resource is consumed.
+// +kubebuilder:validation:Enum=Entity;Allocation
+type RegistrationType string
+
+const (
+	// RegistrationTypeEntity counts objects: one claim request per object,
+	// for example projects per organization.
+	RegistrationTypeEntity RegistrationType = "Entity"
+	// RegistrationTypeAllocation measures an amount, for example CPU
+	// millicores or bytes of memory.
+	RegistrationTypeAllocation RegistrationType = "Allocation"
+)
+
+// ClaimingResource names a kind whose objects may claim a registered resource.
+type ClaimingResource struct {
+	// apiGroup is the API group of the claiming kind. Empty means the core group.
+	// +optional
+	// +kubebuilder:default=""
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	APIGroup string `json:"apiGroup"`
+
+	// kind is the claiming kind, for example Project.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Kind string `json:"kind"`
+}
+
+// ResourceRegistrationSpec defines a quotable resource type.
+// +kubebuilder:validation:XValidation:rule="self.resourceType == oldSelf.resourceType",message="resourceType is immutable; create a new ResourceRegistration instead"
+// +kubebuilder:validation:XValidation:rule="self.consumerType == oldSelf.consumerType",message="consumerType is immutable; create a new ResourceRegistration instead"
+// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="type is immutable; create a new ResourceRegistration instead"
+type ResourceRegistrationSpec struct {
+	// consumerType is the kind of object that receives grants and is charged
+	// by claims of this resource type, for example an Organization.
+	// +required
+	ConsumerType ConsumerTypeRef `json:"consumerType"`
+
+	// type says how the resource is consumed: Entity (counted objects) or
+	// Allocation (a measured amount).
+	// +required
+	Type RegistrationType `json:"type"`
+
+	// resourceType is the unique name of the quotable resource, for example
+	// resourcemanager.miloapis.com/projects. Only one registration may name
+	// a given resourceType.
+	// +required
+	ResourceType ResourceType `json:"resourceType"`
+
+	// description says what the resource is, for people reading quotas.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// baseUnit is the unit that grant and claim amounts are expressed in,
+	// for example project, millicore or byte.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	BaseUnit string `json:"baseUnit"`
+
+	// displayUnit is the unit people read amounts in, for example core or GiB.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	DisplayUnit string `json:"displayUnit,omitempty"`
+
+	// unitConversionFactor is the number of base units in one display unit,
+	// for example 1000 millicores per core. Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	UnitConversionFactor int64 `json:"unitConversionFactor,omitempty"`
+
+	// claimingResources lists the kinds whose objects may claim this
+	// resource. Each kind may appear once.
+	// +required
+	// +listType=map
+	// +listMapKey=apiGroup
+	// +listMapKey=kind
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	ClaimingResources []ClaimingResource `json:"claimingResources"`
+}
+
+// ResourceRegistrationStatus is the observed state of a registration.
+type ResourceRegistrationStatus struct {
+	// observedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Active says whether grants and claims may use this
+	// resource type.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ResourceRegistration registers a quotable resource type: its unit, the kind
+// of consumer it is granted to, and the kinds that may claim it.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=rreg;registration,categories=quota
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerType.kind`
+// +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ResourceRegistration struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec defines the registered resource type.
+	// +required
+	Spec ResourceRegistrationSpec `json:"spec"`
+
+	// status is the observed state of the registration.
+	// +optional
+	Status ResourceRegistrationStatus `json:"status,omitempty"`
+}
+
+// ResourceRegistrationList is a list of ResourceRegistrations.
+// +kubebuilder:object:root=true
+type ResourceRegistrationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ResourceRegistration `json:"items"`
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/rest"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/quotaplane/quotaplane/internal/server"
+)
+
+func newServeCommand() *cobra.Command {
+	o := server.NewOptions()
+	logOpts := logs.NewOptions()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the quota API: a Kubernetes-compatible API server with embedded etcd and the quota controllers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := logsapi.ValidateAndApply(logOpts, utilfeature.DefaultFeatureGate); err != nil {
+				return err
+			}
+			// The server's own loopback clients should not print warnings.
+			rest.SetDefaultWarningHandler(rest.NoWarnings{})
+			ctx := genericapiserver.SetupSignalContext()
+			return server.Serve(ctx, o, nil, cmd.OutOrStdout())
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	logsapi.AddFlags(logOpts, cmd.Flags())
+	return cmd
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Regenerates deepcopy functions and CRD manifests from the API types.
+# controller-gen is pinned in hack/tools/go.mod.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cg() { go tool -modfile=hack/tools/go.mod controller-gen "$@"; }
+cg object:headerFile=hack/boilerplate.go.txt paths=./api/...
+rm -rf config/crd/bases
+cg crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd/bases

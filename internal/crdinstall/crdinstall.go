@@ -1,0 +1,102 @@
+// Package crdinstall installs the quota CRDs into an API server and waits until
+// they are established. It is idempotent: an existing CRD is updated in place
+// when its schema differs, and left alone otherwise.
+package crdinstall
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/quotaplane/quotaplane/config/crd"
+)
+
+// Install creates or updates every quota CRD and waits until all are
+// established, or until ctx is done.
+func Install(ctx context.Context, cfg *rest.Config) error {
+	client, err := apiextensionsclient.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "quotaplane-crd-installer"))
+	if err != nil {
+		return err
+	}
+	crds, err := crd.All()
+	if err != nil {
+		return err
+	}
+	for _, want := range crds {
+		if err := apply(ctx, client, want); err != nil {
+			return fmt.Errorf("installing CRD %s: %w", want.Name, err)
+		}
+	}
+	for _, want := range crds {
+		if err := waitEstablished(ctx, client, want.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func apply(ctx context.Context, client apiextensionsclient.Interface, want *apiextensionsv1.CustomResourceDefinition) error {
+	logger := klog.FromContext(ctx)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crds := client.ApiextensionsV1().CustomResourceDefinitions()
+		have, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = crds.Create(ctx, want, metav1.CreateOptions{FieldManager: "quotaplane"})
+			if err == nil {
+				logger.V(2).Info("Created CRD", "crd", want.Name)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if equality.Semantic.DeepDerivative(want.Spec, have.Spec) && equality.Semantic.DeepDerivative(want.Labels, have.Labels) {
+			return nil
+		}
+		updated := have.DeepCopy()
+		updated.Spec = want.Spec
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		for k, v := range want.Labels {
+			updated.Labels[k] = v
+		}
+		_, err = crds.Update(ctx, updated, metav1.UpdateOptions{FieldManager: "quotaplane"})
+		if err == nil {
+			logger.Info("Updated CRD to the schema of this version", "crd", want.Name)
+		}
+		return err
+	})
+}
+
+func waitEstablished(ctx context.Context, client apiextensionsclient.Interface, name string) error {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		c, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+			if cond.Type == apiextensionsv1.NamesAccepted && cond.Status == apiextensionsv1.ConditionFalse {
+				return false, fmt.Errorf("CRD %s names not accepted: %s", name, cond.Message)
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
+	}
+	return nil
+}

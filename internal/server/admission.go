@@ -1,0 +1,29 @@
+package server
+
+import (
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	mutatingadmissionpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
+	validatingadmissionpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
+	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
+)
+
+// enabledAdmissionPlugins are the upstream admission plugins that make sense
+// without pods and nodes. Every other upstream plugin is off by default.
+var enabledAdmissionPlugins = sets.New(
+	lifecycle.PluginName,
+	serviceaccount.PluginName,
+	mutatingwebhook.PluginName,
+	validatingwebhook.PluginName,
+	resourcequota.PluginName,
+	validatingadmissionpolicy.PluginName,
+	mutatingadmissionpolicy.PluginName,
+)
+
+func defaultOffAdmissionPlugins() sets.Set[string] {
+	return sets.New(kubeoptions.AllOrderedPlugins...).Difference(enabledAdmissionPlugins)
+}

@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/rest"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
+	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	"k8s.io/kubernetes/pkg/controlplane"
+	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
+	cpoptions "k8s.io/kubernetes/pkg/controlplane/apiserver/options"
+	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
+
+	"github.com/quotaplane/quotaplane/internal/server/etcd"
+	"github.com/quotaplane/quotaplane/internal/server/pki"
+)
+
+// Component is started once the API server serves and the quota CRDs are
+// established; it runs until ctx is done. Start must return once started.
+type Component func(ctx context.Context, loopback *rest.Config) error
+
+// Config is everything needed to create the server. Build it with NewConfig.
+type Config struct {
+	Options CompletedOptions
+	// Components run in-process next to the API server.
+	Components []Component
+
+	lock  *dataDirLock
+	files pki.Files
+	etcd  *etcd.Server // nil with an external etcd
+
+	aggregator    *aggregatorapiserver.Config
+	controlPlane  *controlplaneapiserver.Config
+	apiExtensions *apiextensionsapiserver.Config
+}
+
+// CompletedConfig can only be produced by Config.Complete.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+type completedConfig struct {
+	Options    CompletedOptions
+	Components []Component
+
+	lock  *dataDirLock
+	files pki.Files
+	etcd  *etcd.Server
+
+	aggregator    aggregatorapiserver.CompletedConfig
+	controlPlane  controlplaneapiserver.CompletedConfig
+	apiExtensions apiextensionsapiserver.CompletedConfig
+}
+
+// NewConfig locks the data directory, creates the certificates on first
+// start, starts the embedded etcd (the API server configuration needs a
+// serving etcd) and configures the API server. The API does not serve yet;
+// call Abort when the server will not be run.
+func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error) {
+	lock, err := lockDataDir(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	c = &Config{Options: opts, lock: lock}
+	defer func() {
+		if err != nil {
+			c.Abort()
+		}
+	}()
+
+	var extraIPs []net.IP
+	if !opts.bindIP.IsUnspecified() && !opts.bindIP.IsLoopback() {
+		extraIPs = append(extraIPs, opts.bindIP)
+	}
+	var dnsNames []string
+	if h, err := os.Hostname(); err == nil {
+		dnsNames = append(dnsNames, h)
+	}
+	if c.files, err = pki.Ensure(filepath.Join(opts.DataDir, "pki"), extraIPs, dnsNames); err != nil {
+		return nil, fmt.Errorf("preparing certificates: %w", err)
+	}
+
+	servers := opts.EtcdServers
+	if len(servers) == 0 {
+		etcdConfig, err := etcd.Options{Dir: filepath.Join(opts.DataDir, "etcd"), UnsafeNoFsync: opts.EtcdUnsafeNoFsync}.Complete()
+		if err != nil {
+			return nil, err
+		}
+		if c.etcd, err = etcdConfig.Start(ctx); err != nil {
+			return nil, err
+		}
+		servers = []string{c.etcd.ClientURL()}
+	}
+
+	ko := cpoptions.NewOptions()
+	ko.Admission.GenericAdmission.DefaultOffPlugins = defaultOffAdmissionPlugins()
+	ko.SecureServing.BindAddress = opts.bindIP
+	ko.SecureServing.BindPort = opts.SecurePort
+	ko.SecureServing.Listener = opts.Listener
+	ko.SecureServing.ServerCert.CertKey.CertFile = c.files.ServingCert
+	ko.SecureServing.ServerCert.CertKey.KeyFile = c.files.ServingKey
+	ko.Authentication.ClientCert.ClientCA = c.files.CACert
+	ko.Authentication.ServiceAccounts.Issuers = []string{"https://kubernetes.default.svc"}
+	ko.Authentication.ServiceAccounts.KeyFiles = []string{c.files.ServiceAcctKey}
+	ko.Authentication.ServiceAccounts.OptionalTokenGetter = newTokenGetter
+	ko.ServiceAccountSigningKeyFile = c.files.ServiceAcctKey
+	ko.Authorization.Modes = []string{"RBAC"}
+	ko.Etcd.StorageConfig.Transport.ServerList = servers
+	ko.Etcd.StorageConfig.Prefix = opts.EtcdPrefix
+
+	completed, err := ko.Complete(ctx, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("completing API server options: %w", err)
+	}
+	if errs := completed.Validate(); len(errs) != 0 {
+		return nil, fmt.Errorf("invalid API server options: %w", utilerrors.NewAggregate(errs))
+	}
+
+	genericConfig, versionedInformers, storageFactory, err := controlplaneapiserver.BuildGenericConfig(
+		completed,
+		[]*runtime.Scheme{legacyscheme.Scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme},
+		controlplane.DefaultGenericAPIResourceConfigSource(),
+		generatedopenapi.GetOpenAPIDefinitions,
+	)
+	if err != nil {
+		return nil, fmt.Errorf("building the API server configuration: %w", err)
+	}
+	serviceResolver := webhook.NewDefaultServiceResolver()
+	kubeAPIs, pluginInitializer, err := controlplaneapiserver.CreateConfig(completed, genericConfig, versionedInformers, storageFactory, serviceResolver, nil)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the built-in APIs: %w", err)
+	}
+	c.controlPlane = kubeAPIs
+	authInfoResolver := webhook.NewDefaultAuthenticationInfoResolverWrapper(kubeAPIs.ProxyTransport, kubeAPIs.Generic.EgressSelector, kubeAPIs.Generic.LoopbackClientConfig, kubeAPIs.Generic.TracerProvider)
+	c.apiExtensions, err = controlplaneapiserver.CreateAPIExtensionsConfig(*kubeAPIs.Generic, kubeAPIs.VersionedInformers, pluginInitializer, completed, 3, serviceResolver, authInfoResolver)
+	if err != nil {
+		return nil, fmt.Errorf("configuring CustomResourceDefinitions: %w", err)
+	}
+	c.aggregator, err = controlplaneapiserver.CreateAggregatorConfig(*kubeAPIs.Generic, completed, kubeAPIs.VersionedInformers, serviceResolver, kubeAPIs.ProxyTransport, kubeAPIs.Extra.PeerProxy, pluginInitializer)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the aggregator: %w", err)
+	}
+	c.aggregator.ExtraConfig.DisableRemoteAvailableConditionController = true
+	return c, nil
+}
+
+// Complete fills in the rest of the configuration.
+func (c *Config) Complete() CompletedConfig {
+	return CompletedConfig{&completedConfig{
+		Options:       c.Options,
+		Components:    c.Components,
+		lock:          c.lock,
+		files:         c.files,
+		etcd:          c.etcd,
+		aggregator:    c.aggregator.Complete(),
+		controlPlane:  c.controlPlane.Complete(),
+		apiExtensions: c.apiExtensions.Complete(),
+	}}
+}
+
+// Abort stops etcd and releases the data directory when the server is never run.
+func (c *Config) Abort() {
+	if c.etcd != nil {
+		c.etcd.Stop()
+		c.etcd = nil
+	}
+	c.lock.release()
+}

@@ -1,0 +1,4 @@
+// Package etcd runs etcd embedded in the quotaplane process, under the data
+// directory, listening on loopback only. It is ready before the API server
+// starts and is stopped after the API server has stopped.
+package etcd

@@ -1,0 +1,8 @@
+// Package kubecontrollers runs, inside quotaplane serve, the upstream
+// Kubernetes controllers that make the built-in API behave as kubectl users
+// expect: garbage collection of ownerReferences, namespace deletion, and the
+// built-in ResourceQuota usage controller.
+//
+// It only wires upstream controllers to a loopback client; it must never hold
+// quota logic of its own.
+package kubecontrollers

@@ -1,0 +1,112 @@
+package kubecontrollers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	quotageneric "k8s.io/apiserver/pkg/quota/v1/generic"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/controller-manager/pkg/informerfactory"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller"
+	"k8s.io/kubernetes/pkg/controller/garbagecollector"
+	namespacecontroller "k8s.io/kubernetes/pkg/controller/namespace"
+	resourcequotacontroller "k8s.io/kubernetes/pkg/controller/resourcequota"
+	quotacore "k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
+	quotainstall "k8s.io/kubernetes/pkg/quota/v1/install"
+)
+
+const (
+	resync = 12 * time.Hour
+	// discoveryPeriod is how often the garbage collector and the quota
+	// controller look for new resources, such as a newly installed CRD.
+	discoveryPeriod = 15 * time.Second
+)
+
+// servedByGenericControlPlane lists the quota evaluators with special logic
+// whose resources the generic control plane serves. Pods, services,
+// persistent volume claims and DRA claims are not served, so their evaluators
+// stay off (they would otherwise watch resources that do not exist).
+func servedByGenericControlPlane(gvr schema.GroupVersionResource) bool { return false }
+
+// Start starts the controllers against the API server reached through cfg.
+// They run until ctx is done. Start returns once they are started.
+func Start(ctx context.Context, cfg *rest.Config) error {
+	logger := klog.FromContext(ctx).WithName("kubecontrollers")
+	ctx = klog.NewContext(ctx, logger)
+
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 400, 800
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "quotaplane-kube-controllers"))
+	if err != nil {
+		return fmt.Errorf("creating the controllers' client: %w", err)
+	}
+	metadataClient, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the controllers' metadata client: %w", err)
+	}
+	shared := informers.NewSharedInformerFactory(client, resync)
+	metadataInformers := metadatainformer.NewSharedInformerFactory(metadataClient, resync)
+	objectOrMetadata := informerfactory.NewInformerFactory(shared, metadataInformers)
+	restMapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	go wait.UntilWithContext(ctx, func(context.Context) { restMapper.Reset() }, discoveryPeriod)
+	informersStarted := make(chan struct{})
+
+	// Garbage collection of ownerReferences: background, foreground and orphan.
+	graph := garbagecollector.NewDependencyGraphBuilder(ctx, metadataClient, restMapper,
+		garbagecollector.DefaultIgnoredResources(), objectOrMetadata, informersStarted)
+	gc, err := garbagecollector.NewComposedGarbageCollector(ctx, client, metadataClient, restMapper, graph)
+	if err != nil {
+		return fmt.Errorf("creating the garbage collector: %w", err)
+	}
+
+	// Namespace deletion: contents first, then the namespace.
+	namespaces := namespacecontroller.NewNamespaceController(ctx, client, metadataClient,
+		client.Discovery().ServerPreferredNamespacedResources,
+		shared.Core().V1().Namespaces(), 5*time.Minute, corev1.FinalizerKubernetes)
+
+	// The built-in ResourceQuota's usage controller.
+	evaluators, err := quotacore.NewEvaluators(quotageneric.ListerFuncForResourceFunc(shared.ForResource), shared, servedByGenericControlPlane)
+	if err != nil {
+		return fmt.Errorf("creating the resource quota evaluators: %w", err)
+	}
+	quotaConfig := quotageneric.NewConfiguration(evaluators, quotainstall.DefaultIgnoredResources())
+	quotaDiscovery := client.Discovery().ServerPreferredNamespacedResources
+	quotas, err := resourcequotacontroller.NewController(ctx, &resourcequotacontroller.ControllerOptions{
+		QuotaClient:               client.CoreV1(),
+		ResourceQuotaInformer:     shared.Core().V1().ResourceQuotas(),
+		ResyncPeriod:              controller.StaticResyncPeriodFunc(5 * time.Minute),
+		InformerFactory:           objectOrMetadata,
+		ReplenishmentResyncPeriod: controller.StaticResyncPeriodFunc(resync),
+		DiscoveryFunc:             quotaDiscovery,
+		IgnoredResourcesFunc:      quotaConfig.IgnoredResources,
+		InformersStarted:          informersStarted,
+		Registry:                  quotageneric.NewRegistry(quotaConfig.Evaluators()),
+		UpdateFilter:              quotainstall.DefaultUpdateFilter(),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the resource quota controller: %w", err)
+	}
+
+	shared.Start(ctx.Done())
+	metadataInformers.Start(ctx.Done())
+	close(informersStarted)
+
+	go gc.Run(ctx, 20, discoveryPeriod*4)
+	go gc.Sync(ctx, client.Discovery(), discoveryPeriod)
+	go namespaces.Run(ctx, 10)
+	go quotas.Run(ctx, 10)
+	go quotas.Sync(ctx, quotaDiscovery, discoveryPeriod)
+	logger.V(2).Info("Started the garbage collector, namespace and resource quota controllers")
+	return nil
+}
