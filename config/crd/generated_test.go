@@ -1,0 +1,60 @@
+package crd
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// TestGeneratedFilesUpToDate regenerates deepcopy functions and CRDs from the
+// API types into a temporary directory and compares them with the checked-in
+// files. Run hack/update-generated.sh when it fails.
+func TestGeneratedFilesUpToDate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds controller-gen")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	gen := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"),
+			append([]string{"tool", "-modfile=hack/tools/go.mod", "controller-gen"}, args...)...)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("controller-gen %v: %v\n%s", args, err, b)
+		}
+	}
+	gen("object:headerFile=hack/boilerplate.go.txt", "paths=./api/...", "output:object:dir="+filepath.Join(out, "object"))
+	gen("crd:crdVersions=v1", "paths=./api/...", "output:crd:dir="+filepath.Join(out, "crd"))
+
+	compare(t, filepath.Join(out, "object", "zz_generated.deepcopy.go"), filepath.Join(root, "api/quota/v1alpha1/zz_generated.deepcopy.go"))
+	fresh, _ := filepath.Glob(filepath.Join(out, "crd", "*.yaml"))
+	checkedIn, _ := filepath.Glob(filepath.Join(root, "config/crd/bases", "*.yaml"))
+	if len(fresh) != len(checkedIn) {
+		t.Fatalf("controller-gen writes %d CRDs, %d are checked in; run hack/update-generated.sh", len(fresh), len(checkedIn))
+	}
+	for _, f := range fresh {
+		compare(t, f, filepath.Join(root, "config/crd/bases", filepath.Base(f)))
+	}
+}
+
+func compare(t *testing.T, fresh, checkedIn string) {
+	t.Helper()
+	want, err := os.ReadFile(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(checkedIn)
+	if err != nil {
+		t.Fatalf("%s is missing; run hack/update-generated.sh", checkedIn)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s is stale; run hack/update-generated.sh", checkedIn)
+	}
+}

@@ -1,0 +1,256 @@
+// Package e2e builds the quotaplane binary and drives `quotaplane serve` the
+// way a newcomer does: start it, use kubectl against the kubeconfig it writes,
+// stop it with a signal, start it again.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quotaplane/quotaplane/test/manifests"
+)
+
+const (
+	// readyGoal and rssGoal are the targets of the serve issue; the limits
+	// tests enforce leave room for a noisy shared machine.
+	readyLimit = 15 * time.Second
+	rssLimitMi = 300
+)
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "quotaplane")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./cmd/quotaplane")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type serveProcess struct {
+	cmd     *exec.Cmd
+	banner  string
+	ready   time.Duration
+	stderr  *bytes.Buffer
+	exitErr chan error
+}
+
+// startServe starts `quotaplane serve` and waits for its one-line banner.
+func startServe(t *testing.T, bin, dataDir string, port int) *serveProcess {
+	t.Helper()
+	p := &serveProcess{stderr: &bytes.Buffer{}, exitErr: make(chan error, 1)}
+	p.cmd = exec.Command(bin, "serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(port))
+	p.cmd.Stderr = p.stderr
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			select {
+			case lines <- s.Text():
+			default:
+			}
+		}
+		p.exitErr <- p.cmd.Wait()
+	}()
+	select {
+	case p.banner = <-lines:
+		p.ready = time.Since(began)
+	case err := <-p.exitErr:
+		t.Fatalf("serve exited before it was ready: %v\n%s", err, tail(p.stderr))
+	case <-time.After(2 * time.Minute):
+		_ = p.cmd.Process.Kill()
+		t.Fatalf("serve printed nothing within 2 minutes\n%s", tail(p.stderr))
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *serveProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exitErr:
+		if err != nil {
+			t.Fatalf("serve did not exit cleanly on SIGTERM: %v\n%s", err, tail(p.stderr))
+		}
+	case <-time.After(time.Minute):
+		_ = p.cmd.Process.Kill()
+		t.Fatalf("serve did not exit within a minute of SIGTERM")
+	}
+}
+
+func rssMiB(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("cannot read process memory: %v", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.Atoi(f[1])
+			return kb / 1024
+		}
+	}
+	t.Fatal("no VmRSS in /proc status")
+	return 0
+}
+
+func tail(b *bytes.Buffer) string {
+	s := b.String()
+	if len(s) > 4000 {
+		s = s[len(s)-4000:]
+	}
+	return s
+}
+
+func kubectl(t *testing.T, kubeconfig, stdin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func mustKubectl(t *testing.T, kubeconfig, stdin string, args ...string) string {
+	t.Helper()
+	out, err := kubectl(t, kubeconfig, stdin, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// TestServe is the newcomer's path: quotaplane serve, then kubectl.
+func TestServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	port := freePort(t)
+	p := startServe(t, bin, dataDir, port)
+	kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
+
+	t.Logf("ready after %s; banner: %s", p.ready, p.banner)
+	if !strings.Contains(p.banner, kubeconfig) || !strings.Contains(p.banner, "kubectl") {
+		t.Errorf("the banner should say where the kubeconfig is and what to try, got %q", p.banner)
+	}
+	if p.ready > readyLimit {
+		t.Errorf("start to ready took %s, limit %s", p.ready, readyLimit)
+	}
+	time.Sleep(5 * time.Second) // let start-up garbage be collected
+	rss := rssMiB(t, p.cmd.Process.Pid)
+	t.Logf("idle RSS %d MiB", rss)
+	if rss > rssLimitMi {
+		t.Errorf("idle RSS %d MiB, limit %d MiB", rss, rssLimitMi)
+	}
+
+	t.Run("second server on the same data dir is refused", func(t *testing.T) {
+		cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(freePort(t)))
+		began := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatal("the second server started")
+		}
+		if !strings.Contains(string(out), "already in use by another quotaplane server") {
+			t.Errorf("unclear refusal: %s", out)
+		}
+		if d := time.Since(began); d > 5*time.Second {
+			t.Errorf("refusal took %s", d)
+		}
+	})
+
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not installed; skipping the kubectl walkthrough")
+	}
+	resources := mustKubectl(t, kubeconfig, "", "api-resources", "--api-group", "quota.miloapis.com", "-o", "name")
+	for _, r := range []string{"resourceregistrations", "resourcegrants", "resourceclaims", "allowancebuckets", "claimcreationpolicies", "grantcreationpolicies"} {
+		if !strings.Contains(resources, r+".quota.miloapis.com") {
+			t.Errorf("kubectl api-resources lacks %s:\n%s", r, resources)
+		}
+	}
+	explain := mustKubectl(t, kubeconfig, "", "explain", "resourceclaim.spec.requests")
+	for _, want := range []string{"amount", "resourceType", "dimensions", "baseUnit"} {
+		if !strings.Contains(explain, want) {
+			t.Errorf("kubectl explain resourceclaim.spec.requests does not document %q:\n%s", want, explain)
+		}
+	}
+
+	mustKubectl(t, kubeconfig, "", "create", "namespace", "walkthrough")
+	mustKubectl(t, kubeconfig, "", "-n", "walkthrough", "create", "secret", "generic", "s1", "--from-literal=k=v")
+	for kind, manifest := range map[string]string{
+		"resourceregistration": manifests.Registration("projects-per-organization", "resourcemanager.miloapis.com/projects"),
+		"resourcegrant":        manifests.Grant("walkthrough", "acme-corp-project-quota"),
+		"resourceclaim":        manifests.Claim("walkthrough", "web-app-project-claim"),
+		"allowancebucket":      manifests.Bucket("walkthrough", "acme-corp-projects"),
+		"claimcreationpolicy":  manifests.ClaimPolicy("project-quota-enforcement"),
+		"grantcreationpolicy":  manifests.GrantPolicy("organization-project-quota"),
+	} {
+		out := mustKubectl(t, kubeconfig, manifest, "create", "-f", "-")
+		if !strings.Contains(out, "created") {
+			t.Errorf("kubectl create %s: %s", kind, out)
+		}
+		if out := mustKubectl(t, kubeconfig, "", "get", kind, "-A"); !strings.Contains(out, "NAME") {
+			t.Errorf("kubectl get %s: %s", kind, out)
+		}
+	}
+	if out := mustKubectl(t, kubeconfig, "", "-n", "walkthrough", "get", "secret", "s1", "-o", "jsonpath={.data.k}"); out != "dg==" {
+		t.Errorf("secret data = %q", out)
+	}
+	mustKubectl(t, kubeconfig, "", "delete", "resourceregistration", "projects-per-organization")
+	mustKubectl(t, kubeconfig, "", "delete", "claimcreationpolicy", "project-quota-enforcement")
+
+	// SIGTERM stops the server cleanly; a restart on the same data dir keeps
+	// everything.
+	p.stop(t)
+	p2 := startServe(t, bin, dataDir, port)
+	t.Logf("restart ready after %s", p2.ready)
+	if out := mustKubectl(t, kubeconfig, "", "-n", "walkthrough", "get", "secret", "s1", "-o", "jsonpath={.data.k}"); out != "dg==" {
+		t.Errorf("secret after restart = %q", out)
+	}
+	if out := mustKubectl(t, kubeconfig, "", "-n", "walkthrough", "get", "resourceclaim", "web-app-project-claim", "-o", "name"); !strings.Contains(out, "web-app-project-claim") {
+		t.Errorf("claim after restart: %s", out)
+	}
+	if out, err := kubectl(t, kubeconfig, "", "get", "resourceregistration", "projects-per-organization"); err == nil {
+		t.Errorf("a deleted registration came back after restart: %s", out)
+	}
+	mustKubectl(t, kubeconfig, "", "delete", "namespace", "walkthrough", "--wait=true", "--timeout=90s")
+	p2.stop(t)
+}
