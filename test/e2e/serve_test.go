@@ -230,12 +230,16 @@ func TestServe(t *testing.T) {
 		if out := mustKubectl(t, kubeconfig, "", "get", kind, "-A"); !strings.Contains(out, "NAME") {
 			t.Errorf("kubectl get %s: %s", kind, out)
 		}
+		if kind != "resourceclaim" && kind != "resourceregistration" { // kept to check the restart
+			if out := mustKubectl(t, kubeconfig, manifest, "delete", "-f", "-"); !strings.Contains(out, "deleted") {
+				t.Errorf("kubectl delete %s: %s", kind, out)
+			}
+		}
 	}
 	if out := mustKubectl(t, kubeconfig, "", "-n", "walkthrough", "get", "secret", "s1", "-o", "jsonpath={.data.k}"); out != "dg==" {
 		t.Errorf("secret data = %q", out)
 	}
 	mustKubectl(t, kubeconfig, "", "delete", "resourceregistration", "projects-per-organization")
-	mustKubectl(t, kubeconfig, "", "delete", "claimcreationpolicy", "project-quota-enforcement")
 
 	// SIGTERM stops the server cleanly; a restart on the same data dir keeps
 	// everything.
