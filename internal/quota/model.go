@@ -1,0 +1,129 @@
+package quota
+
+import "time"
+
+// Registration is what the engine needs of a ResourceRegistration.
+type Registration struct {
+	Name         string
+	Created      time.Time
+	ResourceType string
+	ConsumerType GroupKind
+	BaseUnit     string
+	Claiming     []GroupKind
+	// Deleting is set while the registration waits for deletion.
+	Deleting bool
+}
+
+// Grant is what the engine needs of a ResourceGrant.
+type Grant struct {
+	UID        string
+	Namespace  string
+	Name       string
+	Consumer   ConsumerID
+	Allowances []Allowance
+}
+
+// Allowance is the quota a grant gives for one resource type.
+type Allowance struct {
+	ResourceType string
+	Buckets      []GrantBucket
+}
+
+// GrantBucket is an amount for one dimension set.
+type GrantBucket struct {
+	Amount int64
+	Dims   Dimensions
+}
+
+// Claim is what the engine needs of a ResourceClaim.
+type Claim struct {
+	UID       string
+	Namespace string
+	Name      string
+	Created   time.Time
+	Consumer  ConsumerID
+	Requests  []Request
+	// ResourceRef is the kind of the object the claim is for, if named.
+	ResourceRef *GroupKind
+}
+
+// Request asks for an amount of one resource type.
+type Request struct {
+	ResourceType string
+	Amount       int64
+	Dims         Dimensions
+}
+
+// Outcome is the state of a claim.
+type Outcome string
+
+const (
+	// Pending: not decided yet.
+	Pending Outcome = "Pending"
+	// Granted: every request is allocated.
+	Granted Outcome = "Granted"
+	// QuotaExceeded: denied as a whole because a request does not fit; the
+	// claim waits and is decided again when its buckets gain room.
+	QuotaExceeded Outcome = "QuotaExceeded"
+	// ValidationFailed: denied because the claim does not match the
+	// registrations; decided again when registrations change.
+	ValidationFailed Outcome = "ValidationFailed"
+)
+
+// Request-level reasons.
+const (
+	ReasonQuotaAvailable   = "QuotaAvailable"
+	ReasonQuotaExceeded    = "QuotaExceeded"
+	ReasonValidationFailed = "ValidationFailed"
+	// ReasonClaimDenied marks a request that would fit but is not allocated
+	// because another request of the same claim was denied (all or nothing).
+	ReasonClaimDenied = "ClaimDenied"
+	ReasonPending     = "Pending"
+)
+
+// RequestResult is the outcome of one request.
+type RequestResult struct {
+	ResourceType string
+	Status       string // Granted, Denied or Pending
+	Reason       string
+	Message      string
+	Allocated    int64
+	// Bucket is the overall (dimensionless) bucket the amount is counted in.
+	Bucket BucketID
+}
+
+// Decision is the outcome of a claim with a message a person can act on.
+type Decision struct {
+	Outcome  Outcome
+	Message  string
+	Requests []RequestResult
+}
+
+// BucketStatus is the live state of one bucket.
+type BucketStatus struct {
+	ID        BucketID
+	Dims      Dimensions
+	Limit     int64
+	Allocated int64
+	Claims    int32
+	Grants    []GrantContribution
+}
+
+// Available is limit minus allocated, never below zero.
+func (b BucketStatus) Available() int64 { return max(0, b.Limit-b.Allocated) }
+
+// OverLimit reports whether allocated exceeds limit (a limit was lowered).
+func (b BucketStatus) OverLimit() bool { return b.Allocated > b.Limit }
+
+// GrantContribution is what one grant adds to a bucket.
+type GrantContribution struct {
+	Namespace, Name string
+	Amount          int64
+}
+
+// Validity is the outcome of validating a grant or a registration.
+type Validity struct {
+	Valid   bool
+	Reason  string
+	Message string
+}
