@@ -274,4 +274,3 @@ func TestInvalidGrantContributesNothing(t *testing.T) {
 		t.Errorf("after the registration is deleted: %+v", v)
 	}
 }
-
