@@ -8,11 +8,13 @@ import (
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
+	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/server"
 )
 
 func newServeCommand() *cobra.Command {
 	o := server.NewOptions()
+	engineOpts := engine.DefaultOptions()
 	logOpts := logs.NewOptions()
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -25,10 +27,11 @@ func newServeCommand() *cobra.Command {
 			// The server's own loopback clients should not print warnings.
 			rest.SetDefaultWarningHandler(rest.NoWarnings{})
 			ctx := genericapiserver.SetupSignalContext()
-			return server.Serve(ctx, o, nil, cmd.OutOrStdout())
+			return server.Serve(ctx, o, []server.Component{engine.Start(engineOpts)}, cmd.OutOrStdout())
 		},
 	}
 	o.AddFlags(cmd.Flags())
+	engineOpts.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logOpts, cmd.Flags())
 	return cmd
 }

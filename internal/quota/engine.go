@@ -688,3 +688,15 @@ func before(a, b Claim) bool {
 	}
 	return a.UID < b.UID
 }
+
+// Waiting counts claims that are not granted.
+func (e *Engine) Waiting() int {
+	n := 0
+	for _, q := range e.consumers {
+		n += len(q.waiting)
+	}
+	return n
+}
+
+// Claims counts known claims.
+func (e *Engine) Claims() int { return len(e.claims) }

@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// Labels on every AllowanceBucket, so that a tenant or a dashboard can select
+// the buckets of one consumer.
+const (
+	LabelConsumerKind   = "quota.miloapis.com/consumer-kind"
+	LabelConsumerName   = "quota.miloapis.com/consumer-name"
+	LabelResourceType   = "quota.miloapis.com/resource-type"
+	LabelManagedBy      = "app.kubernetes.io/managed-by"
+	managedByQuotaplane = "quotaplane"
+)
+
+func (t *term) placement() quota.Placement {
+	return quota.Placement{SystemNamespace: t.r.opts.SystemNamespace}
+}
+
+// bucketWorker keeps each AllowanceBucket equal to the engine's numbers:
+// created when something refers to it, deleted when nothing does.
+func (t *term) bucketWorker(ctx context.Context) {
+	for {
+		id, shutdown := t.buckets.Get()
+		if shutdown {
+			return
+		}
+		if err := t.writeBucket(ctx, id); err != nil {
+			if ctx.Err() == nil && !apierrors.IsConflict(err) {
+				klog.FromContext(ctx).V(2).Info("Writing a bucket failed; retrying", "bucket", quota.BucketName(id), "err", err)
+			}
+			t.buckets.AddRateLimited(id)
+		} else {
+			t.buckets.Forget(id)
+		}
+		t.buckets.Done(id)
+	}
+}
+
+func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
+	t.mu.Lock()
+	st, exists := t.eng.Bucket(id)
+	t.mu.Unlock()
+	ns, name := t.placement().Namespace(id.Consumer), quota.BucketName(id)
+	obj, found, err := t.bucketInformer.GetStore().GetByKey(key(ns, name))
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if !found {
+			return nil
+		}
+		b := obj.(*quotav1alpha1.AllowanceBucket)
+		err := t.r.client.Delete(ctx, b, client.Preconditions{UID: &b.UID})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	}
+	var stored *quotav1alpha1.AllowanceBucket
+	if found {
+		stored = obj.(*quotav1alpha1.AllowanceBucket)
+	} else {
+		if err := t.ensureNamespace(ctx, ns); err != nil {
+			return err
+		}
+		stored = &quotav1alpha1.AllowanceBucket{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: bucketLabels(id)},
+			Spec: quotav1alpha1.AllowanceBucketSpec{
+				ConsumerRef:  quotav1alpha1.ConsumerRef{APIGroup: id.Consumer.APIGroup, Kind: id.Consumer.Kind, Name: id.Consumer.Name, Namespace: id.Consumer.Namespace},
+				ResourceType: quotav1alpha1.ResourceType(id.ResourceType),
+				Dimensions:   apiDimensions(st.Dims),
+			},
+		}
+		if err := t.r.client.Create(ctx, stored); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("bucket %s/%s exists but is not in the cache yet", ns, name)
+			}
+			return fmt.Errorf("creating bucket %s/%s: %w", ns, name, err)
+		}
+	}
+	want := bucketStatus(stored, st)
+	if bucketStatusEqual(stored.Status, want) {
+		return nil
+	}
+	updated := stored.DeepCopy()
+	updated.Status = want
+	return t.r.client.Status().Update(ctx, updated)
+}
+
+func (t *term) ensureNamespace(ctx context.Context, ns string) error {
+	t.nsMu.Lock()
+	known := t.namespaces[ns]
+	t.nsMu.Unlock()
+	if known {
+		return nil
+	}
+	if err := t.r.ensureNamespace(ctx, ns); err != nil {
+		return fmt.Errorf("creating bucket namespace %s: %w", ns, err)
+	}
+	t.nsMu.Lock()
+	t.namespaces[ns] = true
+	t.nsMu.Unlock()
+	return nil
+}
+
+var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// labelValue makes s a valid label value: allowed characters, at most 63.
+func labelValue(s string) string {
+	s = labelUnsafe.ReplaceAllString(s, "_")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return strings.Trim(s, "._-")
+}
+
+func bucketLabels(id quota.BucketID) map[string]string {
+	return map[string]string{
+		LabelConsumerKind: labelValue(id.Consumer.Kind),
+		LabelConsumerName: labelValue(id.Consumer.Name),
+		LabelResourceType: labelValue(id.ResourceType),
+		LabelManagedBy:    managedByQuotaplane,
+	}
+}
+
+func bucketStatus(stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) quotav1alpha1.AllowanceBucketStatus {
+	now := metav1.Now()
+	out := quotav1alpha1.AllowanceBucketStatus{
+		ObservedGeneration: stored.Generation,
+		Limit:              st.Limit,
+		Allocated:          st.Allocated,
+		Available:          st.Available(),
+		ClaimCount:         st.Claims,
+		GrantCount:         int32(len(st.Grants)),
+		LastReconciliation: &now,
+		Conditions:         append([]metav1.Condition(nil), stored.Status.Conditions...),
+	}
+	for _, g := range st.Grants {
+		out.ContributingGrantRefs = append(out.ContributingGrantRefs, quotav1alpha1.ContributingGrantRef{Name: g.Name, Namespace: g.Namespace, Amount: g.Amount})
+	}
+	cond := metav1.Condition{Type: quotav1alpha1.BucketConditionOverLimit, Status: metav1.ConditionFalse, Reason: "WithinLimit",
+		Message: fmt.Sprintf("%d of %d allocated", st.Allocated, st.Limit), ObservedGeneration: stored.Generation}
+	if st.OverLimit() {
+		cond.Status, cond.Reason = metav1.ConditionTrue, "LimitBelowAllocation"
+		cond.Message = fmt.Sprintf("%d allocated exceeds the limit %d (a grant was lowered or removed); nothing is revoked, and new claims are denied until allocation falls below the limit", st.Allocated, st.Limit)
+	}
+	meta.SetStatusCondition(&out.Conditions, cond)
+	return out
+}
+
+func bucketStatusEqual(a, b quotav1alpha1.AllowanceBucketStatus) bool {
+	if a.ObservedGeneration != b.ObservedGeneration || a.Limit != b.Limit || a.Allocated != b.Allocated || a.Available != b.Available ||
+		a.ClaimCount != b.ClaimCount || a.GrantCount != b.GrantCount || len(a.ContributingGrantRefs) != len(b.ContributingGrantRefs) || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.ContributingGrantRefs {
+		if a.ContributingGrantRefs[i] != b.ContributingGrantRefs[i] {
+			return false
+		}
+	}
+	for i := range a.Conditions {
+		if a.Conditions[i].Status != b.Conditions[i].Status || a.Conditions[i].Message != b.Conditions[i].Message {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,393 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// Options configure the engine.
+type Options struct {
+	// SystemNamespace holds the leader Lease, the ledger, and the buckets of
+	// consumers without a namespace of their own.
+	SystemNamespace string
+	// Identity names this replica in the Lease; defaults to host_pid_random.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Workers write claim statuses and buckets in parallel.
+	Workers int
+}
+
+// DefaultOptions are the production defaults.
+func DefaultOptions() Options {
+	return Options{
+		SystemNamespace: "quotaplane-system",
+		LeaseDuration:   15 * time.Second,
+		RenewDeadline:   10 * time.Second,
+		RetryPeriod:     2 * time.Second,
+		Workers:         8,
+	}
+}
+
+const (
+	leaseName  = "quotaplane-quota-engine"
+	ledgerName = "quotaplane-decision-ledger"
+)
+
+// Runner campaigns for leadership and, while leader, runs the engine.
+type Runner struct {
+	opts   Options
+	kube   kubernetes.Interface
+	rest   *rest.RESTClient
+	client client.Client
+}
+
+// New creates a runner for the API server reached through cfg.
+func New(cfg *rest.Config, opts Options) (*Runner, error) {
+	def := DefaultOptions()
+	if opts.SystemNamespace == "" {
+		opts.SystemNamespace = def.SystemNamespace
+	}
+	if opts.LeaseDuration == 0 {
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = def.LeaseDuration, def.RenewDeadline, def.RetryPeriod
+	}
+	if opts.Workers == 0 {
+		opts.Workers = def.Workers
+	}
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		opts.Identity = fmt.Sprintf("%s_%d_%s", host, os.Getpid(), rand.String(6))
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	cfg = rest.AddUserAgent(cfg, "quotaplane-quota-engine")
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := newRESTClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The quota kinds are CRDs: JSON only, whatever the loopback config prefers.
+	jsonCfg := rest.CopyConfig(cfg)
+	jsonCfg.ContentType, jsonCfg.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+	cl, err := client.New(jsonCfg, client.Options{Scheme: Scheme})
+	if err != nil {
+		return nil, err
+	}
+	registerMetrics()
+	return &Runner{opts: opts, kube: kube, rest: rc, client: cl}, nil
+}
+
+// Start runs the engine in the background until ctx is done. It matches the
+// server's Component signature.
+func Start(opts Options) func(ctx context.Context, cfg *rest.Config) error {
+	return func(ctx context.Context, cfg *rest.Config) error {
+		r, err := New(cfg, opts)
+		if err != nil {
+			return err
+		}
+		go r.Run(ctx)
+		return nil
+	}
+}
+
+// Run campaigns for leadership until ctx is done. While leader it decides;
+// when it loses leadership, or finds the ledger taken over, it stops deciding
+// at once and campaigns again.
+func (r *Runner) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithValues("identity", r.opts.Identity)
+	ctx = klog.NewContext(ctx, logger)
+	for ctx.Err() == nil {
+		if err := r.ensureNamespace(ctx, r.opts.SystemNamespace); err != nil {
+			logger.Error(err, "Cannot create the system namespace; retrying", "namespace", r.opts.SystemNamespace)
+			sleep(ctx, r.opts.RetryPeriod)
+			continue
+		}
+		campaign, stop := context.WithCancel(ctx)
+		lock := &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: r.opts.SystemNamespace, Name: leaseName},
+			Client:     r.kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: r.opts.Identity},
+		}
+		leaderelection.RunOrDie(campaign, leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   r.opts.LeaseDuration,
+			RenewDeadline:   r.opts.RenewDeadline,
+			RetryPeriod:     r.opts.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            leaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(leading context.Context) {
+					isLeader.Set(1)
+					defer isLeader.Set(0)
+					err := r.lead(leading)
+					if err != nil && leading.Err() == nil {
+						logger.Error(err, "Quota engine stopped deciding")
+					}
+					stop() // give the lease up so that a healthy replica takes over
+				},
+				OnStoppedLeading: func() {
+					logger.V(2).Info("No longer the quota engine leader")
+				},
+			},
+		})
+		stop()
+		sleep(ctx, r.opts.RetryPeriod)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (r *Runner) ensureNamespace(ctx context.Context, ns string) error {
+	_, err := r.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	return err
+}
+
+// lead runs one term of leadership: stamp the ledger, rebuild the state from
+// a quorum read of every registration, grant and claim, honour the grants the
+// previous leader recorded, then decide until the term ends.
+func (r *Runner) lead(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	began := time.Now()
+	l := &ledger{client: r.kube, namespace: r.opts.SystemNamespace, name: ledgerName, holder: r.opts.Identity}
+	inflight, err := l.stamp(ctx)
+	if err != nil {
+		return err
+	}
+	ledgerWrites.Inc()
+	t := newTerm(r, l, inflight)
+	logger.Info("Became the quota engine leader", "epoch", l.epoch, "inflightGrants", len(inflight))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := t.startInformers(ctx); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.ready = true
+	claims := len(t.claimKeys)
+	t.mu.Unlock()
+	recoverySeconds.Set(time.Since(began).Seconds())
+	logger.Info("Rebuilt quota state from stored objects", "claims", claims, "duration", time.Since(began))
+
+	var wg sync.WaitGroup
+	for range r.opts.Workers {
+		wg.Add(3)
+		go func() { defer wg.Done(); t.claimWorker(ctx) }()
+		go func() { defer wg.Done(); t.bucketWorker(ctx) }()
+		go func() { defer wg.Done(); t.statusWorker(ctx) }()
+	}
+	// Honour what the previous leader recorded: write those grants first.
+	for uid := range inflight {
+		t.claims.Add(uid)
+	}
+	t.enqueueAllBuckets()
+	err = t.decideLoop(ctx)
+	cancel()
+	t.shutdownQueues()
+	wg.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func eventObject(obj any) runtime.Object {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, _ := obj.(runtime.Object)
+	return o
+}
+
+func (t *term) startInformers(ctx context.Context) error {
+	t.regInformer = quorumInformer(t.r.rest, "resourceregistrations", &quotav1alpha1.ResourceRegistration{}, func() runtime.Object { return &quotav1alpha1.ResourceRegistrationList{} })
+	t.grantInformer = quorumInformer(t.r.rest, "resourcegrants", &quotav1alpha1.ResourceGrant{}, func() runtime.Object { return &quotav1alpha1.ResourceGrantList{} })
+	t.claimInformer = quorumInformer(t.r.rest, "resourceclaims", &quotav1alpha1.ResourceClaim{}, func() runtime.Object { return &quotav1alpha1.ResourceClaimList{} })
+	t.bucketInformer = quorumInformer(t.r.rest, "allowancebuckets", &quotav1alpha1.AllowanceBucket{}, func() runtime.Object { return &quotav1alpha1.AllowanceBucketList{} })
+
+	_, err := t.regInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.registrationChanged(obj.(*quotav1alpha1.ResourceRegistration)) },
+		UpdateFunc: func(_, obj any) { t.registrationChanged(obj.(*quotav1alpha1.ResourceRegistration)) },
+		DeleteFunc: func(obj any) {
+			if r, ok := eventObject(obj).(*quotav1alpha1.ResourceRegistration); ok {
+				t.registrationDeleted(r)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = t.grantInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.grantChanged(obj.(*quotav1alpha1.ResourceGrant)) },
+		UpdateFunc: func(_, obj any) { t.grantChanged(obj.(*quotav1alpha1.ResourceGrant)) },
+		DeleteFunc: func(obj any) {
+			if g, ok := eventObject(obj).(*quotav1alpha1.ResourceGrant); ok {
+				t.grantDeleted(g)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = t.claimInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.claimAdded(obj.(*quotav1alpha1.ResourceClaim)) },
+		UpdateFunc: func(_, obj any) { t.claimUpdated(obj.(*quotav1alpha1.ResourceClaim)) },
+		DeleteFunc: func(obj any) {
+			if c, ok := eventObject(obj).(*quotav1alpha1.ResourceClaim); ok {
+				t.claimDeleted(c)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = t.bucketInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		// A bucket object changed by someone else is put back.
+		UpdateFunc: func(_, obj any) { t.bucketObjectChanged(obj.(*quotav1alpha1.AllowanceBucket)) },
+		DeleteFunc: func(obj any) {
+			if b, ok := eventObject(obj).(*quotav1alpha1.AllowanceBucket); ok {
+				t.bucketObjectChanged(b)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	for _, inf := range []cache.SharedIndexInformer{t.regInformer, t.grantInformer, t.claimInformer, t.bucketInformer} {
+		go inf.RunWithContext(ctx)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), t.regInformer.HasSynced, t.grantInformer.HasSynced, t.claimInformer.HasSynced, t.bucketInformer.HasSynced) {
+		return fmt.Errorf("caches did not sync: %w", ctx.Err())
+	}
+	return nil
+}
+
+// decideLoop decides whenever something changed, records new grants in the
+// ledger, and hands the results to the writers.
+func (t *term) decideLoop(ctx context.Context) error {
+	t.kickNow()
+	resync := time.NewTicker(time.Minute)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.kick:
+		case <-resync.C:
+			t.enqueueAllBuckets()
+			continue
+		}
+		if err := t.decideOnce(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (t *term) decideOnce(ctx context.Context) error {
+	t.mu.Lock()
+	changed := t.eng.Decide()
+	buckets, grants, regs := t.eng.TakeChanged()
+	now := time.Now()
+	var granted int
+	for _, ch := range changed {
+		if ch.Decision.Outcome == quota.Granted {
+			t.inflight[ch.UID] = t.claimKeys[ch.UID]
+			granted++
+		}
+		if seen, ok := t.firstSeen[ch.UID]; ok {
+			result := "denied"
+			if ch.Decision.Outcome == quota.Granted {
+				result = "granted"
+			}
+			decisionLatency.WithLabelValues(result).Observe(now.Sub(seen).Seconds())
+			delete(t.firstSeen, ch.UID)
+		}
+	}
+	for uid := range t.projected {
+		delete(t.inflight, uid)
+	}
+	dirtyLedger := granted > 0 || len(t.projected) > 0
+	clear(t.projected)
+	record := make(map[string]string, len(t.inflight))
+	for k, v := range t.inflight {
+		record[k] = v
+	}
+	pendingClaims.Set(float64(t.eng.Waiting()))
+	t.mu.Unlock()
+
+	if dirtyLedger {
+		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 2 * time.Second}, func(ctx context.Context) (bool, error) {
+			err := t.ledger.record(ctx, record)
+			if errors.Is(err, errDeposed) {
+				return false, err
+			}
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Recording grants in the ledger failed; retrying")
+				return false, nil
+			}
+			ledgerWrites.Inc()
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, ch := range changed {
+		t.claims.Add(ch.UID)
+	}
+	for _, id := range buckets {
+		t.buckets.Add(id)
+	}
+	for _, uid := range grants {
+		t.statuses.Add(statusKey{kind: kindGrant, key: uid})
+	}
+	for _, n := range regs {
+		t.statuses.Add(statusKey{kind: kindRegistration, key: n})
+	}
+	return nil
+}
+
+// AddFlags registers the engine's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "Namespace of the engine's Lease and ledger, and of the AllowanceBuckets of consumers without a namespace of their own (Organizations' buckets live in organization-<name>).")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a replica waits after the leader stops renewing before it takes over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it stops deciding.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew leadership.")
+	fs.IntVar(&o.Workers, "quota-workers", o.Workers, "Parallel writers of claim decisions and buckets.")
+}

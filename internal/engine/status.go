@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// statusWorker writes the Active condition of grants and registrations.
+func (t *term) statusWorker(ctx context.Context) {
+	for {
+		k, shutdown := t.statuses.Get()
+		if shutdown {
+			return
+		}
+		var err error
+		if k.kind == kindGrant {
+			err = t.writeGrant(ctx, k.key)
+		} else {
+			err = t.writeRegistration(ctx, k.key)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			if ctx.Err() == nil && !apierrors.IsConflict(err) {
+				klog.FromContext(ctx).V(2).Info("Writing a condition failed; retrying", "key", k.key, "err", err)
+			}
+			t.statuses.AddRateLimited(k)
+		} else {
+			t.statuses.Forget(k)
+		}
+		t.statuses.Done(k)
+	}
+}
+
+func activeCondition(v quota.Validity, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: "Active", Status: metav1.ConditionTrue, Reason: v.Reason, Message: v.Message, ObservedGeneration: generation}
+	if !v.Valid {
+		c.Status = metav1.ConditionFalse
+	}
+	return c
+}
+
+func conditionChanged(existing []metav1.Condition, c metav1.Condition) bool {
+	old := meta.FindStatusCondition(existing, c.Type)
+	return old == nil || old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message || old.ObservedGeneration != c.ObservedGeneration
+}
+
+func (t *term) writeGrant(ctx context.Context, uid string) error {
+	t.mu.Lock()
+	v, ok := t.eng.GrantValidity(uid)
+	k := t.grantKeys[uid]
+	t.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	obj, exists, err := t.grantInformer.GetStore().GetByKey(k)
+	if err != nil || !exists {
+		return err
+	}
+	g := obj.(*quotav1alpha1.ResourceGrant)
+	c := activeCondition(v, g.Generation)
+	if !conditionChanged(g.Status.Conditions, c) && g.Status.ObservedGeneration == g.Generation {
+		return nil
+	}
+	updated := g.DeepCopy()
+	updated.Status.ObservedGeneration = g.Generation
+	meta.SetStatusCondition(&updated.Status.Conditions, c)
+	return t.r.client.Status().Update(ctx, updated)
+}
+
+func (t *term) writeRegistration(ctx context.Context, name string) error {
+	obj, exists, err := t.regInformer.GetStore().GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+	r := obj.(*quotav1alpha1.ResourceRegistration)
+	t.mu.Lock()
+	v := t.eng.RegistrationValidity(name)
+	grants, claims := t.eng.RegistrationUsers(string(r.Spec.ResourceType))
+	t.mu.Unlock()
+	if v.Reason == "Deleting" && grants+claims > 0 {
+		v.Message += "; still used by " + plural(grants, "grant") + " and " + plural(claims, "claim") + ", which are flagged invalid"
+	}
+	c := activeCondition(v, r.Generation)
+	if !conditionChanged(r.Status.Conditions, c) && r.Status.ObservedGeneration == r.Generation {
+		return nil
+	}
+	updated := r.DeepCopy()
+	updated.Status.ObservedGeneration = r.Generation
+	meta.SetStatusCondition(&updated.Status.Conditions, c)
+	return t.r.client.Status().Update(ctx, updated)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// term is one term of leadership. Its engine and queues live and die with it.
+type term struct {
+	r      *Runner
+	ledger *ledger
+
+	mu sync.Mutex
+	// eng is the state; guarded by mu.
+	eng       *quota.Engine
+	ready     bool
+	claimKeys map[string]string // claim UID → namespace/name
+	grantKeys map[string]string // grant UID → namespace/name
+	// inflight are the grants recorded in the ledger; projected are those
+	// since written to their claims, dropped from the ledger next time.
+	inflight  map[string]string
+	projected map[string]struct{}
+	firstSeen map[string]time.Time
+
+	kick chan struct{}
+
+	regInformer, grantInformer, claimInformer, bucketInformer cache.SharedIndexInformer
+
+	claims   workqueue.TypedRateLimitingInterface[string]
+	buckets  workqueue.TypedRateLimitingInterface[quota.BucketID]
+	statuses workqueue.TypedRateLimitingInterface[statusKey]
+
+	nsMu       sync.Mutex
+	namespaces map[string]bool // bucket namespaces known to exist
+}
+
+type statusKind int
+
+const (
+	kindGrant statusKind = iota
+	kindRegistration
+)
+
+type statusKey struct {
+	kind statusKind
+	key  string // grant UID or registration name
+}
+
+func newTerm(r *Runner, l *ledger, inflight map[string]string) *term {
+	rl := func() workqueue.TypedRateLimiter[string] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 5*time.Second)
+	}
+	return &term{
+		r: r, ledger: l,
+		eng:        quota.NewEngine(),
+		claimKeys:  map[string]string{},
+		grantKeys:  map[string]string{},
+		inflight:   inflight,
+		projected:  map[string]struct{}{},
+		firstSeen:  map[string]time.Time{},
+		kick:       make(chan struct{}, 1),
+		claims:     workqueue.NewTypedRateLimitingQueue(rl()),
+		buckets:    workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[quota.BucketID](5*time.Millisecond, 5*time.Second)),
+		statuses:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
+		namespaces: map[string]bool{},
+	}
+}
+
+func (t *term) kickNow() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (t *term) shutdownQueues() {
+	t.claims.ShutDown()
+	t.buckets.ShutDown()
+	t.statuses.ShutDown()
+}
+
+func key(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func (t *term) registrationChanged(r *quotav1alpha1.ResourceRegistration) {
+	t.mu.Lock()
+	t.eng.UpsertRegistration(toRegistration(r))
+	t.mu.Unlock()
+	t.kickNow()
+}
+
+func (t *term) registrationDeleted(r *quotav1alpha1.ResourceRegistration) {
+	t.mu.Lock()
+	t.eng.RemoveRegistration(r.Name)
+	t.mu.Unlock()
+	t.kickNow()
+}
+
+func (t *term) grantChanged(g *quotav1alpha1.ResourceGrant) {
+	t.mu.Lock()
+	t.grantKeys[string(g.UID)] = key(g.Namespace, g.Name)
+	t.eng.UpsertGrant(toGrant(g))
+	t.mu.Unlock()
+	t.kickNow()
+}
+
+func (t *term) grantDeleted(g *quotav1alpha1.ResourceGrant) {
+	t.mu.Lock()
+	delete(t.grantKeys, string(g.UID))
+	t.eng.RemoveGrant(string(g.UID))
+	t.mu.Unlock()
+	t.kickNow()
+}
+
+// claimAdded learns a claim. A claim whose stored status says Granted, or
+// that the ledger holds as granted, was granted before and is restored as
+// such; any other claim waits for a decision.
+func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
+	uid := string(c.UID)
+	t.mu.Lock()
+	t.claimKeys[uid] = key(c.Namespace, c.Name)
+	_, recorded := t.inflight[uid]
+	if isGranted(c) || recorded {
+		t.eng.RestoreGranted(toClaim(c))
+	} else {
+		t.eng.AddClaim(toClaim(c))
+		if t.ready {
+			t.firstSeen[uid] = time.Now()
+		}
+	}
+	t.mu.Unlock()
+	t.kickNow()
+}
+
+// claimUpdated only matters when the stored status drifted from the
+// decision (someone edited it): the decision is written again.
+func (t *term) claimUpdated(c *quotav1alpha1.ResourceClaim) {
+	t.mu.Lock()
+	_, known := t.claimKeys[string(c.UID)]
+	t.mu.Unlock()
+	if !known {
+		t.claimAdded(c)
+		return
+	}
+	t.claims.Add(string(c.UID))
+}
+
+func (t *term) claimDeleted(c *quotav1alpha1.ResourceClaim) {
+	uid := string(c.UID)
+	t.mu.Lock()
+	delete(t.claimKeys, uid)
+	delete(t.firstSeen, uid)
+	t.eng.RemoveClaim(uid)
+	t.mu.Unlock()
+	t.kickNow()
+}
+
+func (t *term) bucketObjectChanged(b *quotav1alpha1.AllowanceBucket) {
+	t.buckets.Add(quota.BucketID{
+		Consumer:     consumerID(b.Spec.ConsumerRef),
+		ResourceType: string(b.Spec.ResourceType),
+		Dims:         dimensions(b.Spec.Dimensions).Key(),
+	})
+}
+
+// enqueueAllBuckets checks every bucket the engine has and every bucket
+// object that exists, so that stale objects are removed.
+func (t *term) enqueueAllBuckets() {
+	t.mu.Lock()
+	ids := t.eng.BucketIDs()
+	t.mu.Unlock()
+	for _, id := range ids {
+		t.buckets.Add(id)
+	}
+	for _, obj := range t.bucketInformer.GetStore().List() {
+		t.bucketObjectChanged(obj.(*quotav1alpha1.AllowanceBucket))
+	}
+	bucketsGauge.Set(float64(len(ids)))
+}
