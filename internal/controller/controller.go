@@ -1,0 +1,93 @@
+// Package controller runs the quota engine as a standalone process against
+// another Kubernetes API server (quotaplane controller): it checks that the
+// quota CRDs are installed, serves metrics and health, and runs the engine
+// until stopped. It holds no quota logic.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/pflag"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	"github.com/quotaplane/quotaplane/config/crd"
+	"github.com/quotaplane/quotaplane/internal/engine"
+)
+
+// Options of quotaplane controller.
+type Options struct {
+	Kubeconfig     string
+	MetricsAddress string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{MetricsAddress: "127.0.0.1:8080"}
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server to run against (required).")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address serving /metrics and /healthz; empty turns it off.")
+}
+
+// Run runs the engine until ctx is done.
+func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
+	if o.Kubeconfig == "" {
+		return errors.New("--kubeconfig is required: name the kubeconfig of the API server to run against")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("reading --kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	if err := checkCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cfg)); err != nil {
+		return err
+	}
+	runner, err := engine.New(cfg, engineOpts)
+	if err != nil {
+		return err
+	}
+	if o.MetricsAddress != "" {
+		l, err := net.Listen("tcp", o.MetricsAddress)
+		if err != nil {
+			return fmt.Errorf("serving metrics on %s: %w (pass --metrics-bind-address='' to turn it off)", o.MetricsAddress, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", legacyregistry.Handler())
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hs.Serve(l) }()
+		defer hs.Close()
+	}
+	klog.FromContext(ctx).Info("Running the quota engine", "server", cfg.Host)
+	runner.Run(ctx)
+	return nil
+}
+
+// checkCRDs fails with instructions when a quota CRD is missing.
+func checkCRDs(ctx context.Context, client apiextensionsclient.Interface) error {
+	crds, err := crd.All()
+	if err != nil {
+		return err
+	}
+	for _, c := range crds {
+		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, c.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("CRD %s is not installed on this API server; install the quota CRDs first: quotaplane crds | kubectl apply -f -", c.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("checking CRD %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,315 @@
+// Package quotatest builds quota worlds (registrations, grants, claims) for
+// tests against a real server, and waits for the engine's decisions.
+package quotatest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// Scheme holds the quota and core kinds.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	_ = quotav1alpha1.AddToScheme(Scheme)
+	_ = corev1.AddToScheme(Scheme)
+}
+
+func NewClient(t testing.TB, cfg *rest.Config) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var counter atomic.Int64
+
+// Fixture is one test's world: its own resource types, consumer and namespace,
+// so that tests sharing the server never see each other's quota.
+type Fixture struct {
+	T        testing.TB
+	C        client.Client
+	ID       string
+	Org      quotav1alpha1.ConsumerRef
+	NS       string
+	BucketNS string
+}
+
+func NewFixture(t testing.TB, c client.Client) *Fixture {
+	t.Helper()
+	id := fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1_000_000, counter.Add(1))
+	f := &Fixture{T: t, C: c, ID: id,
+		Org: quotav1alpha1.ConsumerRef{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: "org-" + id},
+		NS:  "claims-" + id}
+	f.BucketNS = "organization-" + f.Org.Name
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.NS}}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// RT is a resource type unique to this Fixture.
+func (f *Fixture) RT(name string) quotav1alpha1.ResourceType {
+	return quotav1alpha1.ResourceType(fmt.Sprintf("%s.example.com/%s", f.ID, name))
+}
+
+func (f *Fixture) Register(names ...string) {
+	f.T.Helper()
+	for _, n := range names {
+		r := &quotav1alpha1.ResourceRegistration{
+			ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-" + n},
+			Spec: quotav1alpha1.ResourceRegistrationSpec{
+				ConsumerType:      quotav1alpha1.ConsumerTypeRef{APIGroup: quota.OrganizationGroup, Kind: "Organization"},
+				Type:              quotav1alpha1.RegistrationTypeAllocation,
+				ResourceType:      f.RT(n),
+				BaseUnit:          "unit",
+				ClaimingResources: []quotav1alpha1.ClaimingResource{{APIGroup: quota.OrganizationGroup, Kind: "Project"}},
+			},
+		}
+		if err := f.C.Create(context.Background(), r); err != nil {
+			f.T.Fatal(err)
+		}
+		f.WaitCondition(r, quotav1alpha1.RegistrationConditionActive, metav1.ConditionTrue)
+	}
+}
+
+// Bucket is a grant bucket.
+type Bucket struct {
+	Amount int64
+	Dims   []quotav1alpha1.Dimension
+}
+
+func (f *Fixture) Grant(name string, allowances map[string][]Bucket) *quotav1alpha1.ResourceGrant {
+	f.T.Helper()
+	g := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: f.Org}}
+	for rt, buckets := range allowances {
+		a := quotav1alpha1.Allowance{ResourceType: f.RT(rt)}
+		for _, b := range buckets {
+			a.Buckets = append(a.Buckets, quotav1alpha1.GrantBucket{Amount: b.Amount, Dimensions: b.Dims})
+		}
+		g.Spec.Allowances = append(g.Spec.Allowances, a)
+	}
+	if err := f.C.Create(context.Background(), g); err != nil {
+		f.T.Fatal(err)
+	}
+	return g
+}
+
+// Req is a claim request of a fixture resource type.
+type Req struct {
+	RT     string
+	Amount int64
+	Dims   []quotav1alpha1.Dimension
+}
+
+func (f *Fixture) ClaimObject(name string, reqs ...Req) *quotav1alpha1.ResourceClaim {
+	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}, Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: f.Org}}
+	for _, r := range reqs {
+		c.Spec.Requests = append(c.Spec.Requests, quotav1alpha1.ResourceRequest{ResourceType: f.RT(r.RT), Amount: r.Amount, Dimensions: r.Dims})
+	}
+	return c
+}
+
+func (f *Fixture) Claim(name string, reqs ...Req) *quotav1alpha1.ResourceClaim {
+	f.T.Helper()
+	c := f.ClaimObject(name, reqs...)
+	if err := f.C.Create(context.Background(), c); err != nil {
+		f.T.Fatal(err)
+	}
+	return c
+}
+
+// Decided waits until the claim has a decision and returns its Granted condition.
+func (f *Fixture) Decided(name string) metav1.Condition {
+	f.T.Helper()
+	var cond metav1.Condition
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c := &quotav1alpha1.ResourceClaim{}
+		if err := f.C.Get(ctx, types.NamespacedName{Namespace: f.NS, Name: name}, c); err != nil {
+			return false, nil
+		}
+		got := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
+		if got == nil || got.Status == metav1.ConditionUnknown {
+			return false, nil
+		}
+		cond = *got
+		return true, nil
+	})
+	if err != nil {
+		f.T.Fatalf("claim %s was not decided: %v", name, err)
+	}
+	return cond
+}
+
+func (f *Fixture) GetClaim(name string) *quotav1alpha1.ResourceClaim {
+	f.T.Helper()
+	c := &quotav1alpha1.ResourceClaim{}
+	if err := f.C.Get(context.Background(), types.NamespacedName{Namespace: f.NS, Name: name}, c); err != nil {
+		f.T.Fatal(err)
+	}
+	return c
+}
+
+// Nums are a bucket's numbers.
+type Nums struct{ Limit, Allocated, Available int64 }
+
+func (f *Fixture) BucketName(rt string, dims ...quotav1alpha1.Dimension) string {
+	var d []quota.Dim
+	for _, p := range dims {
+		d = append(d, quota.Dim{Key: p.Key, Value: p.Value})
+	}
+	return quota.BucketName(quota.BucketID{
+		Consumer:     quota.ConsumerID{APIGroup: f.Org.APIGroup, Kind: f.Org.Kind, Name: f.Org.Name},
+		ResourceType: string(f.RT(rt)), Dims: quota.NewDimensions(d...).Key()})
+}
+
+// WaitBucket waits until the bucket shows want.
+func (f *Fixture) WaitBucket(want Nums, rt string, dims ...quotav1alpha1.Dimension) *quotav1alpha1.AllowanceBucket {
+	f.T.Helper()
+	name := f.BucketName(rt, dims...)
+	b := &quotav1alpha1.AllowanceBucket{}
+	var last Nums
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := f.C.Get(ctx, types.NamespacedName{Namespace: f.BucketNS, Name: name}, b); err != nil {
+			return false, nil
+		}
+		last = Nums{b.Status.Limit, b.Status.Allocated, b.Status.Available}
+		return last == want, nil
+	})
+	if err != nil {
+		f.T.Fatalf("bucket %s/%s shows %+v, want %+v", f.BucketNS, name, last, want)
+	}
+	return b
+}
+
+// WaitCondition waits for a condition status on any quota object.
+func (f *Fixture) WaitCondition(obj client.Object, condType string, status metav1.ConditionStatus) metav1.Condition {
+	f.T.Helper()
+	var cond metav1.Condition
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := f.C.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, nil
+		}
+		var conds []metav1.Condition
+		switch o := obj.(type) {
+		case *quotav1alpha1.ResourceRegistration:
+			conds = o.Status.Conditions
+		case *quotav1alpha1.ResourceGrant:
+			conds = o.Status.Conditions
+		case *quotav1alpha1.AllowanceBucket:
+			conds = o.Status.Conditions
+		}
+		c := meta.FindStatusCondition(conds, condType)
+		if c == nil || c.Status != status {
+			return false, nil
+		}
+		cond = *c
+		return true, nil
+	})
+	if err != nil {
+		f.T.Fatalf("%s never had %s=%s", obj.GetName(), condType, status)
+	}
+	return cond
+}
+
+// UpdateGrant changes a grant, retrying on conflicts with status writes.
+func (f *Fixture) UpdateGrant(g *quotav1alpha1.ResourceGrant, change func(*quotav1alpha1.ResourceGrant)) {
+	f.T.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := f.C.Get(context.Background(), client.ObjectKeyFromObject(g), g); err != nil {
+			return err
+		}
+		change(g)
+		return f.C.Update(context.Background(), g)
+	})
+	if err != nil {
+		f.T.Fatal(err)
+	}
+}
+
+// CreateConcurrently creates n claims of one unit from workers goroutines.
+func CreateConcurrently(t testing.TB, f *Fixture, prefix string, n, workers int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				c := f.ClaimObject(fmt.Sprintf("%s-%04d", prefix, i), Req{"projects", 1, nil})
+				if err := f.C.Create(context.Background(), c); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// CountDecided waits until every claim in the Fixture's namespace is decided
+// and returns how many are granted.
+func CountDecided(t testing.TB, f *Fixture, want int, timeout time.Duration) (granted int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list := &quotav1alpha1.ResourceClaimList{}
+		if err := f.C.List(ctx, list, client.InNamespace(f.NS)); err != nil {
+			return false, nil
+		}
+		granted = 0
+		decided := 0
+		for _, c := range list.Items {
+			cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
+			if cond == nil || cond.Status == metav1.ConditionUnknown {
+				continue
+			}
+			decided++
+			if cond.Status == metav1.ConditionTrue {
+				granted++
+			}
+		}
+		return decided == want && len(list.Items) == want, nil
+	})
+	if err != nil {
+		t.Fatalf("not every claim was decided: %v", err)
+	}
+	return granted
+}
+
+// R is a request of amount units of the fixture resource type rt.
+func R(rt string, amount int64, dims ...quotav1alpha1.Dimension) Req {
+	return Req{RT: rt, Amount: amount, Dims: dims}
+}
+
+// N are a bucket's limit, allocated and available.
+func N(limit, allocated, available int64) Nums {
+	return Nums{Limit: limit, Allocated: allocated, Available: available}
+}
