@@ -246,9 +246,9 @@ func (f *Fixture) UpdateGrant(g *quotav1alpha1.ResourceGrant, change func(*quota
 	}
 }
 
-// CreateConcurrently creates n claims of one unit from workers goroutines.
-func CreateConcurrently(t testing.TB, f *Fixture, prefix string, n, workers int) {
-	t.Helper()
+// CreateConcurrently creates n claims of one unit of "projects" from
+// workers goroutines. It may be called from any goroutine.
+func CreateConcurrently(f *Fixture, prefix string, n, workers int) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	next := make(chan int, n)
@@ -261,7 +261,7 @@ func CreateConcurrently(t testing.TB, f *Fixture, prefix string, n, workers int)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				c := f.ClaimObject(fmt.Sprintf("%s-%04d", prefix, i), Req{"projects", 1, nil})
+				c := f.ClaimObject(fmt.Sprintf("%s-%04d", prefix, i), R("projects", 1))
 				if err := f.C.Create(context.Background(), c); err != nil {
 					errs <- err
 				}
@@ -270,9 +270,7 @@ func CreateConcurrently(t testing.TB, f *Fixture, prefix string, n, workers int)
 	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	return <-errs
 }
 
 // CountDecided waits until every claim in the Fixture's namespace is decided

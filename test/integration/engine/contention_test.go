@@ -17,7 +17,9 @@ func TestContentionNeverOverAllocates(t *testing.T) {
 		f := quotatest.NewFixture(t, c)
 		f.Register("projects")
 		f.Grant("g", map[string][]quotatest.Bucket{"projects": {{Amount: limit}}})
-		quotatest.CreateConcurrently(t, f, "c", 4*limit, 16)
+		if err := quotatest.CreateConcurrently(f, "c", 4*limit, 16); err != nil {
+			t.Fatal(err)
+		}
 		if got := quotatest.CountDecided(t, f, 4*limit, time.Minute); got != limit {
 			t.Fatalf("round %d: %d claims granted for a limit of %d", round, got, limit)
 		}
