@@ -8,9 +8,30 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
+
+	"github.com/quotaplane/quotaplane/internal/admission/registration"
 )
+
+// quotaPlugins are quotaplane's own admission plugins, run just before the
+// built-in ResourceQuota, after every other validating step.
+var quotaPlugins = []string{registration.PluginName}
+
+// registerQuotaAdmission registers quotaplane's plugins and puts them in the
+// admission order.
+func registerQuotaAdmission(o *genericoptions.AdmissionOptions) {
+	registration.Register(o.Plugins)
+	var order []string
+	for _, name := range o.RecommendedPluginOrder {
+		if name == resourcequota.PluginName {
+			order = append(order, quotaPlugins...)
+		}
+		order = append(order, name)
+	}
+	o.RecommendedPluginOrder = order
+}
 
 // enabledAdmissionPlugins are the upstream admission plugins that make sense
 // without pods and nodes. Every other upstream plugin is off by default.
@@ -25,5 +46,5 @@ var enabledAdmissionPlugins = sets.New(
 )
 
 func defaultOffAdmissionPlugins() sets.Set[string] {
-	return sets.New(kubeoptions.AllOrderedPlugins...).Difference(enabledAdmissionPlugins)
+	return sets.New(kubeoptions.AllOrderedPlugins...).Difference(enabledAdmissionPlugins.Union(sets.New(quotaPlugins...)))
 }

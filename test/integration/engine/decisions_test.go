@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -195,4 +196,26 @@ func TestGrantAndRegistrationConditions(t *testing.T) {
 	if c := f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionFalse); c.Reason != "ResourceTypeNotRegistered" {
 		t.Errorf("grant after its registration was deleted: %+v", c)
 	}
+}
+
+func TestDuplicateRegistrationRefusedAtCreate(t *testing.T) {
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
+	f.Register("projects")
+	dup := &quotav1alpha1.ResourceRegistration{
+		ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-duplicate"},
+		Spec: quotav1alpha1.ResourceRegistrationSpec{
+			ConsumerType:      quotav1alpha1.ConsumerTypeRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization"},
+			Type:              quotav1alpha1.RegistrationTypeEntity,
+			ResourceType:      f.RT("projects"),
+			BaseUnit:          "project",
+			ClaimingResources: []quotav1alpha1.ClaimingResource{{APIGroup: "resourcemanager.miloapis.com", Kind: "Project"}},
+		},
+	}
+	err := f.C.Create(context.Background(), dup)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.resourceType") || !strings.Contains(err.Error(), `already registered by ResourceRegistration "`+f.ID+`-projects"`) {
+		t.Fatalf("a duplicate registration: got %v, want a field error naming the existing registration", err)
+	}
+	// The first registration stays Active.
+	first := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-projects"}}
+	f.WaitCondition(first, quotav1alpha1.RegistrationConditionActive, metav1.ConditionTrue)
 }

@@ -1,0 +1,84 @@
+// Package registration is an admission plugin of quotaplane serve that refuses
+// a ResourceRegistration whose resourceType is already registered, naming the
+// registration that holds it. It only reads registrations; the engine still
+// marks a duplicate that slipped through (two concurrent creates) inactive.
+package registration
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/client-go/dynamic"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+)
+
+// PluginName is the admission plugin's name.
+const PluginName = "QuotaRegistration"
+
+// Register adds the plugin to plugins.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}, nil
+	})
+}
+
+type plugin struct {
+	*admission.Handler
+	client dynamic.Interface
+}
+
+var (
+	_                admission.ValidationInterface     = &plugin{}
+	_                initializer.WantsDynamicClient    = &plugin{}
+	_                admission.InitializationValidator = &plugin{}
+	registrations                                      = quotav1alpha1.SchemeGroupVersion.WithResource("resourceregistrations")
+	registrationKind                                   = quotav1alpha1.Resource("resourceregistrations").WithVersion("").GroupResource()
+)
+
+func (p *plugin) SetDynamicClient(c dynamic.Interface) { p.client = c }
+
+func (p *plugin) ValidateInitialization() error {
+	if p.client == nil {
+		return fmt.Errorf("%s needs a dynamic client", PluginName)
+	}
+	return nil
+}
+
+// Validate refuses a second registration of a resource type.
+func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != registrationKind || a.GetSubresource() != "" {
+		return nil
+	}
+	obj, ok := a.GetObject().(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	rt, _, _ := unstructured.NestedString(obj.Object, "spec", "resourceType")
+	if rt == "" {
+		return nil // the schema reports the missing field
+	}
+	list, err := p.client.Resource(registrations).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("checking whether %s is already registered: %w", rt, err))
+	}
+	for _, other := range list.Items {
+		if other.GetName() == a.GetName() {
+			continue
+		}
+		if otherRT, _, _ := unstructured.NestedString(other.Object, "spec", "resourceType"); otherRT == rt {
+			return apierrors.NewInvalid(quotav1alpha1.SchemeGroupVersion.WithKind("ResourceRegistration").GroupKind(), a.GetName(), field.ErrorList{
+				field.Invalid(field.NewPath("spec", "resourceType"), rt,
+					fmt.Sprintf("already registered by ResourceRegistration %q; a resource type is registered once: change that registration, or delete it first", other.GetName())),
+			})
+		}
+	}
+	return nil
+}
