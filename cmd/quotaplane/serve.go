@@ -26,6 +26,9 @@ func newServeCommand() *cobra.Command {
 			}
 			// The server's own loopback clients should not print warnings.
 			rest.SetDefaultWarningHandler(rest.NoWarnings{})
+			if engineOpts.Identity == "" {
+				engineOpts.Identity = engine.StableIdentity("serve", o.DataDir)
+			}
 			ctx := genericapiserver.SetupSignalContext()
 			return server.Serve(ctx, o, []server.Component{engine.Start(engineOpts)}, cmd.OutOrStdout())
 		},

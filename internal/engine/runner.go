@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -390,4 +393,18 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it stops deciding.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew leadership.")
 	fs.IntVar(&o.Workers, "quota-workers", o.Workers, "Parallel writers of claim decisions and buckets.")
+}
+
+// StableIdentity is a leader-election identity that stays the same across
+// restarts of one replica (host and data directory), so that a restarted
+// replica takes its own lease back at once instead of waiting for it to
+// expire. Two live replicas never share one: a data directory is locked.
+func StableIdentity(role, dataDir string) string {
+	host, _ := os.Hostname()
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return fmt.Sprintf("%s-%s-%s", role, host, hex.EncodeToString(sum[:4]))
 }

@@ -52,6 +52,8 @@ type Fixture struct {
 	Org      quotav1alpha1.ConsumerRef
 	NS       string
 	BucketNS string
+	// Limit is free for tests to remember the limit they granted.
+	Limit int64
 }
 
 func NewFixture(t testing.TB, c client.Client) *Fixture {

@@ -1,0 +1,145 @@
+// Package restart checks that the engine rebuilds exact buckets from the
+// stored claims after a restart, and measures how long that takes.
+package restart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/server"
+	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+func TestMain(m *testing.M) {
+	testserver.Quiet()
+	os.Exit(m.Run())
+}
+
+func startWithEngine(t testing.TB, dir string) *testserver.Server {
+	t.Helper()
+	o := engine.DefaultOptions()
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	o.Identity = "restart-test_0_x" // stable across restarts, as serve's is for one data directory
+	s, err := testserver.Start(testserver.Options{DataDir: dir, Components: []server.Component{engine.Start(o)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fill creates n claims of one unit spread over the fixtures, from many
+// goroutines, and waits until all are decided.
+func fill(t testing.TB, fixtures []*quotatest.Fixture, n int) {
+	t.Helper()
+	per := n / len(fixtures)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(fixtures))
+	for _, f := range fixtures {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- quotatest.CreateConcurrently(f, "c", per, 32/len(fixtures)+1)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range fixtures {
+		quotatest.CountDecided(t, f, per, 5*time.Minute)
+	}
+}
+
+// checkBuckets compares each fixture's bucket with the sum of its granted claims.
+func checkBuckets(t testing.TB, c client.Client, fixtures []*quotatest.Fixture) {
+	t.Helper()
+	for _, f := range fixtures {
+		list := &quotav1alpha1.ResourceClaimList{}
+		if err := c.List(context.Background(), list, client.InNamespace(f.NS)); err != nil {
+			t.Fatal(err)
+		}
+		var sum int64
+		for _, cl := range list.Items {
+			if meta.IsStatusConditionTrue(cl.Status.Conditions, quotav1alpha1.ClaimConditionGranted) {
+				sum += cl.Spec.Requests[0].Amount
+			}
+		}
+		b := f.WaitBucket(quotatest.N(f.Limit, sum, max(0, f.Limit-sum)), "projects")
+		if int(b.Status.ClaimCount) != int(sum) {
+			t.Errorf("bucket %s counts %d claims, %d are granted", b.Name, b.Status.ClaimCount, sum)
+		}
+	}
+}
+
+func claimsFromEnv(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("QUOTAPLANE_RESTART_CLAIMS")); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// TestRestartRebuildsBucketsFromClaims stores 10,000 granted claims, stops
+// the server, starts it again, and checks that every bucket equals the sum of
+// its granted claims; it reports the time from start to the first new
+// decision.
+func TestRestartRebuildsBucketsFromClaims(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 10,000 claims")
+	}
+	n := claimsFromEnv(10_000)
+	dir := t.TempDir()
+	s := startWithEngine(t, dir)
+	c := quotatest.NewClient(t, s.Config)
+	var fixtures []*quotatest.Fixture
+	for range 10 {
+		f := quotatest.NewFixture(t, c)
+		f.Register("projects")
+		f.Limit = int64(n/10 + 5) // every claim fits, with room left for the probe
+		f.Grant("g", map[string][]quotatest.Bucket{"projects": {{Amount: f.Limit}}})
+		fixtures = append(fixtures, f)
+	}
+	began := time.Now()
+	fill(t, fixtures, n)
+	t.Logf("created and decided %d claims in %s", n, time.Since(began).Round(time.Millisecond))
+	checkBuckets(t, c, fixtures)
+	if err := s.StopKeep(); err != nil {
+		t.Fatal(err)
+	}
+
+	began = time.Now()
+	s = startWithEngine(t, dir)
+	defer s.Stop()
+	ready := time.Since(began)
+	c = quotatest.NewClient(t, s.Config)
+	for _, f := range fixtures {
+		f.C = c
+	}
+	probe := fixtures[0]
+	probe.Claim("probe", quotatest.R("projects", 1))
+	cond := probe.Decided("probe")
+	firstDecision := time.Since(began)
+	if cond.Status != metav1.ConditionTrue {
+		t.Fatalf("the probe claim was not granted: %+v", cond)
+	}
+	t.Logf("restart with %d claims: server ready after %s, first new decision after %s", n, ready.Round(time.Millisecond), firstDecision.Round(time.Millisecond))
+	fmt.Printf("restart claims=%d ready=%s first-decision=%s\n", n, ready.Round(time.Millisecond), firstDecision.Round(time.Millisecond))
+	if firstDecision > 30*time.Second {
+		t.Errorf("first decision after restart took %s; goal < 10 s at 10k claims", firstDecision)
+	}
+	checkBuckets(t, c, fixtures)
+}
