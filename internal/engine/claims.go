@@ -72,7 +72,6 @@ func (t *term) writeClaim(ctx context.Context, uid string) error {
 			t.projected[uid] = struct{}{}
 		}
 		t.mu.Unlock()
-		t.kickNow()
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func DefaultOptions() Options {
 		LeaseDuration:   15 * time.Second,
 		RenewDeadline:   10 * time.Second,
 		RetryPeriod:     2 * time.Second,
-		Workers:         8,
+		Workers:         16,
 	}
 }
 
@@ -307,22 +307,34 @@ func (t *term) decideLoop(ctx context.Context) error {
 	t.kickNow()
 	resync := time.NewTicker(time.Minute)
 	defer resync.Stop()
+	flush := time.NewTicker(ledgerFlushPeriod)
+	defer flush.Stop()
 	for {
+		force := false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.kick:
+		case <-flush.C:
+			force = true
 		case <-resync.C:
 			t.enqueueAllBuckets()
 			continue
 		}
-		if err := t.decideOnce(ctx); err != nil {
+		if err := t.decideOnce(ctx, force); err != nil {
 			return err
 		}
 	}
 }
 
-func (t *term) decideOnce(ctx context.Context) error {
+// ledgerFlushPeriod bounds how long grants already written to their claims
+// stay listed in the ledger when no new grant comes to carry their removal.
+const ledgerFlushPeriod = time.Second
+
+// decideOnce decides, then records new grants in the ledger before any is
+// written to a claim. Removing grants already written rides along with the
+// next record, or is flushed when force is set.
+func (t *term) decideOnce(ctx context.Context, force bool) error {
 	t.mu.Lock()
 	changed := t.eng.Decide()
 	buckets, grants, regs := t.eng.TakeChanged()
@@ -342,11 +354,13 @@ func (t *term) decideOnce(ctx context.Context) error {
 			delete(t.firstSeen, ch.UID)
 		}
 	}
-	for uid := range t.projected {
-		delete(t.inflight, uid)
+	dirtyLedger := granted > 0 || (force && len(t.projected) > 0)
+	if dirtyLedger {
+		for uid := range t.projected {
+			delete(t.inflight, uid)
+		}
+		clear(t.projected)
 	}
-	dirtyLedger := granted > 0 || len(t.projected) > 0
-	clear(t.projected)
 	record := make(map[string]string, len(t.inflight))
 	for k, v := range t.inflight {
 		record[k] = v

@@ -313,3 +313,46 @@ func R(rt string, amount int64, dims ...quotav1alpha1.Dimension) Req {
 func N(limit, allocated, available int64) Nums {
 	return Nums{Limit: limit, Allocated: allocated, Available: available}
 }
+
+// WatchDecided waits, through a watch rather than repeated lists, until want
+// claims in the fixture's namespace are decided, and returns how many are
+// granted. Benchmarks use it so that waiting costs the server little.
+func WatchDecided(t testing.TB, cfg *rest.Config, f *Fixture, want int, timeout time.Duration) (granted int) {
+	t.Helper()
+	if want == 0 {
+		return 0
+	}
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	w, err := wc.Watch(ctx, &quotav1alpha1.ResourceClaimList{}, client.InNamespace(f.NS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	decided := map[types.UID]bool{}
+	for ev := range w.ResultChan() {
+		c, ok := ev.Object.(*quotav1alpha1.ResourceClaim)
+		if !ok {
+			continue
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
+		if cond == nil || cond.Status == metav1.ConditionUnknown {
+			continue
+		}
+		decided[c.UID] = cond.Status == metav1.ConditionTrue
+		if len(decided) == want {
+			for _, g := range decided {
+				if g {
+					granted++
+				}
+			}
+			return granted
+		}
+	}
+	t.Fatalf("only %d of %d claims were decided within %s", len(decided), want, timeout)
+	return 0
+}
