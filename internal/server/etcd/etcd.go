@@ -76,7 +76,7 @@ func (c *Config) Start(ctx context.Context) (*Server, error) {
 	if cfg.QuotaBackendBytes == 0 {
 		cfg.QuotaBackendBytes = 8 << 30
 	}
-	cfg.LogLevel = "error"
+	cfg.LogLevel = "fatal" // etcd logs an error for every listener it closes on shutdown; real failures reach Err()
 	cfg.Logger = "zap"
 	cfg.LogOutputs = []string{"stderr"}
 	// The API server compacts etcd itself (--etcd-compaction-interval).

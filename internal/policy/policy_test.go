@@ -1,0 +1,94 @@
+package policy
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+)
+
+func machinePolicy(constraint, name string, amount intstr.IntOrString) *quotav1alpha1.ClaimCreationPolicy {
+	p := &quotav1alpha1.ClaimCreationPolicy{}
+	p.Name = "machines"
+	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "cluster.k8s.io/v1alpha1", Kind: "Machine"}
+	if constraint != "" {
+		p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: constraint}}
+	}
+	p.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
+		ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Project", Name: name},
+		Requests: []quotav1alpha1.ClaimTemplateRequest{{ResourceType: "compute.example.com/vcpus", Amount: amount,
+			Dimensions: []quotav1alpha1.TemplateDimension{{Key: "location", Value: "{{ trigger.spec.location }}"}}}},
+	}
+	return p
+}
+
+func TestCompileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy *quotav1alpha1.ClaimCreationPolicy
+		reason string
+		field  string
+	}{
+		{"bad CEL", machinePolicy("trigger.spec.(", "p", intstr.FromInt(1)), ReasonInvalidConstraint, "spec.trigger.constraints[0].expression"},
+		{"not bool", machinePolicy("'yes'", "p", intstr.FromInt(1)), ReasonInvalidConstraint, "spec.trigger.constraints[0].expression"},
+		{"unclosed template", machinePolicy("", "{{ trigger.metadata.name", intstr.FromInt(1)), ReasonInvalidTemplate, "spec.target.resourceClaimTemplate.spec.consumerRef.name"},
+		{"bad template CEL", machinePolicy("", "{{ trigger.metadata.name + }}", intstr.FromInt(1)), ReasonInvalidTemplate, "spec.target.resourceClaimTemplate.spec.consumerRef.name"},
+		{"bad amount", machinePolicy("", "p", intstr.FromString("lots")), ReasonInvalidTemplate, "spec.target.resourceClaimTemplate.spec.requests[0].amount"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Compile(tc.policy)
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("got %v, want a policy error", err)
+			}
+			if pe.Reason != tc.reason || pe.Field != tc.field {
+				t.Errorf("got %s at %s, want %s at %s", pe.Reason, pe.Field, tc.reason, tc.field)
+			}
+		})
+	}
+}
+
+func TestEvaluateComputesAmountAndNames(t *testing.T) {
+	c, err := Compile(machinePolicy("trigger.spec.cpus > 0", "{{ trigger.metadata.namespace }}", intstr.FromString("{{ trigger.spec.cpus * 1000 }}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := map[string]any{"metadata": map[string]any{"namespace": "proj-a"}, "spec": map[string]any{"cpus": int64(4), "location": "dfw"}}
+	ok, r, err := c.Evaluate(Input{Object: obj})
+	if err != nil || !ok {
+		t.Fatalf("ok=%v err=%v", ok, err)
+	}
+	want := quotav1alpha1.ResourceClaimSpec{
+		ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Project", Name: "proj-a"},
+		Requests: []quotav1alpha1.ResourceRequest{{ResourceType: "compute.example.com/vcpus", Amount: 4000,
+			Dimensions: []quotav1alpha1.Dimension{{Key: "location", Value: "dfw"}}}},
+	}
+	if diff := cmp.Diff(want, r.Spec); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	obj["spec"].(map[string]any)["cpus"] = int64(0)
+	if ok, _, err := c.Evaluate(Input{Object: obj}); ok || err != nil {
+		t.Errorf("a false constraint: ok=%v err=%v", ok, err)
+	}
+}
+
+// FuzzTemplate parses arbitrary template text: it never panics, and text
+// without braces renders to itself.
+func FuzzTemplate(f *testing.F) {
+	for _, s := range []string{"plain", "{{ trigger.metadata.name }}", "a-{{ 1 + 2 }}-b", "{{", "}}", "{{}}", "{{ {{ }} }}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tp, err := parseTemplate(s)
+		if err != nil {
+			return
+		}
+		out, err := tp.render(map[string]any{"trigger": map[string]any{}, "user": map[string]any{}, "requestInfo": map[string]any{}})
+		if err == nil && tp.isLiteral() && out != s {
+			t.Fatalf("literal %q rendered %q", s, out)
+		}
+	})
+}
