@@ -29,6 +29,8 @@ func newServeCommand() *cobra.Command {
 			if engineOpts.Identity == "" {
 				engineOpts.Identity = engine.StableIdentity("serve", o.DataDir)
 			}
+			engineOpts.Handle = engine.NewHandle()
+			o.QuotaEngine, o.SystemNamespace = engineOpts.Handle, engineOpts.SystemNamespace
 			ctx := genericapiserver.SetupSignalContext()
 			return server.Serve(ctx, o, []server.Component{engine.Start(engineOpts)}, cmd.OutOrStdout())
 		},

@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
@@ -41,6 +41,9 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Workers write claim statuses and buckets in parallel.
 	Workers int
+	// Handle, when set, lets in-process admission use this engine while it
+	// leads.
+	Handle *Handle
 }
 
 // DefaultOptions are the production defaults.
@@ -61,10 +64,11 @@ const (
 
 // Runner campaigns for leadership and, while leader, runs the engine.
 type Runner struct {
-	opts   Options
-	kube   kubernetes.Interface
-	rest   *rest.RESTClient
-	client client.Client
+	opts     Options
+	kube     kubernetes.Interface
+	metadata metadata.Interface
+	rest     *rest.RESTClient
+	client   client.Client
 }
 
 // New creates a runner for the API server reached through cfg.
@@ -101,8 +105,12 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	registerMetrics()
-	return &Runner{opts: opts, kube: kube, rest: rc, client: cl}, nil
+	return &Runner{opts: opts, kube: kube, metadata: md, rest: rc, client: cl}, nil
 }
 
 // Start runs the engine in the background until ctx is done. It matches the
@@ -209,6 +217,15 @@ func (r *Runner) lead(ctx context.Context) error {
 	logger.Info("Rebuilt quota state from stored objects", "claims", claims, "duration", time.Since(began))
 
 	var wg sync.WaitGroup
+	var failure error
+	var failOnce sync.Once
+	fail := func(err error) {
+		failOnce.Do(func() { failure = err })
+		cancel()
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); t.committer(ctx, fail) }()
+	go func() { defer wg.Done(); t.bindWorker(ctx) }()
 	for range r.opts.Workers {
 		wg.Add(3)
 		go func() { defer wg.Done(); t.claimWorker(ctx) }()
@@ -220,10 +237,22 @@ func (r *Runner) lead(ctx context.Context) error {
 		t.claims.Add(uid)
 	}
 	t.enqueueAllBuckets()
+	if r.opts.Handle != nil {
+		r.opts.Handle.term.Store(t)
+	}
 	err = t.decideLoop(ctx)
+	if r.opts.Handle != nil {
+		r.opts.Handle.term.CompareAndSwap(t, nil)
+	}
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
 	cancel()
 	t.shutdownQueues()
 	wg.Wait()
+	if failure != nil {
+		return failure
+	}
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -243,6 +272,17 @@ func (t *term) startInformers(ctx context.Context) error {
 	t.grantInformer = quorumInformer(t.r.rest, "resourcegrants", &quotav1alpha1.ResourceGrant{}, func() runtime.Object { return &quotav1alpha1.ResourceGrantList{} })
 	t.claimInformer = quorumInformer(t.r.rest, "resourceclaims", &quotav1alpha1.ResourceClaim{}, func() runtime.Object { return &quotav1alpha1.ResourceClaimList{} })
 	t.bucketInformer = quorumInformer(t.r.rest, "allowancebuckets", &quotav1alpha1.AllowanceBucket{}, func() runtime.Object { return &quotav1alpha1.AllowanceBucketList{} })
+	t.policyInformer = quorumInformer(t.r.rest, "claimcreationpolicies", &quotav1alpha1.ClaimCreationPolicy{}, func() runtime.Object { return &quotav1alpha1.ClaimCreationPolicyList{} })
+	policyChanged := func(obj any) {
+		if cp, ok := obj.(*quotav1alpha1.ClaimCreationPolicy); ok {
+			t.statuses.Add(statusKey{kind: kindPolicy, key: cp.Name})
+		}
+	}
+	if _, err := t.policyInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: policyChanged, UpdateFunc: func(_, obj any) { policyChanged(obj) },
+	}); err != nil {
+		return err
+	}
 
 	_, err := t.regInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.registrationChanged(obj.(*quotav1alpha1.ResourceRegistration)) },
@@ -292,10 +332,10 @@ func (t *term) startInformers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, inf := range []cache.SharedIndexInformer{t.regInformer, t.grantInformer, t.claimInformer, t.bucketInformer} {
+	for _, inf := range []cache.SharedIndexInformer{t.regInformer, t.grantInformer, t.claimInformer, t.bucketInformer, t.policyInformer} {
 		go inf.RunWithContext(ctx)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), t.regInformer.HasSynced, t.grantInformer.HasSynced, t.claimInformer.HasSynced, t.bucketInformer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), t.regInformer.HasSynced, t.grantInformer.HasSynced, t.claimInformer.HasSynced, t.bucketInformer.HasSynced, t.policyInformer.HasSynced) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())
 	}
 	return nil
@@ -355,33 +395,11 @@ func (t *term) decideOnce(ctx context.Context, force bool) error {
 		}
 	}
 	dirtyLedger := granted > 0 || (force && len(t.projected) > 0)
-	if dirtyLedger {
-		for uid := range t.projected {
-			delete(t.inflight, uid)
-		}
-		clear(t.projected)
-	}
-	record := make(map[string]string, len(t.inflight))
-	for k, v := range t.inflight {
-		record[k] = v
-	}
 	pendingClaims.Set(float64(t.eng.Waiting()))
 	t.mu.Unlock()
 
 	if dirtyLedger {
-		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 2 * time.Second}, func(ctx context.Context) (bool, error) {
-			err := t.ledger.record(ctx, record)
-			if errors.Is(err, errDeposed) {
-				return false, err
-			}
-			if err != nil {
-				klog.FromContext(ctx).Error(err, "Recording grants in the ledger failed; retrying")
-				return false, nil
-			}
-			ledgerWrites.Inc()
-			return true, nil
-		})
-		if err != nil {
+		if err := t.commit(ctx); err != nil {
 			return err
 		}
 	}

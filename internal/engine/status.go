@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -21,10 +23,13 @@ func (t *term) statusWorker(ctx context.Context) {
 			return
 		}
 		var err error
-		if k.kind == kindGrant {
+		switch k.kind {
+		case kindGrant:
 			err = t.writeGrant(ctx, k.key)
-		} else {
+		case kindRegistration:
 			err = t.writeRegistration(ctx, k.key)
+		case kindPolicy:
+			err = t.writePolicy(ctx, k.key)
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			if ctx.Err() == nil && !apierrors.IsConflict(err) {
@@ -102,4 +107,44 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// writePolicy validates a ClaimCreationPolicy and writes its Ready
+// condition: CEL constraints compile to bool, every template parses and
+// type-checks, literal resource types are registered; disabled is not Ready.
+func (t *term) writePolicy(ctx context.Context, name string) error {
+	obj, exists, err := t.policyInformer.GetStore().GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+	cp := obj.(*quotav1alpha1.ClaimCreationPolicy)
+	c := metav1.Condition{Type: quotav1alpha1.PolicyConditionReady, Status: metav1.ConditionTrue, Reason: policy.ReasonReady,
+		Message: fmt.Sprintf("enforced on creates of %s", cp.Spec.Trigger.Resource.Kind), ObservedGeneration: cp.Generation}
+	compiled, cerr := policy.Compile(cp)
+	var perr *policy.Error
+	switch {
+	case errors.As(cerr, &perr):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, perr.Reason, perr.Error()+"; the policy is not enforced until this is fixed"
+	case cerr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonInvalidTemplate, cerr.Error()
+	case cp.Spec.Disabled:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonDisabled, "spec.disabled is true; creates are not charged"
+	default:
+		t.mu.Lock()
+		for _, rt := range compiled.LiteralResourceTypes {
+			if !t.eng.IsRegistered(rt) {
+				c.Status, c.Reason = metav1.ConditionFalse, policy.ReasonResourceTypeNotRegistered
+				c.Message = fmt.Sprintf("resource type %s is not registered; create its ResourceRegistration, then the policy becomes Ready", rt)
+				break
+			}
+		}
+		t.mu.Unlock()
+	}
+	if !conditionChanged(cp.Status.Conditions, c) && cp.Status.ObservedGeneration == cp.Generation {
+		return nil
+	}
+	updated := cp.DeepCopy()
+	updated.Status.ObservedGeneration = cp.Generation
+	meta.SetStatusCondition(&updated.Status.Conditions, c)
+	return t.r.client.Status().Update(ctx, updated)
 }

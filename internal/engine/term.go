@@ -1,11 +1,17 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"maps"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -29,10 +35,18 @@ type term struct {
 	firstSeen map[string]time.Time
 
 	kick chan struct{}
+	// commits are requests to record the in-flight grants in the ledger;
+	// one write serves every request waiting (group commit).
+	commits chan chan error
+	// stopped is set when the term ends; admission then stops using it.
+	stopped bool
+	// tombstones are claims admission created and deleted again.
+	tombstones map[types.UID]time.Time
 
-	regInformer, grantInformer, claimInformer, bucketInformer cache.SharedIndexInformer
+	regInformer, grantInformer, claimInformer, bucketInformer, policyInformer cache.SharedIndexInformer
 
 	claims   workqueue.TypedRateLimitingInterface[string]
+	binds    workqueue.TypedRateLimitingInterface[string]
 	buckets  workqueue.TypedRateLimitingInterface[quota.BucketID]
 	statuses workqueue.TypedRateLimitingInterface[statusKey]
 
@@ -45,6 +59,7 @@ type statusKind int
 const (
 	kindGrant statusKind = iota
 	kindRegistration
+	kindPolicy
 )
 
 type statusKey struct {
@@ -65,7 +80,10 @@ func newTerm(r *Runner, l *ledger, inflight map[string]string) *term {
 		projected:  map[string]struct{}{},
 		firstSeen:  map[string]time.Time{},
 		kick:       make(chan struct{}, 1),
+		commits:    make(chan chan error, 4096),
+		tombstones: map[types.UID]time.Time{},
 		claims:     workqueue.NewTypedRateLimitingQueue(rl()),
+		binds:      workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 2*time.Second)),
 		buckets:    workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[quota.BucketID](5*time.Millisecond, 5*time.Second)),
 		statuses:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
 		namespaces: map[string]bool{},
@@ -81,6 +99,7 @@ func (t *term) kickNow() {
 
 func (t *term) shutdownQueues() {
 	t.claims.ShutDown()
+	t.binds.ShutDown()
 	t.buckets.ShutDown()
 	t.statuses.ShutDown()
 }
@@ -96,13 +115,26 @@ func (t *term) registrationChanged(r *quotav1alpha1.ResourceRegistration) {
 	t.mu.Lock()
 	t.eng.UpsertRegistration(toRegistration(r))
 	t.mu.Unlock()
+	t.enqueueAllPolicies()
 	t.kickNow()
+}
+
+// enqueueAllPolicies re-validates every policy (their literal resource types
+// must be registered).
+func (t *term) enqueueAllPolicies() {
+	if t.policyInformer == nil {
+		return
+	}
+	for _, k := range t.policyInformer.GetStore().ListKeys() {
+		t.statuses.Add(statusKey{kind: kindPolicy, key: k})
+	}
 }
 
 func (t *term) registrationDeleted(r *quotav1alpha1.ResourceRegistration) {
 	t.mu.Lock()
 	t.eng.RemoveRegistration(r.Name)
 	t.mu.Unlock()
+	t.enqueueAllPolicies()
 	t.kickNow()
 }
 
@@ -128,6 +160,15 @@ func (t *term) grantDeleted(g *quotav1alpha1.ResourceGrant) {
 func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 	uid := string(c.UID)
 	t.mu.Lock()
+	if _, gone := t.tombstones[c.UID]; gone {
+		t.mu.Unlock()
+		return
+	}
+	if _, known := t.claimKeys[uid]; known && t.eng.Knows(uid) {
+		t.mu.Unlock()
+		t.binds.Add(uid)
+		return
+	}
 	t.claimKeys[uid] = key(c.Namespace, c.Name)
 	_, recorded := t.inflight[uid]
 	if isGranted(c) || recorded {
@@ -139,6 +180,9 @@ func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 		}
 	}
 	t.mu.Unlock()
+	if c.Labels[LabelBinding] == bindingPending {
+		t.binds.AddAfter(uid, bindDelay)
+	}
 	t.kickNow()
 }
 
@@ -186,4 +230,70 @@ func (t *term) enqueueAllBuckets() {
 		t.bucketObjectChanged(obj.(*quotav1alpha1.AllowanceBucket))
 	}
 	bucketsGauge.Set(float64(len(ids)))
+}
+
+// commit records the in-flight grants in the ledger and returns once a
+// record that includes every grant made before the call has been written.
+func (t *term) commit(ctx context.Context) error {
+	done := make(chan error, 1)
+	select {
+	case t.commits <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// committer serves commit requests: each ledger write carries every grant
+// made before it, and answers every request waiting for it.
+func (t *term) committer(ctx context.Context, fail func(error)) {
+	for {
+		var batch []chan error
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-t.commits:
+			batch = append(batch, r)
+		}
+	drain:
+		for {
+			select {
+			case r := <-t.commits:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		t.mu.Lock()
+		for uid := range t.projected {
+			delete(t.inflight, uid)
+		}
+		clear(t.projected)
+		record := maps.Clone(t.inflight)
+		t.mu.Unlock()
+		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 2 * time.Second}, func(ctx context.Context) (bool, error) {
+			err := t.ledger.record(ctx, record)
+			if errors.Is(err, errDeposed) {
+				return false, err
+			}
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Recording grants in the ledger failed; retrying")
+				return false, nil
+			}
+			ledgerWrites.Inc()
+			return true, nil
+		})
+		for _, r := range batch {
+			r <- err
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+	}
 }

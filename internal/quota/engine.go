@@ -442,17 +442,7 @@ func (e *Engine) RemoveClaim(uid string) {
 	delete(e.claims, uid)
 	c := cs.claim
 	if cs.decision.Outcome == Granted {
-		for i, r := range c.Requests {
-			s := cs.series[i]
-			delete(s.granted, uid)
-			for key, b := range s.buckets {
-				if b.dims.SubsetOf(r.Dims) {
-					b.allocated -= r.Amount
-					b.claims--
-					e.touch(s, key)
-				}
-			}
-		}
+		e.deallocate(cs)
 	} else if q := e.consumers[c.Consumer]; q != nil {
 		q.remove(cs)
 	}
@@ -700,3 +690,70 @@ func (e *Engine) Waiting() int {
 
 // Claims counts known claims.
 func (e *Engine) Claims() int { return len(e.claims) }
+
+// DecideTogether decides several waiting claims as one: all are granted, or
+// none is and none holds anything. Admission uses it when several policies
+// apply to one create. It returns each claim's decision and whether all were
+// granted.
+func (e *Engine) DecideTogether(uids []string) (map[string]Decision, bool) {
+	out := make(map[string]Decision, len(uids))
+	var done []*claimState
+	ok := true
+	for _, uid := range uids {
+		cs, known := e.claims[uid]
+		if !known {
+			return out, false
+		}
+		if cs.decision.Outcome == Granted {
+			out[uid] = cs.decision
+			continue
+		}
+		d := e.evaluate(cs)
+		out[uid] = d
+		if d.Outcome != Granted {
+			ok = false
+			cs.decision = d
+			break
+		}
+		e.consumers[cs.claim.Consumer].remove(cs)
+		e.allocate(cs, d)
+		done = append(done, cs)
+	}
+	if ok {
+		return out, true
+	}
+	for _, cs := range done { // undo: nothing is held unless everything is
+		e.deallocate(cs)
+		e.consumers[cs.claim.Consumer].insert(cs)
+		cs.decision = Decision{Outcome: QuotaExceeded, Message: "another claim of the same create exceeds its quota; nothing is allocated", Requests: cs.decision.Requests}
+		out[cs.claim.UID] = cs.decision
+	}
+	return out, false
+}
+
+func (e *Engine) deallocate(cs *claimState) {
+	c := cs.claim
+	for i, r := range c.Requests {
+		s := cs.series[i]
+		delete(s.granted, c.UID)
+		for key, b := range s.buckets {
+			if b.dims.SubsetOf(r.Dims) {
+				b.allocated -= r.Amount
+				b.claims--
+				e.touch(s, key)
+			}
+		}
+	}
+}
+
+// Knows reports whether a claim is known.
+func (e *Engine) Knows(uid string) bool {
+	_, ok := e.claims[uid]
+	return ok
+}
+
+// IsRegistered reports whether a resource type has an active registration.
+func (e *Engine) IsRegistered(resourceType string) bool {
+	_, ok := e.active[resourceType]
+	return ok
+}

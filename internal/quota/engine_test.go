@@ -274,3 +274,28 @@ func TestInvalidGrantContributesNothing(t *testing.T) {
 		t.Errorf("after the registration is deleted: %+v", v)
 	}
 }
+
+func TestDecideTogetherIsAllOrNothing(t *testing.T) {
+	e := NewEngine()
+	e.UpsertRegistration(reg("a", "x.io/a"))
+	e.UpsertRegistration(reg("b", "x.io/b"))
+	e.UpsertGrant(Grant{UID: "g", Consumer: org, Allowances: []Allowance{
+		{ResourceType: "x.io/a", Buckets: []GrantBucket{{Amount: 5}}},
+		{ResourceType: "x.io/b", Buckets: []GrantBucket{{Amount: 1}}},
+	}})
+	e.AddClaim(claim("p1", 1, org, Request{"x.io/a", 3, nil}))
+	e.AddClaim(claim("p2", 2, org, Request{"x.io/b", 2, nil}))
+	if _, ok := e.DecideTogether([]string{"p1", "p2"}); ok {
+		t.Fatal("granted although p2 does not fit")
+	}
+	if diff := cmp.Diff(numbers{5, 0, 5}, nums(t, e, org, "x.io/a", nil)); diff != "" {
+		t.Errorf("p1's allocation was not undone (-want +got):\n%s", diff)
+	}
+	e.AddClaim(claim("p3", 3, org, Request{"x.io/b", 1, nil}))
+	if _, ok := e.DecideTogether([]string{"p1", "p3"}); !ok {
+		t.Fatal("denied although both fit")
+	}
+	if diff := cmp.Diff(numbers{5, 3, 2}, nums(t, e, org, "x.io/a", nil)); diff != "" {
+		t.Error(diff)
+	}
+}

@@ -102,7 +102,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	}
 
 	ko := cpoptions.NewOptions()
-	registerQuotaAdmission(ko.Admission.GenericAdmission)
+	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, opts.SystemNamespace)
 	ko.Admission.GenericAdmission.DefaultOffPlugins = defaultOffAdmissionPlugins()
 	ko.SecureServing.BindAddress = opts.bindIP
 	ko.SecureServing.BindPort = opts.SecurePort

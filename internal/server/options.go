@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/quotaplane/quotaplane/internal/engine"
 )
 
 // Options are the settings of quotaplane serve.
@@ -28,6 +30,12 @@ type Options struct {
 	Listener net.Listener
 	// EtcdUnsafeNoFsync skips fsync in the embedded etcd. Only for tests.
 	EtcdUnsafeNoFsync bool
+
+	// QuotaEngine, when set, enables the ClaimCreationPolicy admission
+	// plugin, which decides through this process's engine.
+	QuotaEngine *engine.Handle
+	// SystemNamespace holds claims for cluster-scoped objects.
+	SystemNamespace string
 }
 
 // NewOptions returns the defaults.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/server"
 )
 
@@ -31,6 +32,9 @@ type Options struct {
 	DataDir string
 	// Components run in-process, as with serve.
 	Components []server.Component
+	// Engine, when set, runs the quota engine in-process with these options
+	// and enforces ClaimCreationPolicies at admission, exactly as serve does.
+	Engine *engine.Options
 	// Fsync keeps etcd's fsync on. Off by default: tests stop servers
 	// gracefully, and fsync makes them slow on shared disks.
 	Fsync bool
@@ -82,6 +86,16 @@ func Start(o Options) (*Server, error) {
 	opts.DataDir = s.DataDir
 	opts.Listener = listener
 	opts.EtcdUnsafeNoFsync = !o.Fsync
+	components := o.Components
+	if o.Engine != nil {
+		eo := *o.Engine
+		eo.Handle = engine.NewHandle()
+		if eo.SystemNamespace == "" {
+			eo.SystemNamespace = engine.DefaultOptions().SystemNamespace
+		}
+		opts.QuotaEngine, opts.SystemNamespace = eo.Handle, eo.SystemNamespace
+		components = append(components, engine.Start(eo))
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -101,7 +115,7 @@ func Start(o Options) (*Server, error) {
 		listener.Close()
 		return nil, err
 	}
-	cfg.Components = o.Components
+	cfg.Components = components
 	srv, err := cfg.Complete().New(ctx)
 	if err != nil {
 		cancel()

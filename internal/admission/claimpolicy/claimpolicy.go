@@ -1,0 +1,330 @@
+// Package claimpolicy is the admission plugin of quotaplane serve that
+// enforces ClaimCreationPolicies: for each create of a kind a Ready policy
+// names, it renders the policy's ResourceClaim and asks the in-process quota
+// engine to decide it before the object is stored.
+//
+// It decides nothing itself: the engine decides, internal/policy evaluates
+// the CEL. Its job is to turn the outcome into the right answer: 403 for a
+// quota denial, 504 when the engine cannot decide in time, 500 naming the
+// policy when a policy cannot be evaluated.
+package claimpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// PluginName is the admission plugin's name.
+const PluginName = "QuotaClaimPolicy"
+
+// decideTimeout bounds how long a create waits for the engine.
+const decideTimeout = 10 * time.Second
+
+// Register adds the plugin, bound to this process's engine.
+func Register(plugins *admission.Plugins, handle *engine.Handle, systemNamespace string) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
+		return &Plugin{Handler: admission.NewHandler(admission.Create), handle: handle, systemNamespace: systemNamespace,
+			compiled: map[string]*compiledEntry{}}, nil
+	})
+}
+
+// Plugin enforces ClaimCreationPolicies at admission.
+type Plugin struct {
+	*admission.Handler
+	handle          *engine.Handle
+	systemNamespace string
+	dynamic         dynamic.Interface
+	kube            kubernetes.Interface
+
+	startOnce sync.Once
+	policies  cache.SharedIndexInformer
+	mu        sync.Mutex
+	compiled  map[string]*compiledEntry // by policy name
+}
+
+type compiledEntry struct {
+	generation int64
+	compiled   *policy.Compiled
+	err        error
+}
+
+var (
+	_           admission.ValidationInterface          = &Plugin{}
+	_           initializer.WantsDynamicClient         = &Plugin{}
+	_           initializer.WantsExternalKubeClientSet = &Plugin{}
+	_           admission.InitializationValidator      = &Plugin{}
+	policiesGVR                                        = quotav1alpha1.SchemeGroupVersion.WithResource("claimcreationpolicies")
+)
+
+// SetDynamicClient implements initializer.WantsDynamicClient.
+func (p *Plugin) SetDynamicClient(c dynamic.Interface) { p.dynamic = c }
+
+// SetExternalKubeClientSet implements initializer.WantsExternalKubeClientSet.
+func (p *Plugin) SetExternalKubeClientSet(c kubernetes.Interface) { p.kube = c }
+
+// ValidateInitialization implements admission.InitializationValidator.
+func (p *Plugin) ValidateInitialization() error {
+	if p.dynamic == nil || p.handle == nil {
+		return fmt.Errorf("%s needs a dynamic client and the engine handle", PluginName)
+	}
+	return nil
+}
+
+// start begins watching policies on first use (the server serves by then).
+func (p *Plugin) start() {
+	p.startOnce.Do(func() {
+		f := dynamicinformer.NewDynamicSharedInformerFactory(p.dynamic, 0)
+		p.policies = f.ForResource(policiesGVR).Informer()
+		go p.policies.Run(make(chan struct{}))
+	})
+}
+
+// matching returns the Ready, enabled policies whose trigger is group/kind.
+func (p *Plugin) matching(group, kind string) ([]*quotav1alpha1.ClaimCreationPolicy, error) {
+	p.start()
+	if !p.policies.HasSynced() {
+		ctx, cancel := context.WithTimeout(context.Background(), decideTimeout)
+		defer cancel()
+		if !cache.WaitForCacheSync(ctx.Done(), p.policies.HasSynced) {
+			return nil, errors.New("ClaimCreationPolicies are not loaded yet")
+		}
+	}
+	var out []*quotav1alpha1.ClaimCreationPolicy
+	for _, obj := range p.policies.GetStore().List() {
+		u, ok := obj.(runtime.Unstructured)
+		if !ok {
+			continue
+		}
+		cp := &quotav1alpha1.ClaimCreationPolicy{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), cp); err != nil {
+			continue
+		}
+		if cp.Spec.Disabled || cp.Spec.Trigger.Resource.Kind != kind || triggerGroup(cp) != group {
+			continue
+		}
+		ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != cp.Generation {
+			continue // a broken, or not yet validated, policy never yields a quota denial
+		}
+		out = append(out, cp)
+	}
+	return out, nil
+}
+
+func triggerGroup(cp *quotav1alpha1.ClaimCreationPolicy) string {
+	if i := strings.Index(cp.Spec.Trigger.Resource.APIVersion, "/"); i >= 0 {
+		return cp.Spec.Trigger.Resource.APIVersion[:i]
+	}
+	return ""
+}
+
+func (p *Plugin) compile(cp *quotav1alpha1.ClaimCreationPolicy) (*policy.Compiled, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.compiled[cp.Name]; ok && e.generation == cp.Generation {
+		return e.compiled, e.err
+	}
+	c, err := policy.Compile(cp)
+	p.compiled[cp.Name] = &compiledEntry{generation: cp.Generation, compiled: c, err: err}
+	return c, err
+}
+
+// Validate decides the quota of a create.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetOperation() != admission.Create || a.GetSubresource() != "" || a.GetResource().Group == quotav1alpha1.GroupName {
+		return nil
+	}
+	kind := a.GetKind()
+	policies, err := p.matching(kind.Group, kind.Kind)
+	if err != nil {
+		return apierrors.NewTimeoutError(fmt.Sprintf("quota for this %s cannot be decided yet: %v; retry", kind.Kind, err), 1)
+	}
+	if len(policies) == 0 {
+		return nil
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a.GetObject())
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("reading the %s for quota: %w", kind.Kind, err))
+	}
+	objMeta, err := meta.Accessor(a.GetObject())
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	in := policy.Input{Object: obj, User: userMap(a), RequestInfo: requestInfoMap(a)}
+	var claims []*quotav1alpha1.ResourceClaim
+	var failOpen []string
+	for _, cp := range policies {
+		compiled, err := p.compile(cp)
+		if err == nil {
+			var ok bool
+			var rendered *policy.Rendered
+			ok, rendered, err = compiled.Evaluate(in)
+			if err == nil && ok {
+				claims = append(claims, p.claimFor(cp, rendered, a, objMeta))
+				continue
+			}
+		}
+		if err != nil {
+			if cp.Spec.FailurePolicy == quotav1alpha1.FailurePolicyIgnore {
+				failOpen = append(failOpen, cp.Name)
+				continue
+			}
+			return apierrors.NewInternalError(fmt.Errorf("ClaimCreationPolicy %s could not be evaluated for %s %s: %v; fix the policy (this is not a quota denial)", cp.Name, kind.Kind, a.GetName(), err))
+		}
+	}
+	for _, name := range failOpen {
+		_ = a.AddAnnotation("quota.miloapis.com/fail-open", "ClaimCreationPolicy "+name+" could not be evaluated and is fail-open (failurePolicy: Ignore)")
+	}
+	if len(claims) == 0 {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
+	defer cancel()
+	res, err := p.handle.Admit(dctx, claims, a.IsDryRun())
+	if err != nil {
+		if ignoreAll(policies) {
+			_ = a.AddAnnotation("quota.miloapis.com/fail-open", fmt.Sprintf("quota could not be decided (%v); admitted because every matching policy is fail-open", err))
+			return nil
+		}
+		msg := fmt.Sprintf("quota for this %s could not be decided within %s: %v; nothing was consumed, retry the request", kind.Kind, decideTimeout, err)
+		if errors.Is(err, engine.ErrNotLeader) {
+			msg = fmt.Sprintf("quota for this %s cannot be decided right now (%v); nothing was consumed, retry in a few seconds", kind.Kind, err)
+		}
+		return apierrors.NewTimeoutError(msg, 2)
+	}
+	if res.Granted {
+		return nil
+	}
+	msg := denialMessage(kind.Kind, a.GetName(), res)
+	p.recordDenial(ctx, policies, msg)
+	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), errors.New(msg))
+}
+
+func ignoreAll(policies []*quotav1alpha1.ClaimCreationPolicy) bool {
+	for _, cp := range policies {
+		if cp.Spec.FailurePolicy != quotav1alpha1.FailurePolicyIgnore {
+			return false
+		}
+	}
+	return true
+}
+
+// denialMessage names the resource type, requested, available, limit and
+// consumer of the first denied request.
+func denialMessage(kind, name string, res engine.AdmitResult) string {
+	for _, d := range res.Decisions {
+		if d.Outcome != quota.Granted && d.Outcome != quota.Pending {
+			return fmt.Sprintf("insufficient quota to create %s %s: %s", kind, name, d.Message)
+		}
+	}
+	return fmt.Sprintf("insufficient quota to create %s %s", kind, name)
+}
+
+func (p *Plugin) claimFor(cp *quotav1alpha1.ClaimCreationPolicy, r *policy.Rendered, a admission.Attributes, obj metav1.Object) *quotav1alpha1.ResourceClaim {
+	ns := a.GetNamespace()
+	if ns == "" {
+		ns = p.systemNamespace
+	}
+	md := cp.Spec.Target.ResourceClaimTemplate.Metadata
+	if md.Namespace != "" && !strings.Contains(md.Namespace, "{{") {
+		ns = md.Namespace
+	}
+	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: r.Name, GenerateName: r.GenerateName,
+		Labels: map[string]string{engine.LabelBinding: "pending"},
+		Annotations: map[string]string{
+			engine.AnnotationPolicy:      cp.Name,
+			engine.AnnotationResource:    engine.FormatGVR(a.GetResource()),
+			engine.AnnotationResourceUID: string(obj.GetUID()),
+		},
+	}, Spec: r.Spec}
+	if c.Name == "" && c.GenerateName == "" {
+		base := strings.ToLower(a.GetKind().Kind) + "-" + a.GetName()
+		if len(base) > 200 {
+			base = base[:200]
+		}
+		c.GenerateName = base + "-"
+	}
+	for k, v := range md.Labels {
+		c.Labels[k] = v
+	}
+	for k, v := range md.Annotations {
+		c.Annotations[k] = v
+	}
+	kind := a.GetKind()
+	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: kind.Group, Kind: kind.Kind, Name: a.GetName(), Namespace: a.GetNamespace()}
+	return c
+}
+
+// recordDenial records the refusal as an Event on each policy.
+func (p *Plugin) recordDenial(ctx context.Context, policies []*quotav1alpha1.ClaimCreationPolicy, msg string) {
+	if p.kube == nil {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	for _, cp := range policies {
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: cp.Name + "-", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "ClaimCreationPolicy", Name: cp.Name, UID: cp.UID},
+			Reason:         "QuotaExceeded", Message: truncate(msg, 1024), Type: corev1.EventTypeWarning,
+			FirstTimestamp: now, LastTimestamp: now, Count: 1,
+			Source: corev1.EventSource{Component: "quotaplane-admission"},
+		}
+		go func() {
+			if _, err := p.kube.CoreV1().Events(ev.Namespace).Create(context.Background(), ev, metav1.CreateOptions{}); err != nil {
+				klog.FromContext(ctx).V(2).Info("Recording a quota denial event failed", "err", err)
+			}
+		}()
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func userMap(a admission.Attributes) map[string]any {
+	u := a.GetUserInfo()
+	if u == nil {
+		return map[string]any{}
+	}
+	extra := map[string]any{}
+	for k, v := range u.GetExtra() {
+		extra[k] = append([]string(nil), v...)
+	}
+	return map[string]any{"name": u.GetName(), "uid": u.GetUID(), "groups": append([]string(nil), u.GetGroups()...), "extra": extra}
+}
+
+func requestInfoMap(a admission.Attributes) map[string]any {
+	r := a.GetResource()
+	return map[string]any{
+		"verb": strings.ToLower(string(a.GetOperation())), "namespace": a.GetNamespace(), "name": a.GetName(),
+		"apiGroup": r.Group, "apiVersion": r.Version, "resource": r.Resource, "subresource": a.GetSubresource(),
+		"dryRun": a.IsDryRun(),
+	}
+}
