@@ -76,6 +76,12 @@ func (f *Fixture) RT(name string) quotav1alpha1.ResourceType {
 
 func (f *Fixture) Register(names ...string) {
 	f.T.Helper()
+	f.RegisterClaimedBy(names, quotav1alpha1.ClaimingResource{APIGroup: quota.OrganizationGroup, Kind: "Project"})
+}
+
+// RegisterClaimedBy registers resource types that objects of the given kinds may claim.
+func (f *Fixture) RegisterClaimedBy(names []string, claiming ...quotav1alpha1.ClaimingResource) {
+	f.T.Helper()
 	for _, n := range names {
 		r := &quotav1alpha1.ResourceRegistration{
 			ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-" + n},
@@ -84,7 +90,7 @@ func (f *Fixture) Register(names ...string) {
 				Type:              quotav1alpha1.RegistrationTypeAllocation,
 				ResourceType:      f.RT(n),
 				BaseUnit:          "unit",
-				ClaimingResources: []quotav1alpha1.ClaimingResource{{APIGroup: quota.OrganizationGroup, Kind: "Project"}},
+				ClaimingResources: claiming,
 			},
 		}
 		if err := f.C.Create(context.Background(), r); err != nil {

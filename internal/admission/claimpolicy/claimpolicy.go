@@ -16,6 +16,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/client-go/dynamic"
@@ -61,6 +63,9 @@ type Plugin struct {
 
 	startOnce sync.Once
 	policies  cache.SharedIndexInformer
+	// notServed is set while listing policies answers NotFound: the CRD is
+	// not installed yet, so no policy can exist.
+	notServed atomic.Bool
 	mu        sync.Mutex
 	compiled  map[string]*compiledEntry // by policy name
 }
@@ -98,6 +103,10 @@ func (p *Plugin) start() {
 	p.startOnce.Do(func() {
 		f := dynamicinformer.NewDynamicSharedInformerFactory(p.dynamic, 0)
 		p.policies = f.ForResource(policiesGVR).Informer()
+		_ = p.policies.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			p.notServed.Store(apierrors.IsNotFound(err))
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
 		go p.policies.Run(make(chan struct{}))
 	})
 }
@@ -108,7 +117,13 @@ func (p *Plugin) matching(group, kind string) ([]*quotav1alpha1.ClaimCreationPol
 	if !p.policies.HasSynced() {
 		ctx, cancel := context.WithTimeout(context.Background(), decideTimeout)
 		defer cancel()
-		if !cache.WaitForCacheSync(ctx.Done(), p.policies.HasSynced) {
+		err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+			return p.policies.HasSynced() || p.notServed.Load(), nil
+		})
+		if p.notServed.Load() {
+			return nil, nil // the CRDs are not installed yet: no policy exists
+		}
+		if err != nil {
 			return nil, errors.New("ClaimCreationPolicies are not loaded yet")
 		}
 	}
@@ -152,9 +167,13 @@ func (p *Plugin) compile(cp *quotav1alpha1.ClaimCreationPolicy) (*policy.Compile
 	return c, err
 }
 
+// exempt groups are never charged: the quota API itself, and CRDs (installing
+// the quota CRDs must never wait for quota).
+var exempt = map[string]bool{quotav1alpha1.GroupName: true, "apiextensions.k8s.io": true}
+
 // Validate decides the quota of a create.
-func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	if a.GetOperation() != admission.Create || a.GetSubresource() != "" || a.GetResource().Group == quotav1alpha1.GroupName {
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+	if a.GetOperation() != admission.Create || a.GetSubresource() != "" || exempt[a.GetResource().Group] {
 		return nil
 	}
 	kind := a.GetKind()
@@ -165,11 +184,17 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if len(policies) == 0 {
 		return nil
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a.GetObject())
+	// Policies see the object as the client sent it (its versioned form),
+	// not the server's internal form.
+	versioned, err := admission.NewVersionedAttributes(a, kind, o)
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("reading the %s for quota: %w", kind.Kind, err))
 	}
-	objMeta, err := meta.Accessor(a.GetObject())
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(versioned.VersionedObject)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("reading the %s for quota: %w", kind.Kind, err))
+	}
+	objMeta, err := meta.Accessor(versioned.VersionedObject)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
@@ -217,6 +242,12 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	}
 	if res.Granted {
 		return nil
+	}
+	for i, d := range res.Decisions {
+		if d.Outcome == quota.ValidationFailed {
+			return apierrors.NewInternalError(fmt.Errorf("ClaimCreationPolicy %s renders a claim for this %s that the registrations refuse: %s; fix the policy or the ResourceRegistration (this is not a quota denial)",
+				claims[i].Annotations[engine.AnnotationPolicy], kind.Kind, d.Message))
+		}
 	}
 	msg := denialMessage(kind.Kind, a.GetName(), res)
 	p.recordDenial(ctx, policies, msg)
