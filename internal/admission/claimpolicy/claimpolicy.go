@@ -60,6 +60,7 @@ type Plugin struct {
 	systemNamespace string
 	dynamic         dynamic.Interface
 	kube            kubernetes.Interface
+	drained         <-chan struct{}
 
 	startOnce sync.Once
 	policies  cache.SharedIndexInformer
@@ -84,6 +85,10 @@ var (
 	policiesGVR                                        = quotav1alpha1.SchemeGroupVersion.WithResource("claimcreationpolicies")
 )
 
+// SetDrainedNotification implements initializer.WantsDrainedNotification:
+// the policy watch stops when the server drains, so shutdown never waits on it.
+func (p *Plugin) SetDrainedNotification(ch <-chan struct{}) { p.drained = ch }
+
 // SetDynamicClient implements initializer.WantsDynamicClient.
 func (p *Plugin) SetDynamicClient(c dynamic.Interface) { p.dynamic = c }
 
@@ -107,7 +112,11 @@ func (p *Plugin) start() {
 			p.notServed.Store(apierrors.IsNotFound(err))
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
-		go p.policies.Run(make(chan struct{}))
+		stop := p.drained
+		if stop == nil {
+			stop = make(chan struct{})
+		}
+		go p.policies.Run(stop)
 	})
 }
 
