@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/server"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 )
 
@@ -26,7 +25,8 @@ func engineOptions() engine.Options {
 func TestMain(m *testing.M) {
 	testserver.Quiet()
 	var err error
-	srv, err = testserver.Start(testserver.Options{Components: []server.Component{engine.Start(engineOptions())}})
+	eo := engineOptions()
+	srv, err = testserver.Start(testserver.Options{Engine: &eo})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// etcdRevision reads the store's current revision: a quorum list's
+// resourceVersion. Every write to etcd raises it by one.
+func etcdRevision(b *testing.B, c client.Client) int64 {
+	b.Helper()
+	list := &corev1.NamespaceList{}
+	if err := c.List(context.Background(), list, client.Limit(1)); err != nil {
+		b.Fatal(err)
+	}
+	rv, err := strconv.ParseInt(list.ResourceVersion, 10, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rv
+}
+
+// BenchmarkAdmission compares creates of a small Secret on the same server:
+// (a) no quota, (b) the built-in ResourceQuota on count/secrets, (c) a
+// ClaimCreationPolicy with the same limit. It reports creates/s, p50/p99
+// latency and storage writes per admitted create (etcd revisions, including
+// the asynchronous writes that follow within 3 s).
+func BenchmarkAdmission(b *testing.B) {
+	c := quotatest.NewClient(b, srv.Config)
+	for _, clients := range []int{1, 16, 64} {
+		for _, mode := range []string{"a-none", "b-resourcequota", "c-claimpolicy"} {
+			b.Run(fmt.Sprintf("clients=%d/%s", clients, mode), func(b *testing.B) {
+				b.StopTimer()
+				f := quotatest.NewFixture(b, c)
+				limit := int64(b.N + 10)
+				switch mode {
+				case "b-resourcequota":
+					rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "secrets", Namespace: f.NS},
+						Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/secrets": *resource.NewQuantity(limit, resource.DecimalSI)}}}
+					if err := c.Create(context.Background(), rq); err != nil {
+						b.Fatal(err)
+					}
+					waitQuotaStatus(b, c, rq)
+				case "c-claimpolicy":
+					f.RegisterClaimedBy([]string{"secrets"}, quotav1alpha1.ClaimingResource{Kind: "Secret"})
+					f.Grant("g", map[string][]quotatest.Bucket{"secrets": {{Amount: limit}}})
+					p := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID}}
+					p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "Secret"}
+					p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", f.NS)}}
+					p.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
+						ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: f.Org.APIGroup, Kind: f.Org.Kind, Name: f.Org.Name},
+						Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: string(f.RT("secrets")), Amount: intstr.FromInt32(1)}},
+					}
+					if err := c.Create(context.Background(), p); err != nil {
+						b.Fatal(err)
+					}
+					waitPolicyReady(b, c, p)
+				}
+				time.Sleep(time.Second) // let set-up writes settle
+				before := etcdRevision(b, c)
+				latencies := make([]time.Duration, b.N)
+				next := make(chan int, b.N)
+				for i := range b.N {
+					next <- i
+				}
+				close(next)
+				var wg sync.WaitGroup
+				var failed error
+				var mu sync.Mutex
+				b.StartTimer()
+				began := time.Now()
+				for range clients {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range next {
+							t0 := time.Now()
+							err := c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%06d", i), Namespace: f.NS}, StringData: map[string]string{"k": "v"}})
+							latencies[i] = time.Since(t0)
+							if err != nil {
+								mu.Lock()
+								failed = err
+								mu.Unlock()
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				elapsed := time.Since(began)
+				b.StopTimer()
+				if failed != nil {
+					b.Fatal(failed)
+				}
+				time.Sleep(3 * time.Second) // the asynchronous writes: claim status, binding, buckets, ledger
+				writes := float64(etcdRevision(b, c)-before) / float64(b.N)
+				sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
+				b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+				b.ReportMetric(writes, "writes/create")
+			})
+		}
+	}
+}
+
+func waitQuotaStatus(b *testing.B, c client.Client, rq *corev1.ResourceQuota) {
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(rq), rq); err != nil {
+			return false, nil
+		}
+		return len(rq.Status.Hard) > 0, nil
+	})
+	if err != nil {
+		b.Fatal("the ResourceQuota never got a status")
+	}
+}
+
+func waitPolicyReady(b *testing.B, c client.Client, p *quotav1alpha1.ClaimCreationPolicy) {
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return false, nil
+		}
+		return meta.IsStatusConditionTrue(p.Status.Conditions, quotav1alpha1.PolicyConditionReady), nil
+	})
+	if err != nil {
+		b.Fatal("the policy never became Ready")
+	}
+	time.Sleep(300 * time.Millisecond) // admission's policy cache
+}
