@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -28,26 +27,6 @@ const (
 
 func (t *term) placement() quota.Placement {
 	return quota.Placement{SystemNamespace: t.r.opts.SystemNamespace}
-}
-
-// bucketWorker keeps each AllowanceBucket equal to the engine's numbers:
-// created when something refers to it, deleted when nothing does.
-func (t *term) bucketWorker(ctx context.Context) {
-	for {
-		id, shutdown := t.buckets.Get()
-		if shutdown {
-			return
-		}
-		if err := t.writeBucket(ctx, id); err != nil {
-			if ctx.Err() == nil && !apierrors.IsConflict(err) {
-				klog.FromContext(ctx).V(2).Info("Writing a bucket failed; retrying", "bucket", quota.BucketName(id), "err", err)
-			}
-			t.buckets.AddRateLimited(id)
-		} else {
-			t.buckets.Forget(id)
-		}
-		t.buckets.Done(id)
-	}
 }
 
 func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {

@@ -7,31 +7,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
-
-// claimWorker writes each claim's decision to its status.
-func (t *term) claimWorker(ctx context.Context) {
-	for {
-		uid, shutdown := t.claims.Get()
-		if shutdown {
-			return
-		}
-		err := t.writeClaim(ctx, uid)
-		if err != nil {
-			if ctx.Err() == nil && !apierrors.IsConflict(err) {
-				klog.FromContext(ctx).V(2).Info("Writing a claim decision failed; retrying", "uid", uid, "err", err)
-			}
-			t.claims.AddRateLimited(uid)
-		} else {
-			t.claims.Forget(uid)
-		}
-		t.claims.Done(uid)
-	}
-}
 
 func (t *term) writeClaim(ctx context.Context, uid string) error {
 	t.mu.Lock()

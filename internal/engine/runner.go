@@ -228,9 +228,9 @@ func (r *Runner) lead(ctx context.Context) error {
 	go func() { defer wg.Done(); t.bindWorker(ctx) }()
 	for range r.opts.Workers {
 		wg.Add(3)
-		go func() { defer wg.Done(); t.claimWorker(ctx) }()
-		go func() { defer wg.Done(); t.bucketWorker(ctx) }()
-		go func() { defer wg.Done(); t.statusWorker(ctx) }()
+		go func() { defer wg.Done(); work(ctx, t.claims, "claim decision", t.writeClaim) }()
+		go func() { defer wg.Done(); work(ctx, t.buckets, "bucket", t.writeBucket) }()
+		go func() { defer wg.Done(); work(ctx, t.statuses, "condition", t.writeStatus) }()
 	}
 	// Honour what the previous leader recorded: write those grants first.
 	for uid := range inflight {

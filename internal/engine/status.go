@@ -5,41 +5,23 @@ import (
 	"errors"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
-// statusWorker writes the Active condition of grants and registrations.
-func (t *term) statusWorker(ctx context.Context) {
-	for {
-		k, shutdown := t.statuses.Get()
-		if shutdown {
-			return
-		}
-		var err error
-		switch k.kind {
-		case kindGrant:
-			err = t.writeGrant(ctx, k.key)
-		case kindRegistration:
-			err = t.writeRegistration(ctx, k.key)
-		case kindPolicy:
-			err = t.writePolicy(ctx, k.key)
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			if ctx.Err() == nil && !apierrors.IsConflict(err) {
-				klog.FromContext(ctx).V(2).Info("Writing a condition failed; retrying", "key", k.key, "err", err)
-			}
-			t.statuses.AddRateLimited(k)
-		} else {
-			t.statuses.Forget(k)
-		}
-		t.statuses.Done(k)
+// writeStatus writes the condition of a grant, registration or policy.
+func (t *term) writeStatus(ctx context.Context, k statusKey) error {
+	switch k.kind {
+	case kindGrant:
+		return t.writeGrant(ctx, k.key)
+	case kindRegistration:
+		return t.writeRegistration(ctx, k.key)
+	default:
+		return t.writePolicy(ctx, k.key)
 	}
 }
 

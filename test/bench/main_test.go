@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
 var srv *testserver.Server
 
 func engineOptions() engine.Options {
-	o := engine.DefaultOptions()
-	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	o.Identity = "bench_0_x"
+	o := quotatest.FastEngineOptions()
+	o.Identity = "bench_0_x" // stable across the recovery benchmark's restarts
 	return o
 }
 

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -361,4 +362,12 @@ func WatchDecided(t testing.TB, cfg *rest.Config, f *Fixture, want int, timeout 
 	}
 	t.Fatalf("only %d of %d claims were decided within %s", len(decided), want, timeout)
 	return 0
+}
+
+// FastEngineOptions are engine options with short leader election, so that
+// tests fail over in seconds.
+func FastEngineOptions() engine.Options {
+	o := engine.DefaultOptions()
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	return o
 }

@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
 var srv *testserver.Server
 
 func TestMain(m *testing.M) {
 	testserver.Quiet()
-	o := engine.DefaultOptions()
-	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	o := quotatest.FastEngineOptions()
 	var err error
 	srv, err = testserver.Start(testserver.Options{Engine: &o})
 	if err != nil {

@@ -6,26 +6,19 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/server"
 	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
 var srv *testserver.Server
 
-// testEngineOptions keeps leader election short so tests fail over fast.
-func testEngineOptions() engine.Options {
-	o := engine.DefaultOptions()
-	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	return o
-}
-
 func TestMain(m *testing.M) {
 	testserver.Quiet()
 	var err error
-	srv, err = testserver.Start(testserver.Options{Components: []server.Component{engine.Start(testEngineOptions())}})
+	srv, err = testserver.Start(testserver.Options{Components: []server.Component{engine.Start(quotatest.FastEngineOptions())}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting quotaplane:", err)
 		os.Exit(1)

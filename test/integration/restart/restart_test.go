@@ -29,8 +29,7 @@ func TestMain(m *testing.M) {
 
 func startWithEngine(t testing.TB, dir string) *testserver.Server {
 	t.Helper()
-	o := engine.DefaultOptions()
-	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	o := quotatest.FastEngineOptions()
 	o.Identity = "restart-test_0_x" // stable across restarts, as serve's is for one data directory
 	s, err := testserver.Start(testserver.Options{DataDir: dir, Components: []server.Component{engine.Start(o)}})
 	if err != nil {
