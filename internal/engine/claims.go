@@ -50,7 +50,11 @@ func (t *term) writeClaim(ctx context.Context, uid string) error {
 		if _, ok := t.inflight[uid]; ok {
 			t.projected[uid] = struct{}{}
 		}
+		blocked := t.blocked
 		t.mu.Unlock()
+		if blocked {
+			t.kickNow() // room in the in-flight bound: decide the claims held back
+		}
 	}
 	return nil
 }

@@ -367,6 +367,10 @@ func (t *term) decideLoop(ctx context.Context) error {
 	}
 }
 
+// maxInflight bounds the grants recorded in the ledger and not yet written
+// to their claims (about 100 bytes each in the ledger).
+const maxInflight = 2000
+
 // ledgerFlushPeriod bounds how long grants already written to their claims
 // stay listed in the ledger when no new grant comes to carry their removal.
 const ledgerFlushPeriod = time.Second
@@ -376,7 +380,17 @@ const ledgerFlushPeriod = time.Second
 // next record, or is flushed when force is set.
 func (t *term) decideOnce(ctx context.Context, force bool) error {
 	t.mu.Lock()
-	changed := t.eng.Decide()
+	// Grants already written to their claims need not stay in the ledger;
+	// the ledger's copy is a superset until the next record, which is safe.
+	for uid := range t.projected {
+		delete(t.inflight, uid)
+		t.ledgerStale = true
+	}
+	clear(t.projected)
+	// Bound what is recorded but not yet written, so that the ledger stays
+	// small: the rest waits for the writers.
+	changed, more := t.eng.DecideUpTo(max(0, maxInflight-len(t.inflight)))
+	t.blocked = more
 	buckets, grants, regs := t.eng.TakeChanged()
 	now := time.Now()
 	var granted int
@@ -394,7 +408,7 @@ func (t *term) decideOnce(ctx context.Context, force bool) error {
 			delete(t.firstSeen, ch.UID)
 		}
 	}
-	dirtyLedger := granted > 0 || (force && len(t.projected) > 0)
+	dirtyLedger := granted > 0 || (force && t.ledgerStale)
 	pendingClaims.Set(float64(t.eng.Waiting()))
 	t.mu.Unlock()
 

@@ -32,6 +32,10 @@ type term struct {
 	// since written to their claims, dropped from the ledger next time.
 	inflight  map[string]string
 	projected map[string]struct{}
+	// ledgerStale: the ledger lists grants already written (trimmed at the
+	// next record). blocked: the in-flight bound held decisions back.
+	ledgerStale bool
+	blocked     bool
 	firstSeen map[string]time.Time
 
 	kick chan struct{}
@@ -275,6 +279,7 @@ func (t *term) committer(ctx context.Context, fail func(error)) {
 		}
 		clear(t.projected)
 		record := maps.Clone(t.inflight)
+		t.ledgerStale = false
 		t.mu.Unlock()
 		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 2 * time.Second}, func(ctx context.Context) (bool, error) {
 			err := t.ledger.record(ctx, record)

@@ -493,21 +493,39 @@ type Changed struct {
 // that does not fit holds nothing and keeps waiting; a later, smaller claim
 // may still be granted. Decide returns the claims whose decision changed.
 func (e *Engine) Decide() []Changed {
-	var out []Changed
+	out, _ := e.DecideUpTo(-1)
+	return out
+}
+
+// DecideUpTo is Decide granting at most max claims (max < 0: no bound).
+// When the bound stops it, more is true and the rest is decided by a later
+// call. Callers bound the grants that are recorded but not yet written.
+func (e *Engine) DecideUpTo(max int) (out []Changed, more bool) {
+	granted := 0
 	for c, roomGained := range e.dirty {
+		if max >= 0 && granted >= max {
+			return out, true
+		}
 		delete(e.dirty, c)
 		q := e.consumers[c]
 		if q == nil {
 			continue
 		}
 		kept := q.waiting[:0]
+		stopped := false
 		for _, cs := range q.waiting {
-			if !roomGained && cs.decision.Outcome != Pending {
-				kept = append(kept, cs) // denied before, and nothing was freed since
+			if stopped || (!roomGained && cs.decision.Outcome != Pending) {
+				kept = append(kept, cs) // denied before and nothing was freed since, or over the bound
 				continue
 			}
 			d := e.evaluate(cs)
 			if d.Outcome == Granted {
+				if max >= 0 && granted >= max {
+					stopped = true
+					kept = append(kept, cs)
+					continue
+				}
+				granted++
 				e.allocate(cs, d)
 				out = append(out, Changed{cs.claim.UID, d})
 				continue
@@ -520,8 +538,12 @@ func (e *Engine) Decide() []Changed {
 		}
 		clear(q.waiting[len(kept):])
 		q.waiting = kept
+		if stopped {
+			e.dirty[c] = e.dirty[c] || roomGained
+			return out, true
+		}
 	}
-	return out
+	return out, false
 }
 
 // DecideOne decides a single waiting claim now, ahead of its consumer's

@@ -299,3 +299,23 @@ func TestDecideTogetherIsAllOrNothing(t *testing.T) {
 		t.Error(diff)
 	}
 }
+
+func TestDecideUpToBoundsGrants(t *testing.T) {
+	e := NewEngine()
+	e.UpsertRegistration(reg("p", "x.io/p"))
+	e.UpsertGrant(grant("g", org, "x.io/p", GrantBucket{Amount: 100}))
+	for i := range 10 {
+		e.AddClaim(claim(fmt.Sprint(i), i, org, Request{"x.io/p", 1, nil}))
+	}
+	got, more := e.DecideUpTo(4)
+	if len(got) != 4 || !more {
+		t.Fatalf("first call granted %d (more=%v), want 4 and more", len(got), more)
+	}
+	if diff := cmp.Diff([]Outcome{Granted, Granted, Granted, Granted, Pending}, outcomes(e, "0", "1", "2", "3", "4")); diff != "" {
+		t.Errorf("creation order (-want +got):\n%s", diff)
+	}
+	got, more = e.DecideUpTo(100)
+	if len(got) != 6 || more {
+		t.Fatalf("second call granted %d (more=%v), want the other 6", len(got), more)
+	}
+}
