@@ -36,7 +36,7 @@ type term struct {
 	// next record). blocked: the in-flight bound held decisions back.
 	ledgerStale bool
 	blocked     bool
-	firstSeen map[string]time.Time
+	firstSeen   map[string]time.Time
 
 	kick chan struct{}
 	// commits are requests to record the in-flight grants in the ledger;
