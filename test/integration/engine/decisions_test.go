@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -218,4 +219,22 @@ func TestDuplicateRegistrationRefusedAtCreate(t *testing.T) {
 	// The first registration stays Active.
 	first := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-projects"}}
 	f.WaitCondition(first, quotav1alpha1.RegistrationConditionActive, metav1.ConditionTrue)
+}
+
+func TestMetricsServed(t *testing.T) {
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
+	f.Register("projects")
+	f.Grant("g", map[string][]quotatest.Bucket{"projects": {{Amount: 1}}})
+	f.Claim("m", quotatest.R("projects", 1))
+	f.Decided("m")
+	kc := kubernetes.NewForConfigOrDie(srv.Config)
+	body, err := kc.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"milo_quota_claim_decisions_total", "milo_quota_claim_decision_duration_seconds", "milo_quota_claims_pending", "milo_quota_buckets", "milo_quota_engine_leader 1"} {
+		if !strings.Contains(string(body), name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
 }
