@@ -7,8 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,16 +17,12 @@ import (
 
 // Labels and annotations of claims made by admission.
 const (
-	// LabelBinding is "pending" on a claim made by admission until the
-	// object it is for is confirmed stored and owns the claim.
-	LabelBinding = "quota.miloapis.com/binding"
 	// AnnotationResource is the object's resource.version.group.
 	AnnotationResource = "quota.miloapis.com/resource"
 	// AnnotationResourceUID is the object's UID.
 	AnnotationResourceUID = "quota.miloapis.com/resource-uid"
 	// AnnotationPolicy names the ClaimCreationPolicy that made the claim.
 	AnnotationPolicy = "quota.miloapis.com/policy"
-	bindingPending   = "pending"
 )
 
 // ErrNotLeader means this replica's engine is not deciding now (another
@@ -91,76 +86,108 @@ func (t *term) evaluate(claims []*quotav1alpha1.ResourceClaim) AdmitResult {
 	return res
 }
 
+// admit decides the claims of one create in memory and records the grant in
+// the ledger (one write shared by every concurrent request). Nothing else is
+// written in the request: the claims are created after the object is
+// stored, already owned by it. A denial writes nothing at all.
 func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (AdmitResult, error) {
-	var created []*quotav1alpha1.ResourceClaim
-	cleanup := func() {
-		for _, c := range created {
-			t.forget(c)
-			_ = t.r.client.Delete(context.Background(), c, client.Preconditions{UID: &c.UID})
-		}
-	}
-	for _, c := range claims {
-		c = c.DeepCopy()
-		if err := t.r.client.Create(ctx, c); err != nil {
-			cleanup()
-			return AdmitResult{}, fmt.Errorf("creating the ResourceClaim: %w", err)
-		}
-		created = append(created, c)
-	}
+	now := metav1.Now()
 	t.mu.Lock()
 	if t.stopped {
 		t.mu.Unlock()
-		cleanup()
 		return AdmitResult{}, ErrNotLeader
 	}
-	uids := make([]string, len(created))
+	if len(t.inflight)+len(t.pending) >= maxInflight {
+		t.mu.Unlock()
+		return AdmitResult{}, ErrBusy
+	}
 	res := AdmitResult{}
-	for i, c := range created {
-		uid := string(c.UID)
-		uids[i] = uid
-		t.claimKeys[uid] = key(c.Namespace, c.Name)
+	var ids []string
+	var entries []*pendingClaim
+	for _, c := range claims {
+		p := &pendingClaim{Namespace: c.Namespace, Name: c.Name, Labels: c.Labels, Annotations: c.Annotations, Spec: c.Spec, Created: now}
+		if _, dup := t.pending[p.key()]; dup || c.Name == "" {
+			for _, id := range ids {
+				t.eng.RemoveClaim(id)
+			}
+			t.mu.Unlock()
+			return AdmitResult{}, fmt.Errorf("claim %s is already being admitted", p.key())
+		}
 		qc := toClaim(c)
+		qc.UID, qc.Created = provisionalID(p.key()), now.Time
 		t.eng.AddClaim(qc)
+		ids = append(ids, qc.UID)
+		entries = append(entries, p)
 		res.Claims = append(res.Claims, qc)
 	}
-	decisions, ok := t.eng.DecideTogether(uids)
+	decisions, ok := t.eng.DecideTogether(ids)
 	res.Granted = ok
-	for _, uid := range uids {
-		res.Decisions = append(res.Decisions, decisions[uid])
-		if ok {
-			t.inflight[uid] = t.claimKeys[uid]
-		}
+	for _, id := range ids {
+		res.Decisions = append(res.Decisions, decisions[id])
 	}
-	t.mu.Unlock()
 	if !ok {
-		cleanup()
-		t.kickNow()
+		for _, id := range ids {
+			t.eng.RemoveClaim(id)
+		}
+		t.mu.Unlock()
 		return res, nil
 	}
+	for _, p := range entries {
+		t.pending[p.key()] = p
+	}
+	t.mu.Unlock()
 	if err := t.commit(ctx); err != nil {
-		// Not recorded: the grant does not exist. Release it and remove the claims.
-		cleanup()
+		// Perhaps not recorded: release. Should the record have landed after
+		// all, the next leader holds the grant until its object fails to appear.
+		t.mu.Lock()
+		for i, p := range entries {
+			delete(t.pending, p.key())
+			t.eng.RemoveClaim(ids[i])
+		}
+		t.mu.Unlock()
 		return AdmitResult{}, err
 	}
-	for _, uid := range uids {
-		t.claims.Add(uid)
-		t.binds.AddAfter(uid, bindDelay)
+	for _, p := range entries {
+		t.materialize.AddAfter(p.key(), materializeDelay)
 	}
 	t.kickNow() // buckets changed
 	return res, nil
 }
 
-// forget removes a claim made by admission that will be deleted, so that its
-// later events do not bring it back.
-func (t *term) forget(c *quotav1alpha1.ResourceClaim) {
+// ErrBusy means too many grants wait to be written; the caller should retry.
+var ErrBusy = errors.New("the quota engine has too many grants waiting to be written")
+
+func provisionalID(claimKey string) string { return "admission:" + claimKey }
+
+// holdPending restores a grant recorded at admission (by this or an earlier
+// leader) under its provisional ID.
+func (t *term) holdPending(p *pendingClaim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	uid := string(c.UID)
-	t.tombstones[types.UID(uid)] = time.Now()
-	delete(t.inflight, uid)
-	delete(t.claimKeys, uid)
-	t.eng.RemoveClaim(uid)
+	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, CreationTimestamp: p.Created}, Spec: p.Spec}
+	qc := toClaim(c)
+	qc.UID = provisionalID(p.key())
+	t.pending[p.key()] = p
+	t.eng.RestoreGranted(qc)
 }
 
-// isNotFoundOrGone reports errors that mean the object is gone.
-func isNotFoundOrGone(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsGone(err) }
+// adoptLocked renames a pending grant to the UID of its created claim.
+// It reports whether c was such a claim. t.mu must be held.
+func (t *term) adoptLocked(c *quotav1alpha1.ResourceClaim) bool {
+	k := key(c.Namespace, c.Name)
+	p, ok := t.pending[k]
+	if !ok || c.Annotations[AnnotationResourceUID] != p.Annotations[AnnotationResourceUID] {
+		return false
+	}
+	uid := string(c.UID)
+	if !t.eng.Rekey(provisionalID(k), uid) {
+		return false
+	}
+	delete(t.pending, k)
+	t.claimKeys[uid] = k
+	t.inflight[uid] = k // granted; recorded as pending until the next record
+	t.claims.Add(uid)
+	return true
+}
+
+func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

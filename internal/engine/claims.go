@@ -22,8 +22,12 @@ func (t *term) writeClaim(ctx context.Context, uid string) error {
 		return nil // deleted; nothing to write
 	}
 	obj, exists, err := t.claimInformer.GetStore().GetByKey(k)
-	if err != nil || !exists {
+	if err != nil {
 		return err
+	}
+	if !exists {
+		// Created moments ago (a claim admitted earlier): not in the cache yet.
+		return fmt.Errorf("claim %s is not in the cache yet", k)
 	}
 	stored := obj.(*quotav1alpha1.ResourceClaim)
 	if string(stored.UID) != uid {

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 )
 
 // errDeposed means another replica has stamped the ledger with a newer
@@ -32,20 +33,39 @@ type ledger struct {
 
 	epoch int64
 	rv    string
-	// inflight are grants recorded but perhaps not yet written to their
-	// claims: claim UID → namespace/name.
-	inflight map[string]string
+}
+
+// pendingClaim is a claim granted at admission whose object may not exist
+// yet: the ledger holds all of it, so that a new leader can create it.
+type pendingClaim struct {
+	Namespace   string                          `json:"namespace"`
+	Name        string                          `json:"name"`
+	Labels      map[string]string               `json:"labels,omitempty"`
+	Annotations map[string]string               `json:"annotations,omitempty"`
+	Spec        quotav1alpha1.ResourceClaimSpec `json:"spec"`
+	Created     metav1.Time                     `json:"created"`
+}
+
+func (p *pendingClaim) key() string { return key(p.Namespace, p.Name) }
+
+// ledgerState is what the ledger records besides its epoch: grants not yet
+// written to their claims (claim UID → namespace/name), and grants made at
+// admission whose claims are not created yet (namespace/name → claim).
+type ledgerState struct {
+	Inflight map[string]string
+	Pending  map[string]*pendingClaim
 }
 
 const (
 	ledgerEpochKey    = "epoch"
 	ledgerHolderKey   = "holder"
 	ledgerInflightKey = "inflight"
+	ledgerPendingKey  = "pending"
 )
 
 // stamp takes the ledger over with a new epoch and returns the grants the
 // previous leaders recorded and may not have written.
-func (l *ledger) stamp(ctx context.Context) (map[string]string, error) {
+func (l *ledger) stamp(ctx context.Context) (ledgerState, error) {
 	for {
 		cm, err := l.client.CoreV1().ConfigMaps(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -56,11 +76,11 @@ func (l *ledger) stamp(ctx context.Context) (map[string]string, error) {
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading the ledger %s/%s: %w", l.namespace, l.name, err)
+			return ledgerState{}, fmt.Errorf("reading the ledger %s/%s: %w", l.namespace, l.name, err)
 		}
-		epoch, inflight, err := decodeLedger(cm)
+		epoch, state, err := decodeLedger(cm)
 		if err != nil {
-			return nil, err
+			return ledgerState{}, err
 		}
 		next := cm.DeepCopy()
 		next.Data[ledgerEpochKey] = strconv.FormatInt(epoch+1, 10)
@@ -70,17 +90,21 @@ func (l *ledger) stamp(ctx context.Context) (map[string]string, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("stamping the ledger: %w", err)
+			return ledgerState{}, fmt.Errorf("stamping the ledger: %w", err)
 		}
-		l.epoch, l.rv, l.inflight = epoch+1, updated.ResourceVersion, inflight
-		return maps.Clone(inflight), nil
+		l.epoch, l.rv = epoch+1, updated.ResourceVersion
+		return state, nil
 	}
 }
 
 // record replaces the in-flight grants, under this leader's epoch. It returns
 // errDeposed when another leader has stamped the ledger since.
-func (l *ledger) record(ctx context.Context, inflight map[string]string) error {
-	data, err := json.Marshal(inflight)
+func (l *ledger) record(ctx context.Context, state ledgerState) error {
+	data, err := json.Marshal(state.Inflight)
+	if err != nil {
+		return err
+	}
+	pending, err := json.Marshal(state.Pending)
 	if err != nil {
 		return err
 	}
@@ -91,11 +115,12 @@ func (l *ledger) record(ctx context.Context, inflight map[string]string) error {
 				ledgerEpochKey:    strconv.FormatInt(l.epoch, 10),
 				ledgerHolderKey:   l.holder,
 				ledgerInflightKey: string(data),
+				ledgerPendingKey:  string(pending),
 			},
 		}
 		updated, err := l.client.CoreV1().ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		if err == nil {
-			l.rv, l.inflight = updated.ResourceVersion, maps.Clone(inflight)
+			l.rv = updated.ResourceVersion
 			return nil
 		}
 		if !apierrors.IsConflict(err) {
@@ -116,19 +141,30 @@ func (l *ledger) record(ctx context.Context, inflight map[string]string) error {
 	}
 }
 
-func decodeLedger(cm *corev1.ConfigMap) (int64, map[string]string, error) {
+func decodeLedger(cm *corev1.ConfigMap) (int64, ledgerState, error) {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
+	state := ledgerState{Inflight: map[string]string{}, Pending: map[string]*pendingClaim{}}
 	epoch, err := strconv.ParseInt(cm.Data[ledgerEpochKey], 10, 64)
 	if err != nil && cm.Data[ledgerEpochKey] != "" {
-		return 0, nil, fmt.Errorf("the ledger %s/%s has an invalid epoch %q; do not edit it by hand", cm.Namespace, cm.Name, cm.Data[ledgerEpochKey])
+		return 0, state, fmt.Errorf("the ledger %s/%s has an invalid epoch %q; do not edit it by hand", cm.Namespace, cm.Name, cm.Data[ledgerEpochKey])
 	}
-	inflight := map[string]string{}
 	if s := cm.Data[ledgerInflightKey]; s != "" {
-		if err := json.Unmarshal([]byte(s), &inflight); err != nil {
-			return 0, nil, fmt.Errorf("the ledger %s/%s has invalid in-flight grants: %w", cm.Namespace, cm.Name, err)
+		if err := json.Unmarshal([]byte(s), &state.Inflight); err != nil {
+			return 0, state, fmt.Errorf("the ledger %s/%s has invalid in-flight grants: %w", cm.Namespace, cm.Name, err)
 		}
 	}
-	return epoch, inflight, nil
+	if s := cm.Data[ledgerPendingKey]; s != "" && s != "null" {
+		if err := json.Unmarshal([]byte(s), &state.Pending); err != nil {
+			return 0, state, fmt.Errorf("the ledger %s/%s has invalid pending claims: %w", cm.Namespace, cm.Name, err)
+		}
+	}
+	if state.Inflight == nil {
+		state.Inflight = map[string]string{}
+	}
+	if state.Pending == nil {
+		state.Pending = map[string]*pendingClaim{}
+	}
+	return epoch, state, nil
 }

@@ -196,13 +196,18 @@ func (r *Runner) lead(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	began := time.Now()
 	l := &ledger{client: r.kube, namespace: r.opts.SystemNamespace, name: ledgerName, holder: r.opts.Identity}
-	inflight, err := l.stamp(ctx)
+	recorded, err := l.stamp(ctx)
 	if err != nil {
 		return err
 	}
 	ledgerWrites.Inc()
-	t := newTerm(r, l, inflight)
-	logger.Info("Became the quota engine leader", "epoch", l.epoch, "inflightGrants", len(inflight))
+	t := newTerm(r, l, recorded.Inflight)
+	// Grants made at admission whose claims may not exist yet: hold them now,
+	// before any claim is seen, so that a created claim is adopted, not re-decided.
+	for _, p := range recorded.Pending {
+		t.holdPending(p)
+	}
+	logger.Info("Became the quota engine leader", "epoch", l.epoch, "inflightGrants", len(recorded.Inflight), "pendingClaims", len(recorded.Pending))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -225,7 +230,7 @@ func (r *Runner) lead(ctx context.Context) error {
 	}
 	wg.Add(2)
 	go func() { defer wg.Done(); t.committer(ctx, fail) }()
-	go func() { defer wg.Done(); t.bindWorker(ctx) }()
+	go func() { defer wg.Done(); work(ctx, t.materialize, "admitted claim", t.materializeOne) }()
 	for range r.opts.Workers {
 		wg.Add(3)
 		go func() { defer wg.Done(); work(ctx, t.claims, "claim decision", t.writeClaim) }()
@@ -233,8 +238,11 @@ func (r *Runner) lead(ctx context.Context) error {
 		go func() { defer wg.Done(); work(ctx, t.statuses, "condition", t.writeStatus) }()
 	}
 	// Honour what the previous leader recorded: write those grants first.
-	for uid := range inflight {
+	for uid := range recorded.Inflight {
 		t.claims.Add(uid)
+	}
+	for k := range recorded.Pending {
+		t.materialize.Add(k)
 	}
 	t.enqueueAllBuckets()
 	if r.opts.Handle != nil {
@@ -389,7 +397,7 @@ func (t *term) decideOnce(ctx context.Context, force bool) error {
 	clear(t.projected)
 	// Bound what is recorded but not yet written, so that the ledger stays
 	// small: the rest waits for the writers.
-	changed, more := t.eng.DecideUpTo(max(0, maxInflight-len(t.inflight)))
+	changed, more := t.eng.DecideUpTo(max(0, maxInflight-len(t.inflight)-len(t.pending)))
 	t.blocked = more
 	buckets, grants, regs := t.eng.TakeChanged()
 	now := time.Now()

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -44,15 +43,18 @@ type term struct {
 	commits chan chan error
 	// stopped is set when the term ends; admission then stops using it.
 	stopped bool
-	// tombstones are claims admission created and deleted again.
-	tombstones map[types.UID]time.Time
+	// pending are grants made at admission whose claims are not created
+	// yet, by claim namespace/name; each is held in the engine under a
+	// provisional ID until its claim exists.
+	pending map[string]*pendingClaim
 
 	regInformer, grantInformer, claimInformer, bucketInformer, policyInformer cache.SharedIndexInformer
 
-	claims   workqueue.TypedRateLimitingInterface[string]
-	binds    workqueue.TypedRateLimitingInterface[string]
-	buckets  workqueue.TypedRateLimitingInterface[quota.BucketID]
-	statuses workqueue.TypedRateLimitingInterface[statusKey]
+	claims workqueue.TypedRateLimitingInterface[string]
+	// materialize creates the claims of pending grants.
+	materialize workqueue.TypedRateLimitingInterface[string]
+	buckets     workqueue.TypedRateLimitingInterface[quota.BucketID]
+	statuses    workqueue.TypedRateLimitingInterface[statusKey]
 
 	nsMu       sync.Mutex
 	namespaces map[string]bool // bucket namespaces known to exist
@@ -77,20 +79,20 @@ func newTerm(r *Runner, l *ledger, inflight map[string]string) *term {
 	}
 	return &term{
 		r: r, ledger: l,
-		eng:        quota.NewEngine(),
-		claimKeys:  map[string]string{},
-		grantKeys:  map[string]string{},
-		inflight:   inflight,
-		projected:  map[string]struct{}{},
-		firstSeen:  map[string]time.Time{},
-		kick:       make(chan struct{}, 1),
-		commits:    make(chan chan error, 4096),
-		tombstones: map[types.UID]time.Time{},
-		claims:     workqueue.NewTypedRateLimitingQueue(rl()),
-		binds:      workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 2*time.Second)),
-		buckets:    workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[quota.BucketID](5*time.Millisecond, 5*time.Second)),
-		statuses:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
-		namespaces: map[string]bool{},
+		eng:         quota.NewEngine(),
+		claimKeys:   map[string]string{},
+		grantKeys:   map[string]string{},
+		inflight:    inflight,
+		projected:   map[string]struct{}{},
+		firstSeen:   map[string]time.Time{},
+		kick:        make(chan struct{}, 1),
+		commits:     make(chan chan error, 4096),
+		pending:     map[string]*pendingClaim{},
+		claims:      workqueue.NewTypedRateLimitingQueue(rl()),
+		materialize: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Second)),
+		buckets:     workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[quota.BucketID](5*time.Millisecond, 5*time.Second)),
+		statuses:    workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
+		namespaces:  map[string]bool{},
 	}
 }
 
@@ -103,7 +105,7 @@ func (t *term) kickNow() {
 
 func (t *term) shutdownQueues() {
 	t.claims.ShutDown()
-	t.binds.ShutDown()
+	t.materialize.ShutDown()
 	t.buckets.ShutDown()
 	t.statuses.ShutDown()
 }
@@ -164,13 +166,9 @@ func (t *term) grantDeleted(g *quotav1alpha1.ResourceGrant) {
 func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 	uid := string(c.UID)
 	t.mu.Lock()
-	if _, gone := t.tombstones[c.UID]; gone {
+	if t.adoptLocked(c) || t.eng.Knows(uid) {
 		t.mu.Unlock()
-		return
-	}
-	if _, known := t.claimKeys[uid]; known && t.eng.Knows(uid) {
-		t.mu.Unlock()
-		t.binds.Add(uid)
+		t.claims.Add(uid) // write its decision now that the cache has it
 		return
 	}
 	t.claimKeys[uid] = key(c.Namespace, c.Name)
@@ -184,9 +182,6 @@ func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 		}
 	}
 	t.mu.Unlock()
-	if c.Labels[LabelBinding] == bindingPending {
-		t.binds.AddAfter(uid, bindDelay)
-	}
 	t.kickNow()
 }
 
@@ -278,7 +273,7 @@ func (t *term) committer(ctx context.Context, fail func(error)) {
 			delete(t.inflight, uid)
 		}
 		clear(t.projected)
-		record := maps.Clone(t.inflight)
+		record := ledgerState{Inflight: maps.Clone(t.inflight), Pending: maps.Clone(t.pending)}
 		t.ledgerStale = false
 		t.mu.Unlock()
 		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 2 * time.Second}, func(ctx context.Context) (bool, error) {

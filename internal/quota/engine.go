@@ -779,3 +779,26 @@ func (e *Engine) IsRegistered(resourceType string) bool {
 	_, ok := e.active[resourceType]
 	return ok
 }
+
+// Rekey renames a claim: admission decides a claim before its object
+// exists, under a provisional ID, and renames it to the UID it gets when it
+// is created. The allocation moves with it.
+func (e *Engine) Rekey(old, uid string) bool {
+	cs, ok := e.claims[old]
+	if !ok || old == uid {
+		return ok
+	}
+	if _, taken := e.claims[uid]; taken {
+		return false
+	}
+	delete(e.claims, old)
+	cs.claim.UID = uid
+	e.claims[uid] = cs
+	for _, s := range cs.series {
+		if g, ok := s.granted[old]; ok {
+			delete(s.granted, old)
+			s.granted[uid] = g
+		}
+	}
+	return true
+}

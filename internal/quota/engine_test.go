@@ -319,3 +319,20 @@ func TestDecideUpToBoundsGrants(t *testing.T) {
 		t.Fatalf("second call granted %d (more=%v), want the other 6", len(got), more)
 	}
 }
+
+func TestRekeyMovesTheAllocation(t *testing.T) {
+	e := NewEngine()
+	e.UpsertRegistration(reg("p", "x.io/p"))
+	e.UpsertGrant(grant("g", org, "x.io/p", GrantBucket{Amount: 2}))
+	e.AddClaim(claim("provisional", 1, org, Request{"x.io/p", 2, nil}))
+	if _, ok := e.DecideTogether([]string{"provisional"}); !ok {
+		t.Fatal("not granted")
+	}
+	if !e.Rekey("provisional", "real") {
+		t.Fatal("rekey failed")
+	}
+	e.RemoveClaim("real")
+	if diff := cmp.Diff(numbers{2, 0, 2}, nums(t, e, org, "x.io/p", nil)); diff != "" {
+		t.Errorf("releasing the renamed claim (-want +got):\n%s", diff)
+	}
+}

@@ -11,6 +11,8 @@ package claimpolicy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -275,6 +277,14 @@ func ignoreAll(policies []*quotav1alpha1.ClaimCreationPolicy) bool {
 // denialMessage names the resource type, requested, available, limit and
 // consumer of the first denied request.
 func denialMessage(kind, name string, res engine.AdmitResult) string {
+	// The request that is short, not a claim undone because another was.
+	for _, d := range res.Decisions {
+		for _, r := range d.Requests {
+			if r.Reason == quota.ReasonQuotaExceeded {
+				return fmt.Sprintf("insufficient quota to create %s %s: %s", kind, name, d.Message)
+			}
+		}
+	}
 	for _, d := range res.Decisions {
 		if d.Outcome != quota.Granted && d.Outcome != quota.Pending {
 			return fmt.Sprintf("insufficient quota to create %s %s: %s", kind, name, d.Message)
@@ -292,22 +302,30 @@ func (p *Plugin) claimFor(cp *quotav1alpha1.ClaimCreationPolicy, r *policy.Rende
 	if md.Namespace != "" && !strings.Contains(md.Namespace, "{{") {
 		ns = md.Namespace
 	}
+	// The claim's name is fixed now (it is recorded before the claim exists):
+	// the template's name, or a prefix and a hash of the object and policy.
+	sum := sha256.Sum256([]byte(string(obj.GetUID()) + "/" + cp.Name))
+	suffix := hex.EncodeToString(sum[:5])
+	name := r.Name
+	if name == "" {
+		prefix := r.GenerateName
+		if prefix == "" {
+			prefix = strings.ToLower(a.GetKind().Kind) + "-" + obj.GetName() + "-"
+		}
+		if len(prefix) > 200 {
+			prefix = prefix[:200]
+		}
+		name = prefix + suffix
+	}
 	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{
-		Namespace: ns, Name: r.Name, GenerateName: r.GenerateName,
-		Labels: map[string]string{engine.LabelBinding: "pending"},
+		Namespace: ns, Name: name,
+		Labels: map[string]string{},
 		Annotations: map[string]string{
 			engine.AnnotationPolicy:      cp.Name,
 			engine.AnnotationResource:    engine.FormatGVR(a.GetResource()),
 			engine.AnnotationResourceUID: string(obj.GetUID()),
 		},
 	}, Spec: r.Spec}
-	if c.Name == "" && c.GenerateName == "" {
-		base := strings.ToLower(a.GetKind().Kind) + "-" + a.GetName()
-		if len(base) > 200 {
-			base = base[:200]
-		}
-		c.GenerateName = base + "-"
-	}
 	for k, v := range md.Labels {
 		c.Labels[k] = v
 	}
@@ -315,7 +333,7 @@ func (p *Plugin) claimFor(cp *quotav1alpha1.ClaimCreationPolicy, r *policy.Rende
 		c.Annotations[k] = v
 	}
 	kind := a.GetKind()
-	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: kind.Group, Kind: kind.Kind, Name: a.GetName(), Namespace: a.GetNamespace()}
+	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: kind.Group, Kind: kind.Kind, Name: obj.GetName(), Namespace: a.GetNamespace()}
 	return c
 }
 

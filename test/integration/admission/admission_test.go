@@ -271,12 +271,17 @@ func TestCreateRejectedByALaterStepLeavesNoAllocation(t *testing.T) {
 	if err := w.C.Create(context.Background(), rq); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		err := w.secret(fmt.Sprintf("s-%d", time.Now().UnixNano()))
-		return err != nil && strings.Contains(err.Error(), "exceeded quota: none"), nil
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := w.C.Get(ctx, client.ObjectKeyFromObject(rq), rq)
+		return err == nil && len(rq.Status.Hard) > 0, nil
 	})
 	if err != nil {
-		t.Fatal("the built-in ResourceQuota never refused")
+		t.Fatal("the ResourceQuota never got a status")
+	}
+	for i := range 3 {
+		if err := w.secret(fmt.Sprintf("s-%d", i)); err == nil || !strings.Contains(err.Error(), "exceeded quota: none") {
+			t.Fatalf("want the built-in ResourceQuota to refuse, got %v", err)
+		}
 	}
 	// The claim granted at admission is released within seconds.
 	w.WaitBucket(quotatest.N(5, 0, 5), "secrets")
