@@ -91,21 +91,30 @@ func (t *term) evaluate(claims []*quotav1alpha1.ResourceClaim) AdmitResult {
 // written in the request: the claims are created after the object is
 // stored, already owned by it. A denial writes nothing at all.
 func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (AdmitResult, error) {
+	// Back-pressure: wait while too many admitted claims are not created yet
+	// (each is carried whole in every ledger write).
+	for {
+		t.mu.Lock()
+		if t.stopped {
+			t.mu.Unlock()
+			return AdmitResult{}, ErrNotLeader
+		}
+		if len(t.pending) < maxPending && len(t.inflight)+len(t.pending) < maxInflight {
+			break
+		}
+		t.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return AdmitResult{}, ErrBusy
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	now := metav1.Now()
-	t.mu.Lock()
-	if t.stopped {
-		t.mu.Unlock()
-		return AdmitResult{}, ErrNotLeader
-	}
-	if len(t.inflight)+len(t.pending) >= maxInflight {
-		t.mu.Unlock()
-		return AdmitResult{}, ErrBusy
-	}
 	res := AdmitResult{}
 	var ids []string
 	var entries []*pendingClaim
 	for _, c := range claims {
-		p := &pendingClaim{Namespace: c.Namespace, Name: c.Name, Labels: c.Labels, Annotations: c.Annotations, Spec: c.Spec, Created: now}
+		p := newPendingClaim(c, now)
 		if _, dup := t.pending[p.key()]; dup || c.Name == "" {
 			for _, id := range ids {
 				t.eng.RemoveClaim(id)
@@ -154,6 +163,10 @@ func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 	return res, nil
 }
 
+// maxPending bounds admitted claims not created yet: about 350 bytes each in
+// every ledger write (with maxInflight's small entries, well under 1 MiB).
+const maxPending = 1500
+
 // ErrBusy means too many grants wait to be written; the caller should retry.
 var ErrBusy = errors.New("the quota engine has too many grants waiting to be written")
 
@@ -176,7 +189,7 @@ func (t *term) holdPending(p *pendingClaim) {
 func (t *term) adoptLocked(c *quotav1alpha1.ResourceClaim) bool {
 	k := key(c.Namespace, c.Name)
 	p, ok := t.pending[k]
-	if !ok || c.Annotations[AnnotationResourceUID] != p.Annotations[AnnotationResourceUID] {
+	if !ok || c.Annotations[AnnotationResourceUID] != p.ObjectUID {
 		return false
 	}
 	uid := string(c.UID)

@@ -29,7 +29,12 @@ func (t *term) writeClaim(ctx context.Context, uid string) error {
 		// Created moments ago (a claim admitted earlier): not in the cache yet.
 		return fmt.Errorf("claim %s is not in the cache yet", k)
 	}
-	stored := obj.(*quotav1alpha1.ResourceClaim)
+	return t.writeClaimStatus(ctx, obj.(*quotav1alpha1.ResourceClaim), uid, c, d)
+}
+
+// writeClaimStatus writes a decision to a stored claim, unless it already says so.
+func (t *term) writeClaimStatus(ctx context.Context, stored *quotav1alpha1.ResourceClaim, uid string, c quota.Claim, d quota.Decision) error {
+	k := key(stored.Namespace, stored.Name)
 	if string(stored.UID) != uid {
 		return nil
 	}

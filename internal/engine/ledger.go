@@ -38,12 +38,41 @@ type ledger struct {
 // pendingClaim is a claim granted at admission whose object may not exist
 // yet: the ledger holds all of it, so that a new leader can create it.
 type pendingClaim struct {
-	Namespace   string                          `json:"namespace"`
-	Name        string                          `json:"name"`
-	Labels      map[string]string               `json:"labels,omitempty"`
-	Annotations map[string]string               `json:"annotations,omitempty"`
-	Spec        quotav1alpha1.ResourceClaimSpec `json:"spec"`
-	Created     metav1.Time                     `json:"created"`
+	Namespace string            `json:"ns"`
+	Name      string            `json:"n"`
+	Labels    map[string]string `json:"l,omitempty"`
+	// Extra are the template's annotations; the engine's own are fields.
+	Extra     map[string]string               `json:"a,omitempty"`
+	Policy    string                          `json:"p"`
+	Resource  string                          `json:"r"`
+	ObjectUID string                          `json:"u"`
+	Spec      quotav1alpha1.ResourceClaimSpec `json:"s"`
+	Created   metav1.Time                     `json:"c"`
+}
+
+func newPendingClaim(c *quotav1alpha1.ResourceClaim, created metav1.Time) *pendingClaim {
+	p := &pendingClaim{Namespace: c.Namespace, Name: c.Name, Spec: c.Spec, Created: created,
+		Policy: c.Annotations[AnnotationPolicy], Resource: c.Annotations[AnnotationResource], ObjectUID: c.Annotations[AnnotationResourceUID]}
+	if len(c.Labels) > 0 {
+		p.Labels = c.Labels
+	}
+	for k, v := range c.Annotations {
+		if k != AnnotationPolicy && k != AnnotationResource && k != AnnotationResourceUID {
+			if p.Extra == nil {
+				p.Extra = map[string]string{}
+			}
+			p.Extra[k] = v
+		}
+	}
+	return p
+}
+
+func (p *pendingClaim) annotations() map[string]string {
+	a := map[string]string{AnnotationPolicy: p.Policy, AnnotationResource: p.Resource, AnnotationResourceUID: p.ObjectUID}
+	for k, v := range p.Extra {
+		a[k] = v
+	}
+	return a
 }
 
 func (p *pendingClaim) key() string { return key(p.Namespace, p.Name) }

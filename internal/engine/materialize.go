@@ -17,7 +17,7 @@ import (
 const (
 	// materializeDelay is how long after admission the engine first looks
 	// for the object: by then it is normally stored.
-	materializeDelay = 100 * time.Millisecond
+	materializeDelay = 20 * time.Millisecond
 	// materializeGrace is how long a grant made at admission waits for its
 	// object: an object not stored by then (a later admission step refused
 	// it, or the request died) never will be, and the grant is released.
@@ -34,7 +34,7 @@ func (t *term) materializeOne(ctx context.Context, k string) error {
 	if !ok {
 		return nil // adopted or released meanwhile
 	}
-	gvr, ok := parseGVR(p.Annotations[AnnotationResource])
+	gvr, ok := parseGVR(p.Resource)
 	ref := p.Spec.ResourceRef
 	if !ok || ref == nil {
 		t.release(ctx, k, "it names no object")
@@ -42,10 +42,10 @@ func (t *term) materializeOne(ctx context.Context, k string) error {
 	}
 	owner, err := t.r.metadata.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {
-	case err == nil && string(owner.UID) == p.Annotations[AnnotationResourceUID]:
+	case err == nil && string(owner.UID) == p.ObjectUID:
 	case err == nil || apierrors.IsNotFound(err):
 		if time.Since(p.Created.Time) < materializeGrace {
-			t.materialize.AddAfter(k, 250*time.Millisecond)
+			t.materialize.AddAfter(k, 50*time.Millisecond)
 			return nil
 		}
 		t.release(ctx, k, fmt.Sprintf("%s %s was not stored within %s of admission", ref.Kind, ref.Name, materializeGrace))
@@ -55,7 +55,7 @@ func (t *term) materializeOne(ctx context.Context, k string) error {
 	}
 	c := &quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Annotations: p.Annotations,
+			Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Annotations: p.annotations(),
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: schema.GroupVersion{Group: gvr.Group, Version: gvr.Version}.String(),
 				Kind:       ref.Kind, Name: owner.Name, UID: owner.UID,
@@ -72,8 +72,17 @@ func (t *term) materializeOne(ctx context.Context, k string) error {
 		return fmt.Errorf("creating claim %s: %w", k, err)
 	}
 	t.mu.Lock()
-	t.adoptLocked(c)
+	adopted := t.adoptLocked(c)
+	d, _ := t.eng.Decision(string(c.UID))
+	qc, _ := t.eng.Claim(string(c.UID))
 	t.mu.Unlock()
+	if adopted {
+		// Write the decision at once, from the object the create returned,
+		// rather than waiting for the cache: the grant leaves the ledger sooner.
+		if err := t.writeClaimStatus(ctx, c, string(c.UID), qc, d); err != nil {
+			t.claims.Add(string(c.UID))
+		}
+	}
 	return nil
 }
 

@@ -228,11 +228,11 @@ func (r *Runner) lead(ctx context.Context) error {
 		failOnce.Do(func() { failure = err })
 		cancel()
 	}
-	wg.Add(2)
+	wg.Add(1)
 	go func() { defer wg.Done(); t.committer(ctx, fail) }()
-	go func() { defer wg.Done(); work(ctx, t.materialize, "admitted claim", t.materializeOne) }()
 	for range r.opts.Workers {
-		wg.Add(3)
+		wg.Add(4)
+		go func() { defer wg.Done(); work(ctx, t.materialize, "admitted claim", t.materializeOne) }()
 		go func() { defer wg.Done(); work(ctx, t.claims, "claim decision", t.writeClaim) }()
 		go func() { defer wg.Done(); work(ctx, t.buckets, "bucket", t.writeBucket) }()
 		go func() { defer wg.Done(); work(ctx, t.statuses, "condition", t.writeStatus) }()
