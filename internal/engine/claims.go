@@ -80,7 +80,7 @@ func claimStatus(stored *quotav1alpha1.ResourceClaim, c quota.Claim, d quota.Dec
 	case quota.Granted:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, quotav1alpha1.ClaimReasonQuotaAvailable, quota.GrantedMessage(c, d)
 	case quota.QuotaExceeded:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.ClaimReasonQuotaExceeded, d.Message
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.ClaimReasonQuotaExceeded, d.Message+"; the claim holds nothing and is decided again when its buckets gain room"
 	case quota.ValidationFailed:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.ClaimReasonValidationFailed, d.Message
 	default:

@@ -630,7 +630,7 @@ func (e *Engine) evaluate(cs *claimState) Decision {
 			results[i].Message = "this request fits, but nothing is allocated because another request of the claim exceeds its quota (claims are all or nothing)"
 		}
 	}
-	return Decision{Outcome: QuotaExceeded, Requests: results, Message: firstDenied + "; the claim holds nothing and waits for room"}
+	return Decision{Outcome: QuotaExceeded, Requests: results, Message: firstDenied}
 }
 
 // validateClaim checks a claim against the registrations.

@@ -109,6 +109,10 @@ func (w *world) expectQuotaDenial(err error, requested, available, limit int64) 
 			w.T.Errorf("denial %q lacks %q", err.Error(), want)
 		}
 	}
+	// A refused create keeps nothing waiting: the answer must not say otherwise.
+	if strings.Contains(err.Error(), "decided again") || strings.Contains(err.Error(), "waits") {
+		w.T.Errorf("denial %q speaks of a waiting claim; a refused create leaves none", err.Error())
+	}
 }
 
 func (w *world) claims() []quotav1alpha1.ResourceClaim {
