@@ -29,10 +29,17 @@ const (
 // replica leads, or leadership is changing); the caller should retry.
 var ErrNotLeader = errors.New("the quota engine on this server is not the deciding replica right now")
 
-// Handle lets in-process admission ask this replica's engine for decisions.
+// Handle connects the engine to the API server it runs in: admission asks
+// it for decisions, and it writes admission's grants and claims straight
+// into that server's storage.
 type Handle struct {
-	term atomic.Pointer[term]
+	term    atomic.Pointer[term]
+	storage atomic.Pointer[Storage]
 }
+
+// UseStorage gives the engine the server's etcd. Without it the engine
+// answers admission with ErrNotLeader (the create is refused as "retry").
+func (h *Handle) UseStorage(s *Storage) { h.storage.Store(s) }
 
 // NewHandle returns a handle; pass it in Options.Handle.
 func NewHandle() *Handle { return &Handle{} }
@@ -49,12 +56,13 @@ type AdmitResult struct {
 }
 
 // Admit decides the claims of one create together: all are granted or none.
-// With dryRun nothing is created or allocated. Otherwise granted claims are
-// created and recorded in the ledger before Admit returns, and denied ones
-// are deleted again: a refused create leaves no claim behind.
+// With dryRun nothing is recorded or allocated. Otherwise a grant is durable
+// (in the journal) before Admit returns, and the claims are written once the
+// object is stored; a denial writes nothing: a refused create leaves no
+// claim behind.
 func (h *Handle) Admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error) {
 	t := h.term.Load()
-	if t == nil {
+	if t == nil || t.journal == nil {
 		return AdmitResult{}, ErrNotLeader
 	}
 	if dryRun {
@@ -87,19 +95,19 @@ func (t *term) evaluate(claims []*quotav1alpha1.ResourceClaim) AdmitResult {
 }
 
 // admit decides the claims of one create in memory and records the grant in
-// the ledger (one write shared by every concurrent request). Nothing else is
-// written in the request: the claims are created after the object is
-// stored, already owned by it. A denial writes nothing at all.
+// the journal: one small key per claim, written in a transaction shared by
+// every concurrent request and fenced by the ledger. Nothing else is written
+// in the request: the claims are written after the object is stored,
+// already decided and owned by it. A denial writes nothing at all.
 func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (AdmitResult, error) {
-	// Back-pressure: wait while too many admitted claims are not created yet
-	// (each is carried whole in every ledger write).
+	// Back-pressure: wait while too many admitted claims are not written yet.
 	for {
 		t.mu.Lock()
 		if t.stopped {
 			t.mu.Unlock()
 			return AdmitResult{}, ErrNotLeader
 		}
-		if len(t.pending) < maxPending && len(t.inflight)+len(t.pending) < maxInflight {
+		if len(t.pending) < maxPending {
 			break
 		}
 		t.mu.Unlock()
@@ -145,27 +153,25 @@ func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 		t.pending[p.key()] = p
 	}
 	t.mu.Unlock()
-	if err := t.commit(ctx); err != nil {
-		// Perhaps not recorded: release. Should the record have landed after
-		// all, the next leader holds the grant until its object fails to appear.
-		t.mu.Lock()
-		for i, p := range entries {
-			delete(t.pending, p.key())
-			t.eng.RemoveClaim(ids[i])
-		}
-		t.mu.Unlock()
-		return AdmitResult{}, err
-	}
+	written := t.writeJournal(ctx, &journalOps{grants: entries})
+	// Even when the write failed it may have landed: the grant is held until
+	// the create's end is reported (or its object is looked up), then
+	// written as a claim or released.
+	noteGrants(ctx, entries)
 	for _, p := range entries {
-		t.materialize.AddAfter(p.key(), materializeDelay)
+		t.materialize.AddAfter(p.key(), recheckPeriod)
 	}
 	t.kickNow() // buckets changed
+	if written.err != nil {
+		return AdmitResult{}, written.err
+	}
 	return res, nil
 }
 
-// maxPending bounds admitted claims not created yet: about 350 bytes each in
-// every ledger write (with maxInflight's small entries, well under 1 MiB).
-const maxPending = 1500
+// maxPending bounds the claims admitted and not written yet: the work the
+// materializers have left. Admission waits (and at its deadline answers
+// "retry") rather than let it grow.
+const maxPending = 2000
 
 // ErrBusy means too many grants wait to be written; the caller should retry.
 var ErrBusy = errors.New("the quota engine has too many grants waiting to be written")
@@ -184,12 +190,13 @@ func (t *term) holdPending(p *pendingClaim) {
 	t.eng.RestoreGranted(qc)
 }
 
-// adoptLocked renames a pending grant to the UID of its created claim.
-// It reports whether c was such a claim. t.mu must be held.
+// adoptLocked renames a pending grant to the UID of its written claim: the
+// claim, stored granted, replaced the grant in the journal. It reports
+// whether c was such a claim. t.mu must be held.
 func (t *term) adoptLocked(c *quotav1alpha1.ResourceClaim) bool {
 	k := key(c.Namespace, c.Name)
 	p, ok := t.pending[k]
-	if !ok || c.Annotations[AnnotationResourceUID] != p.ObjectUID {
+	if !ok || c.Annotations[AnnotationResourceUID] != p.ObjectUID || !isGranted(c) {
 		return false
 	}
 	uid := string(c.UID)
@@ -198,8 +205,6 @@ func (t *term) adoptLocked(c *quotav1alpha1.ResourceClaim) bool {
 	}
 	delete(t.pending, k)
 	t.claimKeys[uid] = k
-	t.inflight[uid] = k // granted; recorded as pending until the next record
-	t.claims.Add(uid)
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,7 +37,7 @@ type ledger struct {
 }
 
 // pendingClaim is a claim granted at admission whose object may not exist
-// yet: the ledger holds all of it, so that a new leader can create it.
+// yet: the journal holds all of it, so that a new leader can create it.
 type pendingClaim struct {
 	Namespace string            `json:"ns"`
 	Name      string            `json:"n"`
@@ -48,6 +49,10 @@ type pendingClaim struct {
 	ObjectUID string                          `json:"u"`
 	Spec      quotav1alpha1.ResourceClaimSpec `json:"s"`
 	Created   metav1.Time                     `json:"c"`
+
+	// outcome is what this server reported of the create, when it ended.
+	outcome outcome
+	ended   time.Time
 }
 
 func newPendingClaim(c *quotav1alpha1.ResourceClaim, created metav1.Time) *pendingClaim {
@@ -78,18 +83,16 @@ func (p *pendingClaim) annotations() map[string]string {
 func (p *pendingClaim) key() string { return key(p.Namespace, p.Name) }
 
 // ledgerState is what the ledger records besides its epoch: grants not yet
-// written to their claims (claim UID → namespace/name), and grants made at
-// admission whose claims are not created yet (namespace/name → claim).
+// written to their claims (claim UID → namespace/name). Grants made at
+// admission are in the journal.
 type ledgerState struct {
 	Inflight map[string]string
-	Pending  map[string]*pendingClaim
 }
 
 const (
 	ledgerEpochKey    = "epoch"
 	ledgerHolderKey   = "holder"
 	ledgerInflightKey = "inflight"
-	ledgerPendingKey  = "pending"
 )
 
 // stamp takes the ledger over with a new epoch and returns the grants the
@@ -133,10 +136,6 @@ func (l *ledger) record(ctx context.Context, state ledgerState) error {
 	if err != nil {
 		return err
 	}
-	pending, err := json.Marshal(state.Pending)
-	if err != nil {
-		return err
-	}
 	for {
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace, ResourceVersion: l.rv},
@@ -144,7 +143,6 @@ func (l *ledger) record(ctx context.Context, state ledgerState) error {
 				ledgerEpochKey:    strconv.FormatInt(l.epoch, 10),
 				ledgerHolderKey:   l.holder,
 				ledgerInflightKey: string(data),
-				ledgerPendingKey:  string(pending),
 			},
 		}
 		updated, err := l.client.CoreV1().ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{})
@@ -155,26 +153,36 @@ func (l *ledger) record(ctx context.Context, state ledgerState) error {
 		if !apierrors.IsConflict(err) {
 			return fmt.Errorf("recording grants in the ledger: %w", err)
 		}
-		current, err := l.client.CoreV1().ConfigMaps(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("re-reading the ledger: %w", err)
-		}
-		epoch, _, err := decodeLedger(current)
-		if err != nil {
+		if err := l.refresh(ctx); err != nil {
 			return err
 		}
-		if epoch != l.epoch {
-			return errDeposed
-		}
-		l.rv = current.ResourceVersion // someone touched it without a new epoch (an operator); retry
 	}
+}
+
+// refresh re-reads the ledger after a write found it changed: errDeposed when
+// another leader stamped it; otherwise (an operator touched it without a new
+// epoch) the next write uses its new version.
+func (l *ledger) refresh(ctx context.Context) error {
+	current, err := l.client.CoreV1().ConfigMaps(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("re-reading the ledger: %w", err)
+	}
+	epoch, _, err := decodeLedger(current)
+	if err != nil {
+		return err
+	}
+	if epoch != l.epoch {
+		return errDeposed
+	}
+	l.rv = current.ResourceVersion
+	return nil
 }
 
 func decodeLedger(cm *corev1.ConfigMap) (int64, ledgerState, error) {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	state := ledgerState{Inflight: map[string]string{}, Pending: map[string]*pendingClaim{}}
+	state := ledgerState{Inflight: map[string]string{}}
 	epoch, err := strconv.ParseInt(cm.Data[ledgerEpochKey], 10, 64)
 	if err != nil && cm.Data[ledgerEpochKey] != "" {
 		return 0, state, fmt.Errorf("the ledger %s/%s has an invalid epoch %q; do not edit it by hand", cm.Namespace, cm.Name, cm.Data[ledgerEpochKey])
@@ -184,16 +192,8 @@ func decodeLedger(cm *corev1.ConfigMap) (int64, ledgerState, error) {
 			return 0, state, fmt.Errorf("the ledger %s/%s has invalid in-flight grants: %w", cm.Namespace, cm.Name, err)
 		}
 	}
-	if s := cm.Data[ledgerPendingKey]; s != "" && s != "null" {
-		if err := json.Unmarshal([]byte(s), &state.Pending); err != nil {
-			return 0, state, fmt.Errorf("the ledger %s/%s has invalid pending claims: %w", cm.Namespace, cm.Name, err)
-		}
-	}
 	if state.Inflight == nil {
 		state.Inflight = map[string]string{}
-	}
-	if state.Pending == nil {
-		state.Pending = map[string]*pendingClaim{}
 	}
 	return epoch, state, nil
 }

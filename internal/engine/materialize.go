@@ -9,92 +9,137 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 )
 
 const (
-	// materializeDelay is how long after admission the engine first looks
-	// for the object: by then it is normally stored.
-	materializeDelay = 20 * time.Millisecond
-	// materializeGrace is how long a grant made at admission waits for its
-	// object: an object not stored by then (a later admission step refused
-	// it, or the request died) never will be, and the grant is released.
-	materializeGrace = 5 * time.Second
+	// maxRequestDuration bounds how long after admission a create can still
+	// store its object: the API server cuts requests at 60 s.
+	maxRequestDuration = 70 * time.Second
+	// storeGrace is how long after a create ended without a clear answer (a
+	// timeout, a server error) its object may still land in storage.
+	storeGrace = 5 * time.Second
+	// recheckPeriod is how often a grant whose create has not reported its
+	// end is checked against storage.
+	recheckPeriod = 5 * time.Second
 )
 
-// materializeOne creates the claim of a grant made at admission once its
-// object is stored, owned by that object (deleting the object releases the
-// quota); or releases the grant when the object never appears.
+// outcome is what the server reported of a create after admission.
+type outcome int
+
+const (
+	outcomeUnknown outcome = iota // not reported (yet)
+	outcomeStored                 // answered 2xx: the object is stored
+	outcomeRefused                // answered 4xx: it was never stored
+	outcomeUnclear                // 5xx, timeout or panic: look it up
+)
+
+// materializeOne writes the claim of a grant made at admission once its
+// object is stored: already granted, owned by that object (deleting the object
+// releases the quota), replacing the grant in the journal in one transaction.
+// A grant whose create was refused after admission, or whose object cannot
+// appear any more, is released.
 func (t *term) materializeOne(ctx context.Context, k string) error {
 	t.mu.Lock()
 	p, ok := t.pending[k]
+	var out outcome
+	var ended time.Time
+	if ok {
+		out, ended = p.outcome, p.ended
+	}
 	t.mu.Unlock()
 	if !ok {
-		return nil // adopted or released meanwhile
+		return nil // written or released meanwhile
 	}
 	gvr, ok := parseGVR(p.Resource)
 	ref := p.Spec.ResourceRef
 	if !ok || ref == nil {
-		t.release(ctx, k, "it names no object")
-		return nil
+		return t.release(ctx, k, "it names no object")
 	}
-	owner, err := t.r.metadata.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	switch {
-	case err == nil && string(owner.UID) == p.ObjectUID:
-	case err == nil || apierrors.IsNotFound(err):
-		if time.Since(p.Created.Time) < materializeGrace {
-			t.materialize.AddAfter(k, 50*time.Millisecond)
+	if out != outcomeStored {
+		owner, err := t.r.metadata.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		switch {
+		case err == nil && string(owner.UID) == p.ObjectUID:
+		case err == nil || apierrors.IsNotFound(err):
+			switch {
+			case out == outcomeRefused:
+				return t.release(ctx, k, fmt.Sprintf("the create of %s %s was refused after admission", ref.Kind, ref.Name))
+			case out == outcomeUnclear && time.Since(ended) >= storeGrace:
+				return t.release(ctx, k, fmt.Sprintf("the create of %s %s failed and the object was not stored", ref.Kind, ref.Name))
+			case time.Since(p.Created.Time) >= maxRequestDuration:
+				return t.release(ctx, k, fmt.Sprintf("%s %s was not stored within %s of admission", ref.Kind, ref.Name, maxRequestDuration))
+			}
+			t.materialize.AddAfter(k, recheckPeriod)
 			return nil
+		default:
+			return err
 		}
-		t.release(ctx, k, fmt.Sprintf("%s %s was not stored within %s of admission", ref.Kind, ref.Name, materializeGrace))
-		return nil
-	default:
-		return err
 	}
+	t.mu.Lock()
+	qc, _ := t.eng.Claim(provisionalID(k))
+	d, _ := t.eng.Decision(provisionalID(k))
+	t.mu.Unlock()
 	c := &quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Annotations: p.annotations(),
+			UID: uuid.NewUUID(), CreationTimestamp: metav1.Now(), Generation: 1,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: schema.GroupVersion{Group: gvr.Group, Version: gvr.Version}.String(),
-				Kind:       ref.Kind, Name: owner.Name, UID: owner.UID,
+				Kind:       ref.Kind, Name: ref.Name, UID: types.UID(p.ObjectUID),
 			}},
 		},
 		Spec: p.Spec,
 	}
-	err = t.r.client.Create(ctx, c)
-	if apierrors.IsAlreadyExists(err) {
-		// An earlier leader created it; adopt the stored one.
-		err = t.r.client.Get(ctx, clientKey(p.Namespace, p.Name), c)
+	c.Status = claimStatus(c, qc, d)
+	written := t.writeJournal(ctx, &journalOps{creates: []*quotav1alpha1.ResourceClaim{c}})
+	if written.err != nil {
+		return fmt.Errorf("writing claim %s: %w", k, written.err)
 	}
-	if err != nil {
-		return fmt.Errorf("creating claim %s: %w", k, err)
+	if _, exists := written.exists[k]; exists {
+		return t.adoptStored(ctx, p)
 	}
+	decisionsTotal.WithLabelValues("granted", string(d.Outcome)).Inc()
 	t.mu.Lock()
-	adopted := t.adoptLocked(c)
-	d, _ := t.eng.Decision(string(c.UID))
-	qc, _ := t.eng.Claim(string(c.UID))
+	t.adoptLocked(c) // unless the cache saw the claim first and adopted it
 	t.mu.Unlock()
-	if adopted {
-		// Write the decision at once, from the object the create returned,
-		// rather than waiting for the cache: the grant leaves the ledger sooner.
-		if err := t.writeClaimStatus(ctx, c, string(c.UID), qc, d); err != nil {
-			t.claims.Add(string(c.UID))
-		}
-	}
 	return nil
 }
 
+// adoptStored settles a grant whose claim name is taken: a claim this engine
+// wrote (a write that failed in transit yet landed) is adopted; any other
+// claim of that name leaves the grant nowhere to go, and it is released.
+func (t *term) adoptStored(ctx context.Context, p *pendingClaim) error {
+	k := p.key()
+	stored := &quotav1alpha1.ResourceClaim{}
+	if err := t.r.client.Get(ctx, clientKey(p.Namespace, p.Name), stored); err != nil {
+		return fmt.Errorf("reading claim %s: %w", k, err)
+	}
+	t.mu.Lock()
+	adopted := t.adoptLocked(stored)
+	t.mu.Unlock()
+	if adopted {
+		return nil
+	}
+	klog.FromContext(ctx).Error(nil, "A ResourceClaim with the name of a claim granted at admission already exists; the grant is released", "claim", k)
+	return t.release(ctx, k, "a claim of the same name exists")
+}
+
 // release forgets a grant whose object never got stored.
-func (t *term) release(ctx context.Context, k, why string) {
+func (t *term) release(ctx context.Context, k, why string) error {
 	klog.FromContext(ctx).V(2).Info("Releasing quota granted at admission", "claim", k, "why", why)
+	if res := t.writeJournal(ctx, &journalOps{releases: []string{k}}); res.err != nil {
+		return fmt.Errorf("releasing the grant of claim %s: %w", k, res.err)
+	}
 	t.mu.Lock()
 	delete(t.pending, k)
 	t.eng.RemoveClaim(provisionalID(k))
-	t.ledgerStale = true
 	t.mu.Unlock()
 	t.kickNow()
+	return nil
 }
 
 // parseGVR reads resource.version.group (group may be empty).

@@ -201,13 +201,24 @@ func (r *Runner) lead(ctx context.Context) error {
 		return err
 	}
 	ledgerWrites.Inc()
-	t := newTerm(r, l, recorded.Inflight)
-	// Grants made at admission whose claims may not exist yet: hold them now,
-	// before any claim is seen, so that a created claim is adopted, not re-decided.
-	for _, p := range recorded.Pending {
+	var j *journal
+	var pending []*pendingClaim
+	if r.opts.Handle != nil {
+		if s := r.opts.Handle.storage.Load(); s != nil {
+			j = &journal{s: s, ledger: l}
+			// Read after the stamp: no deposed leader can add to it any more.
+			if pending, err = j.pending(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	t := newTerm(r, l, j, recorded.Inflight)
+	// Grants made at admission whose claims are not written yet: hold them
+	// now, before any claim is seen.
+	for _, p := range pending {
 		t.holdPending(p)
 	}
-	logger.Info("Became the quota engine leader", "epoch", l.epoch, "inflightGrants", len(recorded.Inflight), "pendingClaims", len(recorded.Pending))
+	logger.Info("Became the quota engine leader", "epoch", l.epoch, "inflightGrants", len(recorded.Inflight), "admissionGrants", len(pending))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -241,8 +252,8 @@ func (r *Runner) lead(ctx context.Context) error {
 	for uid := range recorded.Inflight {
 		t.claims.Add(uid)
 	}
-	for k := range recorded.Pending {
-		t.materialize.Add(k)
+	for _, p := range pending {
+		t.materialize.Add(p.key())
 	}
 	t.enqueueAllBuckets()
 	if r.opts.Handle != nil {
@@ -379,6 +390,10 @@ func (t *term) decideLoop(ctx context.Context) error {
 // to their claims (about 100 bytes each in the ledger).
 const maxInflight = 2000
 
+// bucketWriteDelay is how long an AllowanceBucket's status may lag the
+// engine's accounting. Decisions never read it; it is the tenants' view.
+const bucketWriteDelay = 100 * time.Millisecond
+
 // ledgerFlushPeriod bounds how long grants already written to their claims
 // stay listed in the ledger when no new grant comes to carry their removal.
 const ledgerFlushPeriod = time.Second
@@ -397,7 +412,7 @@ func (t *term) decideOnce(ctx context.Context, force bool) error {
 	clear(t.projected)
 	// Bound what is recorded but not yet written, so that the ledger stays
 	// small: the rest waits for the writers.
-	changed, more := t.eng.DecideUpTo(max(0, maxInflight-len(t.inflight)-len(t.pending)))
+	changed, more := t.eng.DecideUpTo(max(0, maxInflight-len(t.inflight)))
 	t.blocked = more
 	buckets, grants, regs := t.eng.TakeChanged()
 	now := time.Now()
@@ -429,7 +444,9 @@ func (t *term) decideOnce(ctx context.Context, force bool) error {
 		t.claims.Add(ch.UID)
 	}
 	for _, id := range buckets {
-		t.buckets.Add(id)
+		// Coalesced: a bucket that changes on every create is written at
+		// most once per bucketWriteDelay, showing every change up to then.
+		t.buckets.AddAfter(id, bucketWriteDelay)
 	}
 	for _, uid := range grants {
 		t.statuses.Add(statusKey{kind: kindGrant, key: uid})

@@ -18,8 +18,9 @@ import (
 
 // term is one term of leadership. Its engine and queues live and die with it.
 type term struct {
-	r      *Runner
-	ledger *ledger
+	r       *Runner
+	ledger  *ledger
+	journal *journal // nil without direct storage: no admission
 
 	mu sync.Mutex
 	// eng is the state; guarded by mu.
@@ -40,7 +41,7 @@ type term struct {
 	kick chan struct{}
 	// commits are requests to record the in-flight grants in the ledger;
 	// one write serves every request waiting (group commit).
-	commits chan chan error
+	commits chan commitReq
 	// stopped is set when the term ends; admission then stops using it.
 	stopped bool
 	// pending are grants made at admission whose claims are not created
@@ -73,12 +74,12 @@ type statusKey struct {
 	key  string // grant UID or registration name
 }
 
-func newTerm(r *Runner, l *ledger, inflight map[string]string) *term {
+func newTerm(r *Runner, l *ledger, j *journal, inflight map[string]string) *term {
 	rl := func() workqueue.TypedRateLimiter[string] {
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 5*time.Second)
 	}
 	return &term{
-		r: r, ledger: l,
+		r: r, ledger: l, journal: j,
 		eng:         quota.NewEngine(),
 		claimKeys:   map[string]string{},
 		grantKeys:   map[string]string{},
@@ -86,7 +87,7 @@ func newTerm(r *Runner, l *ledger, inflight map[string]string) *term {
 		projected:   map[string]struct{}{},
 		firstSeen:   map[string]time.Time{},
 		kick:        make(chan struct{}, 1),
-		commits:     make(chan chan error, 4096),
+		commits:     make(chan commitReq, 4096),
 		pending:     map[string]*pendingClaim{},
 		claims:      workqueue.NewTypedRateLimitingQueue(rl()),
 		materialize: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Second)),
@@ -231,28 +232,56 @@ func (t *term) enqueueAllBuckets() {
 	bucketsGauge.Set(float64(len(ids)))
 }
 
+// commitReq asks the committer for a write: ops for the journal, or (nil)
+// a ledger record of the in-flight grants.
+type commitReq struct {
+	ops  *journalOps
+	done chan commitResult
+}
+
+type commitResult struct {
+	// exists names the creates skipped because their claim existed.
+	exists map[string]error
+	err    error
+}
+
 // commit records the in-flight grants in the ledger and returns once a
 // record that includes every grant made before the call has been written.
 func (t *term) commit(ctx context.Context) error {
-	done := make(chan error, 1)
+	return t.request(ctx, nil).err
+}
+
+// writeJournal writes ops to the journal, batched with every other request
+// waiting, and returns once they are durable.
+func (t *term) writeJournal(ctx context.Context, ops *journalOps) commitResult {
+	if t.journal == nil {
+		return commitResult{err: errors.New("this quota engine has no direct access to the server's storage")}
+	}
+	return t.request(ctx, ops)
+}
+
+func (t *term) request(ctx context.Context, ops *journalOps) commitResult {
+	r := commitReq{ops: ops, done: make(chan commitResult, 1)}
 	select {
-	case t.commits <- done:
+	case t.commits <- r:
 	case <-ctx.Done():
-		return ctx.Err()
+		return commitResult{err: ctx.Err()}
 	}
 	select {
-	case err := <-done:
-		return err
+	case res := <-r.done:
+		return res
 	case <-ctx.Done():
-		return ctx.Err()
+		return commitResult{err: ctx.Err()}
 	}
 }
 
-// committer serves commit requests: each ledger write carries every grant
-// made before it, and answers every request waiting for it.
+// committer serves commit requests one batch at a time: one journal write
+// carries the operations of every request waiting, one ledger write every
+// grant made before it. Both are fenced by the ledger's version, which only
+// this goroutine changes.
 func (t *term) committer(ctx context.Context, fail func(error)) {
 	for {
-		var batch []chan error
+		var batch []commitReq
 		select {
 		case <-ctx.Done():
 			return
@@ -268,28 +297,49 @@ func (t *term) committer(ctx context.Context, fail func(error)) {
 				break drain
 			}
 		}
-		t.mu.Lock()
-		for uid := range t.projected {
-			delete(t.inflight, uid)
+		ops := &journalOps{}
+		record := false
+		for _, r := range batch {
+			if r.ops == nil {
+				record = true
+			} else {
+				ops.merge(r.ops)
+			}
 		}
-		clear(t.projected)
-		record := ledgerState{Inflight: maps.Clone(t.inflight), Pending: maps.Clone(t.pending)}
-		t.ledgerStale = false
-		t.mu.Unlock()
+		var recorded ledgerState
+		if record {
+			t.mu.Lock()
+			for uid := range t.projected {
+				delete(t.inflight, uid)
+			}
+			clear(t.projected)
+			recorded = ledgerState{Inflight: maps.Clone(t.inflight)}
+			t.ledgerStale = false
+			t.mu.Unlock()
+		}
+		exists := map[string]error{}
 		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 2 * time.Second}, func(ctx context.Context) (bool, error) {
-			err := t.ledger.record(ctx, record)
+			var err error
+			if !ops.empty() {
+				err = t.journal.write(ctx, ops, exists)
+			}
+			if err == nil && record {
+				if err = t.ledger.record(ctx, recorded); err == nil {
+					ledgerWrites.Inc()
+					record = false
+				}
+			}
 			if errors.Is(err, errDeposed) {
 				return false, err
 			}
 			if err != nil {
-				klog.FromContext(ctx).Error(err, "Recording grants in the ledger failed; retrying")
+				klog.FromContext(ctx).Error(err, "Writing the ledger or journal failed; retrying")
 				return false, nil
 			}
-			ledgerWrites.Inc()
 			return true, nil
 		})
 		for _, r := range batch {
-			r <- err
+			r.done <- commitResult{exists: exists, err: err}
 		}
 		if err != nil {
 			fail(err)

@@ -6,6 +6,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +24,7 @@ import (
 	cpoptions "k8s.io/kubernetes/pkg/controlplane/apiserver/options"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
+	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
@@ -37,6 +42,8 @@ type Config struct {
 	lock  *dataDirLock
 	files pki.Files
 	etcd  *etcd.Server // nil with an external etcd
+	// storage is the quota engine's own etcd client (admission's grants).
+	storage *clientv3.Client
 
 	aggregator    *aggregatorapiserver.Config
 	controlPlane  *controlplaneapiserver.Config
@@ -52,9 +59,10 @@ type completedConfig struct {
 	Options    CompletedOptions
 	Components []Component
 
-	lock  *dataDirLock
-	files pki.Files
-	etcd  *etcd.Server
+	lock    *dataDirLock
+	files   pki.Files
+	etcd    *etcd.Server
+	storage *clientv3.Client
 
 	aggregator    aggregatorapiserver.CompletedConfig
 	controlPlane  controlplaneapiserver.CompletedConfig
@@ -99,6 +107,16 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 			return nil, err
 		}
 		servers = []string{c.etcd.ClientURL()}
+	}
+
+	if opts.QuotaEngine != nil {
+		// The engine writes admission's grants straight into etcd, fenced by
+		// its ledger (docs/admission.md): it needs a client of its own.
+		c.storage, err = clientv3.New(clientv3.Config{Endpoints: servers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, fmt.Errorf("connecting the quota engine to etcd: %w", err)
+		}
+		opts.QuotaEngine.UseStorage(&engine.Storage{Client: c.storage, Prefix: opts.EtcdPrefix})
 	}
 
 	ko := cpoptions.NewOptions()
@@ -151,6 +169,9 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		return nil, fmt.Errorf("configuring the aggregator: %w", err)
 	}
 	c.aggregator.ExtraConfig.DisableRemoteAvailableConditionController = true
+	if opts.QuotaEngine != nil {
+		c.aggregator.GenericConfig.BuildHandlerChainFunc = reportCreateOutcomes(opts.QuotaEngine, c.aggregator.GenericConfig.BuildHandlerChainFunc)
+	}
 	return c, nil
 }
 
@@ -162,6 +183,7 @@ func (c *Config) Complete() CompletedConfig {
 		lock:          c.lock,
 		files:         c.files,
 		etcd:          c.etcd,
+		storage:       c.storage,
 		aggregator:    c.aggregator.Complete(),
 		controlPlane:  c.controlPlane.Complete(),
 		apiExtensions: c.apiExtensions.Complete(),
@@ -170,6 +192,10 @@ func (c *Config) Complete() CompletedConfig {
 
 // Abort stops etcd and releases the data directory when the server is never run.
 func (c *Config) Abort() {
+	if c.storage != nil {
+		_ = c.storage.Close()
+		c.storage = nil
+	}
 	if c.etcd != nil {
 		c.etcd.Stop()
 		c.etcd = nil

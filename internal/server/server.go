@@ -42,6 +42,9 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	s.etcd = c.etcd
 	defer func() {
 		if err != nil {
+			if c.storage != nil {
+				_ = c.storage.Close()
+			}
 			if s.etcd != nil {
 				s.etcd.Stop()
 			}
@@ -110,6 +113,11 @@ func (s *Server) Run(ctx context.Context, banner io.Writer) error {
 	defer func() {
 		if s.etcd != nil {
 			s.etcd.Stop()
+		}
+	}()
+	defer func() {
+		if s.cfg.storage != nil {
+			_ = s.cfg.storage.Close()
 		}
 	}()
 	if err := writeAdminKubeconfig(s.opts, s.cfg.files.CACert, s.cfg.files.AdminCert, s.cfg.files.AdminKey); err != nil {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,12 @@ type Plugin struct {
 	notServed atomic.Bool
 	mu        sync.Mutex
 	compiled  map[string]*compiledEntry // by policy name
+
+	// byTrigger indexes the policies by trigger group/kind, converted once
+	// per change of a policy rather than on every create.
+	byTrigger atomic.Pointer[map[string][]*quotav1alpha1.ClaimCreationPolicy]
+	indexMu   sync.Mutex
+	byName    map[string]*quotav1alpha1.ClaimCreationPolicy
 }
 
 type compiledEntry struct {
@@ -110,6 +117,13 @@ func (p *Plugin) start() {
 	p.startOnce.Do(func() {
 		f := dynamicinformer.NewDynamicSharedInformerFactory(p.dynamic, 0)
 		p.policies = f.ForResource(policiesGVR).Informer()
+		p.byName = map[string]*quotav1alpha1.ClaimCreationPolicy{}
+		p.byTrigger.Store(&map[string][]*quotav1alpha1.ClaimCreationPolicy{})
+		_, _ = p.policies.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    p.indexPolicy,
+			UpdateFunc: func(_, obj any) { p.indexPolicy(obj) },
+			DeleteFunc: p.indexPolicy,
+		})
 		_ = p.policies.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			p.notServed.Store(apierrors.IsNotFound(err))
 			cache.DefaultWatchErrorHandler(ctx, r, err)
@@ -139,16 +153,8 @@ func (p *Plugin) matching(group, kind string) ([]*quotav1alpha1.ClaimCreationPol
 		}
 	}
 	var out []*quotav1alpha1.ClaimCreationPolicy
-	for _, obj := range p.policies.GetStore().List() {
-		u, ok := obj.(runtime.Unstructured)
-		if !ok {
-			continue
-		}
-		cp := &quotav1alpha1.ClaimCreationPolicy{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), cp); err != nil {
-			continue
-		}
-		if cp.Spec.Disabled || cp.Spec.Trigger.Resource.Kind != kind || triggerGroup(cp) != group {
+	for _, cp := range (*p.byTrigger.Load())[group+"/"+kind] {
+		if cp.Spec.Disabled {
 			continue
 		}
 		ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
@@ -158,6 +164,39 @@ func (p *Plugin) matching(group, kind string) ([]*quotav1alpha1.ClaimCreationPol
 		out = append(out, cp)
 	}
 	return out, nil
+}
+
+// indexPolicy keeps byTrigger current as the informer sees a policy change.
+func (p *Plugin) indexPolicy(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(runtime.Unstructured)
+	if !ok {
+		return
+	}
+	p.indexMu.Lock()
+	defer p.indexMu.Unlock()
+	name := u.(metav1.Object).GetName()
+	if _, exists, _ := p.policies.GetStore().Get(obj); !exists {
+		delete(p.byName, name)
+	} else {
+		cp := &quotav1alpha1.ClaimCreationPolicy{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), cp); err != nil {
+			delete(p.byName, name)
+		} else {
+			p.byName[name] = cp
+		}
+	}
+	index := map[string][]*quotav1alpha1.ClaimCreationPolicy{}
+	for _, cp := range p.byName {
+		k := triggerGroup(cp) + "/" + cp.Spec.Trigger.Resource.Kind
+		index[k] = append(index[k], cp)
+	}
+	for _, list := range index {
+		slices.SortFunc(list, func(a, b *quotav1alpha1.ClaimCreationPolicy) int { return strings.Compare(a.Name, b.Name) })
+	}
+	p.byTrigger.Store(&index)
 }
 
 func triggerGroup(cp *quotav1alpha1.ClaimCreationPolicy) string {
