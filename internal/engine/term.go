@@ -209,12 +209,15 @@ func (t *term) claimDeleted(c *quotav1alpha1.ResourceClaim) {
 	t.kickNow()
 }
 
+// bucketObjectChanged checks a bucket object that changed, after the same
+// delay as the engine's own changes: its own writes come back here too, and
+// must not start the next write at once.
 func (t *term) bucketObjectChanged(b *quotav1alpha1.AllowanceBucket) {
-	t.buckets.Add(quota.BucketID{
+	t.buckets.AddAfter(quota.BucketID{
 		Consumer:     consumerID(b.Spec.ConsumerRef),
 		ResourceType: string(b.Spec.ResourceType),
 		Dims:         dimensions(b.Spec.Dimensions).Key(),
-	})
+	}, bucketWriteDelay)
 }
 
 // enqueueAllBuckets checks every bucket the engine has and every bucket
