@@ -44,6 +44,9 @@ type Config struct {
 	etcd  *etcd.Server // nil with an external etcd
 	// storage is the quota engine's own etcd client (admission's grants).
 	storage *clientv3.Client
+	// EtcdServers are the etcd endpoints the server uses (the embedded one's
+	// when nothing else was given).
+	EtcdServers []string
 
 	aggregator    *aggregatorapiserver.Config
 	controlPlane  *controlplaneapiserver.Config
@@ -108,6 +111,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		}
 		servers = []string{c.etcd.ClientURL()}
 	}
+	c.EtcdServers = servers
 
 	if opts.QuotaEngine != nil {
 		// The engine writes admission's grants straight into etcd, fenced by

@@ -50,6 +50,8 @@ type Server struct {
 	Config *rest.Config
 	// StartupTime is how long the server took to become ready.
 	StartupTime time.Duration
+	// EtcdServers are the endpoints of the server's etcd.
+	EtcdServers []string
 
 	removeDir bool
 	cancel    context.CancelFunc
@@ -116,6 +118,7 @@ func Start(o Options) (*Server, error) {
 		return nil, err
 	}
 	cfg.Components = components
+	s.EtcdServers = cfg.EtcdServers
 	srv, err := cfg.Complete().New(ctx)
 	if err != nil {
 		cancel()

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+)
+
+// Replica drives one replica's ledger and journal directly, as a leader
+// would, for the fencing tests.
+type Replica struct {
+	l *ledger
+	j *journal
+}
+
+func NewReplica(kube kubernetes.Interface, s *Storage, namespace, holder string) *Replica {
+	l := &ledger{client: kube, namespace: namespace, name: ledgerName, holder: holder}
+	return &Replica{l: l, j: &journal{s: s, ledger: l}}
+}
+
+// Stamp takes leadership of the ledger.
+func (r *Replica) Stamp(ctx context.Context) error {
+	_, err := r.l.stamp(ctx)
+	return err
+}
+
+// Grant records a grant made at admission for the claim ns/name.
+func (r *Replica) Grant(ctx context.Context, ns, name string) error {
+	p := &pendingClaim{Namespace: ns, Name: name, Created: metav1.Now()}
+	return r.j.write(ctx, &journalOps{grants: []*pendingClaim{p}}, map[string]error{})
+}
+
+// WriteClaim writes c as admission's claims are written, replacing its
+// grant; it reports whether a claim of that name existed.
+func (r *Replica) WriteClaim(ctx context.Context, c *quotav1alpha1.ResourceClaim) (existed bool, err error) {
+	c = c.DeepCopy()
+	c.UID, c.CreationTimestamp, c.Generation = uuid.NewUUID(), metav1.Now(), 1
+	exists := map[string]error{}
+	err = r.j.write(ctx, &journalOps{creates: []*quotav1alpha1.ResourceClaim{c}}, exists)
+	return len(exists) > 0, err
+}
+
+// Pending lists the grants recorded and not yet written as claims.
+func (r *Replica) Pending(ctx context.Context) ([]string, error) {
+	ps, err := r.j.pending(ctx)
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.key())
+	}
+	return out, err
+}
+
+// IsDeposed reports whether err says another replica took the ledger over.
+func IsDeposed(err error) bool { return errors.Is(err, errDeposed) }

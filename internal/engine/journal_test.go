@@ -1,0 +1,127 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+var srv *testserver.Server
+
+func TestMain(m *testing.M) {
+	testserver.Quiet()
+	var err error
+	if srv, err = testserver.Start(testserver.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = srv.Stop()
+	os.Exit(code)
+}
+
+// TestJournalIsFenced: once a second replica stamps the ledger, the first can
+// record no grant and write no claim, and the second sees every grant the
+// first recorded before. The claims it writes are read back through the API
+// server exactly as written.
+func TestJournalIsFenced(t *testing.T) {
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(srv.Config)
+	ns := "fence-" + fmt.Sprint(time.Now().UnixNano())
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	storage := &engine.Storage{Client: etcd, Prefix: "/registry"}
+
+	a := engine.NewReplica(kube, storage, ns, "a")
+	if err := a.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Grant(ctx, ns, "before"); err != nil {
+		t.Fatalf("the leader could not record a grant: %v", err)
+	}
+
+	b := engine.NewReplica(kube, storage, ns, "b")
+	if err := b.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Grant(ctx, ns, "after"); !engine.IsDeposed(err) {
+		t.Fatalf("a deposed leader recorded a grant (err %v); want it refused as deposed", err)
+	}
+	claim := &quotav1alpha1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "before"},
+		Spec: quotav1alpha1.ResourceClaimSpec{
+			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"},
+			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: "example.com/widgets", Amount: 1}},
+		},
+		Status: quotav1alpha1.ResourceClaimStatus{Conditions: []metav1.Condition{{
+			Type: quotav1alpha1.ClaimConditionGranted, Status: metav1.ConditionTrue, Reason: quotav1alpha1.ClaimReasonQuotaAvailable,
+			Message: "granted", LastTransitionTime: metav1.Now(),
+		}}},
+	}
+	if _, err := a.WriteClaim(ctx, claim); !engine.IsDeposed(err) {
+		t.Fatalf("a deposed leader wrote a claim (err %v); want it refused as deposed", err)
+	}
+
+	pending, err := b.Pending(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pending, ns+"/before") || slices.Contains(pending, ns+"/after") {
+		t.Fatalf("the new leader sees grants %v; want %s/before and not %s/after", pending, ns, ns)
+	}
+
+	// An operator touching the ledger without a new epoch does not depose.
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "quotaplane-decision-ledger", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Annotations = map[string]string{"touched": "by an operator"}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if existed, err := b.WriteClaim(ctx, claim); err != nil || existed {
+		t.Fatalf("the leader could not write a claim after an operator's edit: existed=%v err=%v", existed, err)
+	}
+	if existed, err := b.WriteClaim(ctx, claim); err != nil || !existed {
+		t.Fatalf("writing a claim twice: existed=%v err=%v; want it reported as existing, not overwritten", existed, err)
+	}
+	if pending, _ := b.Pending(ctx); slices.Contains(pending, ns+"/before") {
+		t.Fatal("the claim was written but its grant is still pending")
+	}
+
+	c := quotatest.NewClient(t, srv.Config)
+	got := &quotav1alpha1.ResourceClaim{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "before"}, got); err != nil {
+		t.Fatalf("the API server cannot read the claim written to storage: %v", err)
+	}
+	if got.UID == "" || got.ResourceVersion == "" || got.Spec.ConsumerRef.Name != "acme" || got.Spec.Requests[0].Amount != 1 ||
+		!meta.IsStatusConditionTrue(got.Status.Conditions, quotav1alpha1.ClaimConditionGranted) {
+		t.Fatalf("the claim read back differs from the one written: %+v", got)
+	}
+	list := &quotav1alpha1.ResourceClaimList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+		t.Fatalf("listing claims: %d items, err %v; want the one written", len(list.Items), err)
+	}
+}
