@@ -87,6 +87,8 @@ func (p *pendingClaim) key() string { return key(p.Namespace, p.Name) }
 // admission are in the journal.
 type ledgerState struct {
 	Inflight map[string]string
+	// Holder is the identity of the leader that stamped it last.
+	Holder string `json:"-"`
 }
 
 const (
@@ -182,7 +184,7 @@ func decodeLedger(cm *corev1.ConfigMap) (int64, ledgerState, error) {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	state := ledgerState{Inflight: map[string]string{}}
+	state := ledgerState{Inflight: map[string]string{}, Holder: cm.Data[ledgerHolderKey]}
 	epoch, err := strconv.ParseInt(cm.Data[ledgerEpochKey], 10, 64)
 	if err != nil && cm.Data[ledgerEpochKey] != "" {
 		return 0, state, fmt.Errorf("the ledger %s/%s has an invalid epoch %q; do not edit it by hand", cm.Namespace, cm.Name, cm.Data[ledgerEpochKey])

@@ -69,6 +69,8 @@ type Runner struct {
 	metadata metadata.Interface
 	rest     *rest.RESTClient
 	client   client.Client
+	// terms counts the terms this process has led.
+	terms int
 }
 
 // New creates a runner for the API server reached through cfg.
@@ -213,9 +215,17 @@ func (r *Runner) lead(ctx context.Context) error {
 		}
 	}
 	t := newTerm(r, l, j, recorded.Inflight)
+	// Taking over from this replica's previous process (same identity, first
+	// term here): its requests died with it, so the creates of its pending
+	// grants have ended. From any other leader, they may still be running.
+	restarted := recorded.Holder == r.opts.Identity && r.terms == 0
+	r.terms++
 	// Grants made at admission whose claims are not written yet: hold them
 	// now, before any claim is seen.
 	for _, p := range pending {
+		if restarted {
+			p.outcome, p.ended = outcomeUnclear, time.Now()
+		}
 		t.holdPending(p)
 	}
 	logger.Info("Became the quota engine leader", "epoch", l.epoch, "inflightGrants", len(recorded.Inflight), "admissionGrants", len(pending))

@@ -226,6 +226,8 @@ func (f *Fixture) WaitCondition(obj client.Object, condType string, status metav
 			conds = o.Status.Conditions
 		case *quotav1alpha1.AllowanceBucket:
 			conds = o.Status.Conditions
+		case *quotav1alpha1.ClaimCreationPolicy:
+			conds = o.Status.Conditions
 		}
 		c := meta.FindStatusCondition(conds, condType)
 		if c == nil || c.Status != status {

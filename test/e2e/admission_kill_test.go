@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// TestAdmissionSurvivesKill: quotaplane serve is SIGKILLed while 16 clients
+// create Secrets under a ClaimCreationPolicy (limit 50), then started again
+// on the same data directory. Grants recorded before the kill whose Secrets
+// were stored must become claims owned by them; grants whose Secrets never
+// got stored must be released. Then filling the quota admits exactly up to
+// 50 stored Secrets in all: a lost grant would admit a 51st, a leaked one
+// would stop short.
+func TestAdmissionSurvivesKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const limit = 50
+	bin := buildBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	port := freePort(t)
+	p := startServe(t, bin, dataDir, port)
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	c := quotatest.NewClient(t, cfg)
+	f := quotatest.NewFixture(t, c)
+	f.RegisterClaimedBy([]string{"secrets"}, quotav1alpha1.ClaimingResource{Kind: "Secret"})
+	f.Grant("g", map[string][]quotatest.Bucket{"secrets": {{Amount: limit}}})
+	policy := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID}}
+	policy.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "Secret"}
+	policy.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", f.NS)}}
+	policy.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
+		ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: f.Org.APIGroup, Kind: f.Org.Kind, Name: f.Org.Name},
+		Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: string(f.RT("secrets")), Amount: intstr.FromInt32(1)}},
+	}
+	if err := c.Create(context.Background(), policy); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitCondition(policy, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
+	time.Sleep(500 * time.Millisecond) // admission's policy cache
+
+	// 16 clients create Secrets; the server is killed after the 20th success.
+	var admitted atomic.Int64
+	next := make(chan int, 200)
+	for i := range 200 {
+		next <- i
+	}
+	close(next)
+	killed := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				select {
+				case <-killed:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%03d", i), Namespace: f.NS}})
+				cancel()
+				if err == nil && admitted.Add(1) == 20 {
+					once.Do(func() {
+						_ = p.cmd.Process.Kill()
+						close(killed)
+					})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-killed:
+	default:
+		t.Fatalf("only %d creates were admitted; the server was never killed", admitted.Load())
+	}
+	<-p.exitErr
+	t.Logf("killed after %d admitted creates", admitted.Load())
+
+	began := time.Now()
+	startServe(t, bin, dataDir, port)
+	ctx := context.Background()
+	var stored int
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		secrets := &corev1.SecretList{}
+		claims := &quotav1alpha1.ResourceClaimList{}
+		bucket := &quotav1alpha1.AllowanceBucket{}
+		if c.List(ctx, secrets, client.InNamespace(f.NS)) != nil || c.List(ctx, claims, client.InNamespace(f.NS)) != nil ||
+			c.Get(ctx, client.ObjectKey{Namespace: f.BucketNS, Name: f.BucketName("secrets")}, bucket) != nil {
+			return false, nil
+		}
+		stored = len(secrets.Items)
+		owned := map[string]bool{}
+		for _, cl := range claims.Items {
+			if meta.IsStatusConditionTrue(cl.Status.Conditions, quotav1alpha1.ClaimConditionGranted) && len(cl.OwnerReferences) == 1 {
+				owned[string(cl.OwnerReferences[0].UID)] = true
+			}
+		}
+		for _, s := range secrets.Items {
+			if !owned[string(s.UID)] {
+				return false, nil
+			}
+		}
+		return len(claims.Items) == stored && bucket.Status.Allocated == int64(stored), nil
+	})
+	if err != nil {
+		t.Fatalf("after the restart, the stored Secrets never all had their granted claims with the bucket allocating exactly them (%d stored)", stored)
+	}
+	t.Logf("%d Secrets stored before the kill (%d answered); all claimed and accounted %s after the restart began", stored, admitted.Load(), time.Since(began).Round(time.Millisecond))
+	if stored < int(admitted.Load()) {
+		t.Fatalf("%d creates were answered as admitted but only %d Secrets are stored", admitted.Load(), stored)
+	}
+
+	// Fill the quota: exactly limit Secrets in all.
+	for i := 0; ; i++ {
+		err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("after-%03d", i), Namespace: f.NS}})
+		if err == nil {
+			stored++
+			if stored > limit {
+				t.Fatalf("%d Secrets admitted against a limit of %d", stored, limit)
+			}
+			continue
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "insufficient quota") {
+			t.Fatalf("create %d after the restart: %v; want success or a quota denial", i, err)
+		}
+		break
+	}
+	if stored != limit {
+		t.Fatalf("the quota filled at %d Secrets; want exactly %d (a grant leaked across the kill)", stored, limit)
+	}
+}
