@@ -33,7 +33,7 @@ var (
 	})
 	ledgerWrites = metrics.NewCounter(&metrics.CounterOpts{
 		Name:           "milo_quota_ledger_writes_total",
-		Help:           "Compare-and-swap writes of the decision ledger.",
+		Help:           "Fenced writes of the decision ledger and of the admission journal (each a compare-and-swap or a conditional etcd transaction).",
 		StabilityLevel: metrics.ALPHA,
 	})
 	isLeader = metrics.NewGauge(&metrics.GaugeOpts{
