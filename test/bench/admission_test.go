@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,9 +130,27 @@ func BenchmarkAdmission(b *testing.B) {
 				b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
 				b.ReportMetric(writes, "writes/create")
 				b.ReportMetric(float64(cpu.Microseconds())/1000, "cpu-ms/create")
+				// Leave nothing behind: each case starts from the same server state.
+				removeNamespace(b, c, f.NS)
 			})
 		}
 	}
+}
+
+// removeNamespace deletes a namespace and waits until it and everything in it
+// (claims included) is gone.
+func removeNamespace(b *testing.B, c client.Client, name string) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Delete(context.Background(), ns); err != nil {
+		b.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(ns), ns)), nil
+	})
+	if err != nil {
+		b.Fatalf("namespace %s was not removed within 2 minutes", name)
+	}
+	time.Sleep(time.Second) // the engine and garbage collector settle
 }
 
 func waitQuotaStatus(b *testing.B, c client.Client, rq *corev1.ResourceQuota) {
