@@ -12,14 +12,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -71,19 +68,7 @@ func BenchmarkAdmission(b *testing.B) {
 					}
 					waitQuotaStatus(b, c, rq)
 				case "c-claimpolicy":
-					f.RegisterClaimedBy([]string{"secrets"}, quotav1alpha1.ClaimingResource{Kind: "Secret"})
-					f.Grant("g", map[string][]quotatest.Bucket{"secrets": {{Amount: limit}}})
-					p := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID}}
-					p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "Secret"}
-					p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", f.NS)}}
-					p.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
-						ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: f.Org.APIGroup, Kind: f.Org.Kind, Name: f.Org.Name},
-						Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: string(f.RT("secrets")), Amount: intstr.FromInt32(1)}},
-					}
-					if err := c.Create(context.Background(), p); err != nil {
-						b.Fatal(err)
-					}
-					waitPolicyReady(b, c, p)
+					f.SecretsPolicy(limit)
 				}
 				time.Sleep(time.Second) // let set-up writes settle
 				before := etcdRevision(b, c)
@@ -163,17 +148,4 @@ func waitQuotaStatus(b *testing.B, c client.Client, rq *corev1.ResourceQuota) {
 	if err != nil {
 		b.Fatal("the ResourceQuota never got a status")
 	}
-}
-
-func waitPolicyReady(b *testing.B, c client.Client, p *quotav1alpha1.ClaimCreationPolicy) {
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-			return false, nil
-		}
-		return meta.IsStatusConditionTrue(p.Status.Conditions, quotav1alpha1.PolicyConditionReady), nil
-	})
-	if err != nil {
-		b.Fatal("the policy never became Ready")
-	}
-	time.Sleep(300 * time.Millisecond) // admission's policy cache
 }

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,20 +45,7 @@ func TestAdmissionSurvivesKill(t *testing.T) {
 	cfg.QPS, cfg.Burst = 1000, 2000
 	c := quotatest.NewClient(t, cfg)
 	f := quotatest.NewFixture(t, c)
-	f.RegisterClaimedBy([]string{"secrets"}, quotav1alpha1.ClaimingResource{Kind: "Secret"})
-	f.Grant("g", map[string][]quotatest.Bucket{"secrets": {{Amount: limit}}})
-	policy := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID}}
-	policy.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "Secret"}
-	policy.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", f.NS)}}
-	policy.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
-		ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: f.Org.APIGroup, Kind: f.Org.Kind, Name: f.Org.Name},
-		Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: string(f.RT("secrets")), Amount: intstr.FromInt32(1)}},
-	}
-	if err := c.Create(context.Background(), policy); err != nil {
-		t.Fatal(err)
-	}
-	f.WaitCondition(policy, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
-	time.Sleep(500 * time.Millisecond) // admission's policy cache
+	f.SecretsPolicy(limit)
 
 	// 16 clients create Secrets; the server is killed after the 20th success.
 	var admitted atomic.Int64

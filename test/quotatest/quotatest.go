@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -99,6 +100,29 @@ func (f *Fixture) RegisterClaimedBy(names []string, claiming ...quotav1alpha1.Cl
 		}
 		f.WaitCondition(r, quotav1alpha1.RegistrationConditionActive, metav1.ConditionTrue)
 	}
+}
+
+// SecretsPolicy registers the fixture's resource type "secrets" (claimed by
+// Secrets), grants limit of it to the fixture's organization, and creates a
+// Ready ClaimCreationPolicy that charges one for each Secret created in the
+// fixture's namespace.
+func (f *Fixture) SecretsPolicy(limit int64) *quotav1alpha1.ClaimCreationPolicy {
+	f.T.Helper()
+	f.RegisterClaimedBy([]string{"secrets"}, quotav1alpha1.ClaimingResource{Kind: "Secret"})
+	f.Grant("g", map[string][]Bucket{"secrets": {{Amount: limit}}})
+	p := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID}}
+	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "Secret"}
+	p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", f.NS)}}
+	p.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
+		ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: f.Org.APIGroup, Kind: f.Org.Kind, Name: f.Org.Name},
+		Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: string(f.RT("secrets")), Amount: intstr.FromInt32(1)}},
+	}
+	if err := f.C.Create(context.Background(), p); err != nil {
+		f.T.Fatal(err)
+	}
+	f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
+	time.Sleep(500 * time.Millisecond) // admission's policy cache
+	return p
 }
 
 // Bucket is a grant bucket.
