@@ -211,8 +211,8 @@ func (j *journal) commit(ctx context.Context, ops []clientv3.Op, conds []clientv
 		if err != nil {
 			return fmt.Errorf("writing grants made at admission: %w", err)
 		}
-		ledgerWrites.Inc()
 		if resp.Succeeded {
+			ledgerWrites.Inc()
 			return nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && kvs[0].ModRevision == rev {

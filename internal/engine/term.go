@@ -42,6 +42,9 @@ type term struct {
 	// commits are requests to record the in-flight grants in the ledger;
 	// one write serves every request waiting (group commit).
 	commits chan commitReq
+	// committerDone is closed when the committer exits: requests still
+	// waiting are answered ErrNotLeader at once.
+	committerDone chan struct{}
 	// stopped is set when the term ends; admission then stops using it.
 	stopped bool
 	// pending are grants made at admission whose claims are not created
@@ -80,20 +83,21 @@ func newTerm(r *Runner, l *ledger, j *journal, inflight map[string]string) *term
 	}
 	return &term{
 		r: r, ledger: l, journal: j,
-		eng:         quota.NewEngine(),
-		claimKeys:   map[string]string{},
-		grantKeys:   map[string]string{},
-		inflight:    inflight,
-		projected:   map[string]struct{}{},
-		firstSeen:   map[string]time.Time{},
-		kick:        make(chan struct{}, 1),
-		commits:     make(chan commitReq, 4096),
-		pending:     map[string]*pendingClaim{},
-		claims:      workqueue.NewTypedRateLimitingQueue(rl()),
-		materialize: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Second)),
-		buckets:     workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[quota.BucketID](5*time.Millisecond, 5*time.Second)),
-		statuses:    workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
-		namespaces:  map[string]bool{},
+		eng:           quota.NewEngine(),
+		claimKeys:     map[string]string{},
+		grantKeys:     map[string]string{},
+		inflight:      inflight,
+		projected:     map[string]struct{}{},
+		firstSeen:     map[string]time.Time{},
+		kick:          make(chan struct{}, 1),
+		commits:       make(chan commitReq, 4096),
+		committerDone: make(chan struct{}),
+		pending:       map[string]*pendingClaim{},
+		claims:        workqueue.NewTypedRateLimitingQueue(rl()),
+		materialize:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Second)),
+		buckets:       workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[quota.BucketID](5*time.Millisecond, 5*time.Second)),
+		statuses:      workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
+		namespaces:    map[string]bool{},
 	}
 }
 
@@ -269,12 +273,23 @@ func (t *term) request(ctx context.Context, ops *journalOps) commitResult {
 	case t.commits <- r:
 	case <-ctx.Done():
 		return commitResult{err: ctx.Err()}
+	case <-t.committerDone:
+		return commitResult{err: ErrNotLeader}
 	}
 	select {
 	case res := <-r.done:
 		return res
 	case <-ctx.Done():
 		return commitResult{err: ctx.Err()}
+	case <-t.committerDone:
+		// The term ended before this request was served: nothing of it
+		// was written (a batch being written is answered before the exit).
+		select {
+		case res := <-r.done:
+			return res
+		default:
+			return commitResult{err: ErrNotLeader}
+		}
 	}
 }
 
@@ -283,6 +298,7 @@ func (t *term) request(ctx context.Context, ops *journalOps) commitResult {
 // grant made before it. Both are fenced by the ledger's version, which only
 // this goroutine changes.
 func (t *term) committer(ctx context.Context, fail func(error)) {
+	defer close(t.committerDone)
 	for {
 		var batch []commitReq
 		select {

@@ -12,14 +12,15 @@ import (
 
 // reportCreateOutcomes wraps the API handler, inside every filter of the
 // chain (the request timeout included), so that the engine learns how each
-// create whose quota it granted at admission ended: stored, or refused
+// create (a POST, or a PUT or PATCH that creates) whose quota it granted at
+// admission ended: stored, or refused
 // after admission. It sees the handler's own end even when the client was
 // already answered with a timeout.
 func reportCreateOutcomes(handle *engine.Handle, next func(http.Handler, *genericapiserver.Config) http.Handler) func(http.Handler, *genericapiserver.Config) http.Handler {
 	return func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
 		inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			info, ok := request.RequestInfoFrom(r.Context())
-			if !ok || !info.IsResourceRequest || info.Verb != "create" || info.Subresource != "" {
+			if !ok || !info.IsResourceRequest || !createsObjects[info.Verb] || info.Subresource != "" {
 				apiHandler.ServeHTTP(w, r)
 				return
 			}
@@ -39,6 +40,10 @@ func reportCreateOutcomes(handle *engine.Handle, next func(http.Handler, *generi
 		return next(inner, c)
 	}
 }
+
+// createsObjects are the verbs that can create an object: POST, and a PUT or
+// (server-side apply) PATCH of an object that does not exist yet.
+var createsObjects = map[string]bool{"create": true, "update": true, "patch": true}
 
 // statusRecorder remembers the status a handler answered.
 type statusRecorder struct {

@@ -284,7 +284,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 			_ = a.AddAnnotation("quota.miloapis.com/fail-open", fmt.Sprintf("quota could not be decided (%v); admitted because every matching policy is fail-open", err))
 			return nil
 		}
-		msg := fmt.Sprintf("quota for this %s could not be decided within %s: %v; nothing was consumed, retry the request", kind.Kind, decideTimeout, err)
+		msg := fmt.Sprintf("quota for this %s could not be decided within %s: %v; the %s was not created and any quota held for it is released within seconds, retry the request", kind.Kind, decideTimeout, err, kind.Kind)
 		if errors.Is(err, engine.ErrNotLeader) {
 			msg = fmt.Sprintf("quota for this %s cannot be decided right now (%v); nothing was consumed, retry in a few seconds", kind.Kind, err)
 		}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -30,7 +31,13 @@ type world struct {
 
 func newWorld(t *testing.T, limit int64) *world {
 	t.Helper()
-	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
+	return newWorldOn(t, srv.Config, limit)
+}
+
+// newWorldOn makes a world on the server cfg reaches.
+func newWorldOn(t *testing.T, cfg *rest.Config, limit int64) *world {
+	t.Helper()
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, cfg))
 	f.RegisterClaimedBy([]string{"secrets"}, claimingKinds...)
 	f.Limit = limit
 	f.Grant("g", map[string][]quotatest.Bucket{"secrets": {{Amount: limit}}})
@@ -356,5 +363,36 @@ func TestContention(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: want 50 granted claims, each owned by its secret; have %d claims", round, len(w.claims()))
 		}
+	}
+}
+
+// TestServerSideApplyCreates: an object created by server-side apply (a
+// PATCH) is charged like a POST, and its claim follows at once: the server
+// reports the end of every request that can create, not only POSTs.
+func TestServerSideApplyCreates(t *testing.T) {
+	w := newWorld(t, 1)
+	w.secretsPolicy()
+	apply := func(name string) error {
+		s := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS}}
+		return w.C.Patch(context.Background(), s, client.Apply, client.FieldOwner("quotaplane-test"), client.ForceOwnership)
+	}
+	if err := apply("applied"); err != nil {
+		t.Fatalf("server-side apply within the limit: %v", err)
+	}
+	stored := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		claims := w.claims()
+		return len(claims) == 1 && len(claims[0].OwnerReferences) == 1 && claims[0].OwnerReferences[0].Name == "applied", nil
+	})
+	if err != nil {
+		t.Fatalf("the applied secret never got its owned claim: %+v", w.claims())
+	}
+	if d := time.Since(stored); d > 3*time.Second {
+		t.Errorf("the claim was written %s after the apply; want well under 3s", d.Round(time.Millisecond))
+	}
+	w.expectQuotaDenial(apply("second"), 1, 0, 1)
+	// Applying the existing secret again is an update: not charged, not refused.
+	if err := apply("applied"); err != nil {
+		t.Fatalf("re-applying an admitted secret: %v", err)
 	}
 }

@@ -1,0 +1,105 @@
+package admission
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// TestUndecidedCreates: while no engine replica decides (here another
+// holder has taken the engine's Lease for an hour), a create governed by a
+// fail-closed policy is refused with a distinct, retryable 504 that is not a
+// quota denial, and nothing is stored; under a fail-open policy
+// (failurePolicy: Ignore) the create is admitted without a claim.
+func TestUndecidedCreates(t *testing.T) {
+	o := quotatest.FastEngineOptions()
+	s, err := testserver.Start(testserver.Options{Engine: &o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Stop() }()
+	w := newWorldOn(t, s.Config, 5)
+	w.waitReady(w.policy("secrets", "v1", "Secret", "secrets", intstr.FromInt32(1)), metav1.ConditionTrue)
+	w.waitReady(w.policy("configmaps", "v1", "ConfigMap", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
+		p.Spec.FailurePolicy = quotav1alpha1.FailurePolicyIgnore
+	}), metav1.ConditionTrue)
+	if err := w.secret("decided"); err != nil {
+		t.Fatalf("a create while the engine leads: %v", err)
+	}
+
+	// Another holder takes the engine's Lease: the engine stops deciding.
+	kube := kubernetes.NewForConfigOrDie(s.Config)
+	ctx := context.Background()
+	lease, err := kube.CoordinationV1().Leases(o.SystemNamespace).Get(ctx, "quotaplane-quota-engine", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease.Spec.HolderIdentity = ptr.To("another-replica")
+	lease.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	if _, err := kube.CoordinationV1().Leases(o.SystemNamespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// One attempt per create: client-go itself retries a 504 that carries
+	// Retry-After, which is what a user's kubectl gets.
+	createOnce := func(name string) error {
+		return kube.CoreV1().RESTClient().Post().Namespace(w.NS).Resource("secrets").MaxRetries(0).
+			Body(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}).Do(ctx).Error()
+	}
+	hijacked := time.Now()
+	var refusal error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		refusal = createOnce("undecided")
+		if refusal == nil {
+			// Admitted before the engine noticed; try another name.
+			_ = w.C.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "undecided", Namespace: w.NS}})
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal("creates were still admitted 30 s after the engine lost its Lease")
+	}
+	took := time.Since(hijacked)
+	t.Logf("creates refused %s after the Lease was taken", took.Round(time.Millisecond))
+	if took > 15*time.Second {
+		t.Errorf("creates were refused only %s after the engine lost its Lease (renew deadline %s)", took.Round(time.Millisecond), o.RenewDeadline)
+	}
+	if !apierrors.IsTimeout(refusal) || !strings.Contains(refusal.Error(), "cannot be decided right now") || !strings.Contains(refusal.Error(), "retry") {
+		t.Fatalf("want a 504 saying quota cannot be decided now and to retry, got %v", refusal)
+	}
+	if strings.Contains(refusal.Error(), "insufficient quota") {
+		t.Fatalf("an undecided create is reported as a quota denial: %v", refusal)
+	}
+	if delay, ok := apierrors.SuggestsClientDelay(refusal); !ok || delay <= 0 {
+		t.Errorf("the refusal suggests no retry delay: %v", refusal)
+	}
+	if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "undecided"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused secret was stored: %v", err)
+	}
+
+	// Fail-open: admitted, without a claim.
+	before := len(w.claims())
+	if err := w.C.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fail-open", Namespace: w.NS}}); err != nil {
+		t.Fatalf("a create under a fail-open policy was refused while undecided: %v", err)
+	}
+	time.Sleep(time.Second)
+	if after := len(w.claims()); after != before {
+		t.Errorf("a fail-open create made a claim while undecided: %d claims, had %d", after, before)
+	}
+}
