@@ -53,24 +53,27 @@ type grantedReq struct {
 }
 
 type bucket struct {
-	dims      Dimensions
-	allocated int64
-	claims    int32
-	grants    map[string]GrantContribution // by grant UID
-	sum       int64                        // sum of grants' amounts
+	dims     Dimensions
+	allocSum total // sum of the granted requests it covers
+	claims   int32
+	grants   map[string]GrantContribution // by grant UID
+	limitSum total                        // sum of grants' amounts
 }
 
-func (b *bucket) limit() int64 { return b.sum }
+func (b *bucket) limit() int64     { return b.limitSum.value() }
+func (b *bucket) allocated() int64 { return b.allocSum.value() }
+func (b *bucket) available() int64 { return room(b.limit(), b.allocated()) }
 
 func (b *bucket) setGrant(uid string, c GrantContribution) {
-	b.sum += c.Amount - b.grants[uid].Amount
+	b.limitSum.sub(b.grants[uid].Amount)
+	b.limitSum.add(c.Amount)
 	b.grants[uid] = c
 }
 
 func (b *bucket) removeGrant(uid string) bool {
 	c, ok := b.grants[uid]
 	if ok {
-		b.sum -= c.Amount
+		b.limitSum.sub(c.Amount)
 		delete(b.grants, uid)
 	}
 	return ok
@@ -260,7 +263,7 @@ func (e *Engine) applyGrant(uid string, g Grant) {
 			b := e.bucketFor(s, gb.Dims)
 			c := b.grants[uid]
 			c.Namespace, c.Name = g.Namespace, g.Name
-			c.Amount += gb.Amount
+			c.Amount = addSat(c.Amount, gb.Amount)
 			b.setGrant(uid, c)
 			e.touch(s, gb.Dims.Key())
 		}
@@ -313,7 +316,7 @@ func (e *Engine) bucketFor(s *series, dims Dimensions) *bucket {
 	b := &bucket{dims: dims, grants: map[string]GrantContribution{}}
 	for _, r := range s.granted {
 		if dims.SubsetOf(r.dims) {
-			b.allocated += r.amount
+			b.allocSum.add(r.amount)
 			b.claims++
 		}
 	}
@@ -351,7 +354,7 @@ func (e *Engine) Bucket(id BucketID) (BucketStatus, bool) {
 	if !ok {
 		return BucketStatus{}, false
 	}
-	st := BucketStatus{ID: id, Dims: b.dims, Limit: b.limit(), Allocated: b.allocated, Claims: b.claims}
+	st := BucketStatus{ID: id, Dims: b.dims, Limit: b.limit(), Allocated: b.allocated(), Claims: b.claims}
 	for _, g := range b.grants {
 		st.Grants = append(st.Grants, g)
 	}
@@ -574,7 +577,7 @@ func (e *Engine) allocate(cs *claimState, d Decision) {
 		s.granted[c.UID] = grantedReq{amount: r.Amount, dims: r.Dims}
 		for key, b := range s.buckets {
 			if b.dims.SubsetOf(r.Dims) {
-				b.allocated += r.Amount
+				b.allocSum.add(r.Amount)
 				b.claims++
 				e.touch(s, key)
 			}
@@ -601,7 +604,7 @@ func (e *Engine) evaluate(cs *claimState) Decision {
 			short = &bucket{}
 		} else {
 			for key, b := range s.buckets {
-				if !b.dims.SubsetOf(r.Dims) || max(0, b.limit()-b.allocated) >= r.Amount {
+				if !b.dims.SubsetOf(r.Dims) || b.available() >= r.Amount {
 					continue
 				}
 				if short == nil || key < shortKey {
@@ -760,7 +763,7 @@ func (e *Engine) deallocate(cs *claimState) {
 		delete(s.granted, c.UID)
 		for key, b := range s.buckets {
 			if b.dims.SubsetOf(r.Dims) {
-				b.allocated -= r.Amount
+				b.allocSum.sub(r.Amount)
 				b.claims--
 				e.touch(s, key)
 			}

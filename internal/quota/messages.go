@@ -37,7 +37,7 @@ func exceededMessage(c Claim, r Request, baseUnit string, id BucketID, b *bucket
 		where = " with " + id.Dims
 	}
 	return fmt.Sprintf("requested %d %s of %s%s for %s, but only %d of the limit %d is available (%d allocated, bucket %s); raise the limit with a ResourceGrant for %s, or release claims",
-		r.Amount, unit(baseUnit), r.ResourceType, where, c.Consumer, max(0, b.limit()-b.allocated), b.limit(), b.allocated, BucketName(id), c.Consumer)
+		r.Amount, unit(baseUnit), r.ResourceType, where, c.Consumer, b.available(), b.limit(), b.allocated(), BucketName(id), c.Consumer)
 }
 
 // GrantedMessage describes a granted claim.

@@ -101,8 +101,10 @@ type Decision struct {
 
 // BucketStatus is the live state of one bucket.
 type BucketStatus struct {
-	ID        BucketID
-	Dims      Dimensions
+	ID   BucketID
+	Dims Dimensions
+	// Limit and Allocated are sums that saturate: between 0 and MaxInt64,
+	// never wrapped.
 	Limit     int64
 	Allocated int64
 	Claims    int32
@@ -110,12 +112,13 @@ type BucketStatus struct {
 }
 
 // Available is limit minus allocated, never below zero.
-func (b BucketStatus) Available() int64 { return max(0, b.Limit-b.Allocated) }
+func (b BucketStatus) Available() int64 { return room(b.Limit, b.Allocated) }
 
 // OverLimit reports whether allocated exceeds limit (a limit was lowered).
 func (b BucketStatus) OverLimit() bool { return b.Allocated > b.Limit }
 
-// GrantContribution is what one grant adds to a bucket.
+// GrantContribution is what one grant adds to a bucket: the sum of its
+// buckets with these dimensions, saturated at MaxInt64.
 type GrantContribution struct {
 	Namespace, Name string
 	Amount          int64
