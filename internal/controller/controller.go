@@ -70,8 +70,7 @@ func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
 		defer hs.Close()
 	}
 	klog.FromContext(ctx).Info("Running the quota engine", "server", cfg.Host)
-	runner.Run(ctx)
-	return nil
+	return runner.Run(ctx)
 }
 
 // checkCRDs fails with instructions when a quota CRD is missing.

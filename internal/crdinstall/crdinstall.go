@@ -1,5 +1,5 @@
 // Package crdinstall installs the quota CRDs into an API server and waits until
-// they are established. It is idempotent: an existing CRD is updated in place
+// they are established, then the ClusterRoles quotaplane ships. It is idempotent: an existing CRD is updated in place
 // when its schema differs, and left alone otherwise.
 package crdinstall
 
@@ -14,11 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/quotaplane/quotaplane/config/crd"
+	"github.com/quotaplane/quotaplane/config/rbac"
 )
 
 // Install creates or updates every quota CRD and waits until all are
@@ -42,7 +44,7 @@ func Install(ctx context.Context, cfg *rest.Config) error {
 			return err
 		}
 	}
-	return nil
+	return InstallRoles(ctx, cfg)
 }
 
 func apply(ctx context.Context, client apiextensionsclient.Interface, want *apiextensionsv1.CustomResourceDefinition) error {
@@ -97,6 +99,42 @@ func waitEstablished(ctx context.Context, client apiextensionsclient.Interface, 
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
+	}
+	return nil
+}
+
+// InstallRoles creates or updates the ClusterRoles quotaplane ships
+// (config/rbac), so that the authorization docs/authorization.md describes
+// works out of the box.
+func InstallRoles(ctx context.Context, cfg *rest.Config) error {
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "quotaplane-crd-installer"))
+	if err != nil {
+		return err
+	}
+	roles, err := rbac.ClusterRoles()
+	if err != nil {
+		return err
+	}
+	for _, want := range roles {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			have, err := client.RbacV1().ClusterRoles().Get(ctx, want.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				_, err = client.RbacV1().ClusterRoles().Create(ctx, want, metav1.CreateOptions{})
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			if equality.Semantic.DeepEqual(have.Rules, want.Rules) && equality.Semantic.DeepEqual(have.Labels, want.Labels) {
+				return nil
+			}
+			have.Rules, have.Labels = want.Rules, want.Labels
+			_, err = client.RbacV1().ClusterRoles().Update(ctx, have, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("installing ClusterRole %s: %w", want.Name, err)
+		}
 	}
 	return nil
 }

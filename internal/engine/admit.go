@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,7 +25,37 @@ const (
 	AnnotationResourceUID = "quota.miloapis.com/resource-uid"
 	// AnnotationPolicy names the ClaimCreationPolicy that made the claim.
 	AnnotationPolicy = "quota.miloapis.com/policy"
+	// AnnotationPolicyGeneration is the generation of that policy which
+	// computed the claim.
+	AnnotationPolicyGeneration = "quota.miloapis.com/policy-generation"
+	// AnnotationGrantKey is set on a claim written under another name than
+	// the one admitted (the admitted name was taken meanwhile): it is the
+	// namespace/name its grant was recorded under.
+	AnnotationGrantKey = "quota.miloapis.com/admitted-as"
 )
+
+// grantKeyOf is the namespace/name under which a claim's grant was recorded
+// at admission.
+func grantKeyOf(c *quotav1alpha1.ResourceClaim) string {
+	if k := c.Annotations[AnnotationGrantKey]; k != "" {
+		return k
+	}
+	return key(c.Namespace, c.Name)
+}
+
+// NameTakenError refuses a create whose policy renders a claim name that is
+// already used (by a stored claim, a claim being admitted, or another claim
+// of the same create). Admitting it would store the object uncharged.
+type NameTakenError struct {
+	// Claim is namespace/name; Policy the ClaimCreationPolicy that rendered it.
+	Claim, Policy string
+	// By says what holds the name.
+	By string
+}
+
+func (e *NameTakenError) Error() string {
+	return fmt.Sprintf("ClaimCreationPolicy %s renders the claim name %s, which is taken by %s", e.Policy, e.Claim, e.By)
+}
 
 // ErrNotLeader means this replica's engine is not deciding now (another
 // replica leads, or leadership is changing); the caller should retry.
@@ -121,17 +153,30 @@ func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 	res := AdmitResult{}
 	var ids []string
 	var entries []*pendingClaim
+	refuse := func(err error) (AdmitResult, error) {
+		for _, id := range ids {
+			t.eng.RemoveClaim(id)
+		}
+		t.mu.Unlock()
+		return AdmitResult{}, err
+	}
+	seen := map[string]string{}
 	for _, c := range claims {
 		p := newPendingClaim(c, now)
-		if _, dup := t.pending[p.key()]; dup || c.Name == "" {
-			for _, id := range ids {
-				t.eng.RemoveClaim(id)
-			}
-			t.mu.Unlock()
-			return AdmitResult{}, fmt.Errorf("claim %s is already being admitted", p.key())
+		k := p.key()
+		switch {
+		case c.Name == "":
+			return refuse(fmt.Errorf("ClaimCreationPolicy %s rendered a claim without a name", p.Policy))
+		case seen[k] != "":
+			return refuse(&NameTakenError{Claim: k, Policy: p.Policy, By: "the claim ClaimCreationPolicy " + seen[k] + " renders for the same create"})
+		case t.pending[k] != nil:
+			return refuse(&NameTakenError{Claim: k, Policy: p.Policy, By: "a claim being admitted for another create"})
+		case t.claimStored(k):
+			return refuse(&NameTakenError{Claim: k, Policy: p.Policy, By: "a stored ResourceClaim"})
 		}
+		seen[k] = p.Policy
 		qc := toClaim(c)
-		qc.UID, qc.Created = provisionalID(p.key()), now.Time
+		qc.UID, qc.Created = provisionalID(k), now.Time
 		t.eng.AddClaim(qc)
 		ids = append(ids, qc.UID)
 		entries = append(entries, p)
@@ -154,6 +199,16 @@ func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 	}
 	t.mu.Unlock()
 	written := t.writeJournal(ctx, &journalOps{grants: entries})
+	if written.err == nil {
+		for _, p := range entries {
+			if _, taken := written.exists[p.key()]; taken {
+				// Stored (or admitted) since the cache was read: refuse,
+				// and give back what this create's other claims got.
+				t.giveBack(ctx, entries, written.exists)
+				return AdmitResult{}, &NameTakenError{Claim: p.key(), Policy: p.Policy, By: "a stored ResourceClaim or a claim being admitted"}
+			}
+		}
+	}
 	// Even when the write failed it may have landed: the grant is held until
 	// the create's end is reported (or its object is looked up), then
 	// written as a claim or released.
@@ -166,6 +221,39 @@ func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 		return AdmitResult{}, written.err
 	}
 	return res, nil
+}
+
+// claimStored reports whether the cache holds a claim of that key. t.mu
+// must be held (the informer store has its own lock; this only reads it).
+func (t *term) claimStored(k string) bool {
+	if t.claimInformer == nil {
+		return false
+	}
+	_, exists, _ := t.claimInformer.GetStore().GetByKey(k)
+	return exists
+}
+
+// giveBack forgets the grants of a create refused after they were decided.
+// The journal refused the keys in taken (they belong to someone else); the
+// others this create wrote, and deletes again.
+func (t *term) giveBack(ctx context.Context, entries []*pendingClaim, taken map[string]error) {
+	var releases []string
+	t.mu.Lock()
+	for _, p := range entries {
+		k := p.key()
+		if t.pending[k] == p {
+			delete(t.pending, k)
+		}
+		t.eng.RemoveClaim(provisionalID(k))
+		if _, ok := taken[k]; !ok {
+			releases = append(releases, k)
+		}
+	}
+	t.mu.Unlock()
+	if res := t.writeJournal(ctx, &journalOps{releases: releases}); res.err != nil {
+		klog.FromContext(ctx).Error(res.err, "Releasing the grants of a refused create failed; they are released when the leader changes", "claims", releases)
+	}
+	t.kickNow()
 }
 
 // maxPending bounds the claims admitted and not written yet: the work the
@@ -194,7 +282,7 @@ func (t *term) holdPending(p *pendingClaim) {
 // claim, stored granted, replaced the grant in the journal. It reports
 // whether c was such a claim. t.mu must be held.
 func (t *term) adoptLocked(c *quotav1alpha1.ResourceClaim) bool {
-	k := key(c.Namespace, c.Name)
+	k := grantKeyOf(c)
 	p, ok := t.pending[k]
 	if !ok || c.Annotations[AnnotationResourceUID] != p.ObjectUID || !isGranted(c) {
 		return false
@@ -204,7 +292,7 @@ func (t *term) adoptLocked(c *quotav1alpha1.ResourceClaim) bool {
 		return false
 	}
 	delete(t.pending, k)
-	t.claimKeys[uid] = k
+	t.claimKeys[uid] = key(c.Namespace, c.Name)
 	return true
 }
 

@@ -19,7 +19,7 @@ type Replica struct {
 }
 
 func NewReplica(kube kubernetes.Interface, s *Storage, namespace, holder string) *Replica {
-	l := &ledger{client: kube, namespace: namespace, name: ledgerName, holder: holder}
+	l := &ledger{client: kube, namespace: namespace, name: LedgerName, holder: holder}
 	return &Replica{l: l, j: &journal{s: s, ledger: l}}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -106,17 +107,37 @@ func (j *journal) pending(ctx context.Context) ([]*pendingClaim, error) {
 // where it stopped). Creates whose claim already exists are skipped and
 // reported, by claim key; errDeposed means another leader stamped the ledger.
 func (j *journal) write(ctx context.Context, ops *journalOps, exists map[string]error) error {
+	// etcd refuses a transaction that names a key twice: a key released by
+	// two requests of one batch is deleted once.
+	ops.releases = slices.Compact(slices.Sorted(slices.Values(ops.releases)))
 	for len(ops.grants) > 0 {
-		n := min(len(ops.grants), maxJournalOps)
-		var txn []clientv3.Op
-		for _, p := range ops.grants[:n] {
-			v, err := json.Marshal(p)
-			if err != nil {
-				return err
-			}
-			txn = append(txn, clientv3.OpPut(j.pendingKey(p.key()), string(v)))
+		n := min(len(ops.grants), maxJournalOps/2)
+		txn, conds, err := j.grantOps(ops.grants[:n])
+		if err != nil {
+			return err
 		}
-		if err := j.commit(ctx, txn, nil); err != nil {
+		err = j.commit(ctx, txn, conds)
+		if errors.Is(err, errCompareFailed) {
+			// A claim or grant of one of these names exists: record them
+			// one by one, and report the ones that collide.
+			for len(ops.grants) > 0 && n > 0 {
+				p := ops.grants[0]
+				txn, conds, err := j.grantOps(ops.grants[:1])
+				if err != nil {
+					return err
+				}
+				err = j.commit(ctx, txn, conds)
+				if errors.Is(err, errCompareFailed) {
+					exists[p.key()], err = errClaimExists{key: p.key()}, nil
+				}
+				if err != nil {
+					return err
+				}
+				ops.grants, n = ops.grants[1:], n-1
+			}
+			continue
+		}
+		if err != nil {
 			return err
 		}
 		ops.grants = ops.grants[n:]
@@ -172,6 +193,27 @@ func (j *journal) write(ctx context.Context, ops *journalOps, exists map[string]
 	return nil
 }
 
+// grantOps records grants made at admission, each only if neither a claim
+// nor another grant of its claim's name exists: a name that collides is
+// refused at admission, never discovered after the object is stored.
+// Duplicate names within one batch are refused by admit before this.
+func (j *journal) grantOps(grants []*pendingClaim) ([]clientv3.Op, []clientv3.Cmp, error) {
+	var txn []clientv3.Op
+	var conds []clientv3.Cmp
+	for _, p := range grants {
+		v, err := json.Marshal(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		pk := j.pendingKey(p.key())
+		txn = append(txn, clientv3.OpPut(pk, string(v)))
+		conds = append(conds,
+			clientv3.Compare(clientv3.CreateRevision(pk), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(j.claimKey(p.Namespace, p.Name)), "=", 0))
+	}
+	return txn, conds, nil
+}
+
 // createOps writes a claim, as the API server stores it, if no claim of that
 // name exists, and drops its pending grant.
 func (j *journal) createOps(c *quotav1alpha1.ResourceClaim) ([]clientv3.Op, clientv3.Cmp, error) {
@@ -185,7 +227,7 @@ func (j *journal) createOps(c *quotav1alpha1.ResourceClaim) ([]clientv3.Op, clie
 	ck := j.claimKey(c.Namespace, c.Name)
 	return []clientv3.Op{
 			clientv3.OpPut(ck, string(v)),
-			clientv3.OpDelete(j.pendingKey(key(c.Namespace, c.Name))),
+			clientv3.OpDelete(j.pendingKey(grantKeyOf(c))),
 		},
 		clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
 		nil
@@ -222,4 +264,41 @@ func (j *journal) commit(ctx context.Context, ops []clientv3.Op, conds []clientv
 			return err
 		}
 	}
+}
+
+// FailOpenRecord says that an object was admitted without its quota being
+// decided, because every policy that governs it is failurePolicy: Ignore and
+// the quota plane could not decide. quotaplane verify lists these apart from
+// damage.
+type FailOpenRecord struct {
+	// Resource is the object's resource.version.group.
+	Resource  string   `json:"resource"`
+	Namespace string   `json:"namespace,omitempty"`
+	Name      string   `json:"name"`
+	UID       string   `json:"uid"`
+	Policies  []string `json:"policies"`
+	Reason    string   `json:"reason"`
+	Time      string   `json:"time"`
+}
+
+// FailOpenPrefix holds the records of objects admitted fail-open, one key
+// per object UID, outside every API resource's key range.
+func FailOpenPrefix(etcdPrefix string) string {
+	return path.Join(etcdPrefix, "quotaplane", "fail-open") + "/"
+}
+
+// RecordFailOpen writes the record of a create admitted fail-open. It is
+// not fenced: any replica may admit fail-open, leader or not. It returns an
+// error when there is no storage to write to.
+func (h *Handle) RecordFailOpen(ctx context.Context, r FailOpenRecord) error {
+	s := h.storage.Load()
+	if s == nil {
+		return errors.New("this quota engine has no direct access to the server's storage")
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = s.Client.Put(ctx, FailOpenPrefix(s.Prefix)+r.UID, string(v))
+	return err
 }

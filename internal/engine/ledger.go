@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -32,8 +33,16 @@ type ledger struct {
 	name      string
 	holder    string
 
+	// journal is set by a replica that writes admission's journal (serve):
+	// the ledger then says so, and an engine without the journal refuses
+	// to decide on that store (it would ignore the journal's grants).
+	journal bool
+
 	epoch int64
 	rv    string
+	// uid is the ledger object's identity: a ledger deleted and created
+	// again is another ledger, whatever epoch it holds.
+	uid string
 }
 
 // pendingClaim is a claim granted at admission whose object may not exist
@@ -95,7 +104,16 @@ const (
 	ledgerEpochKey    = "epoch"
 	ledgerHolderKey   = "holder"
 	ledgerInflightKey = "inflight"
+	ledgerJournalKey  = "admission-journal"
 )
+
+// ErrJournalInUse refuses an engine without admission's journal on a store
+// where quotaplane serve admits: it would not see the grants made at
+// admission and would decide differently.
+var ErrJournalInUse = errors.New("this API server is a quotaplane serve, whose in-process quota engine decides and admits " +
+	"(its admission journal is in use); a quotaplane controller against it would ignore that journal and decide differently, " +
+	"so it refuses to run: use quotaplane controller only against API servers that are not quotaplane serve, " +
+	"and run more serve replicas to scale serve")
 
 // stamp takes the ledger over with a new epoch and returns the grants the
 // previous leaders recorded and may not have written.
@@ -116,9 +134,15 @@ func (l *ledger) stamp(ctx context.Context) (ledgerState, error) {
 		if err != nil {
 			return ledgerState{}, err
 		}
+		if cm.Data[ledgerJournalKey] == "true" && !l.journal {
+			return ledgerState{}, ErrJournalInUse
+		}
 		next := cm.DeepCopy()
 		next.Data[ledgerEpochKey] = strconv.FormatInt(epoch+1, 10)
 		next.Data[ledgerHolderKey] = l.holder
+		if l.journal {
+			next.Data[ledgerJournalKey] = "true"
+		}
 		updated, err := l.client.CoreV1().ConfigMaps(l.namespace).Update(ctx, next, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			continue
@@ -126,7 +150,7 @@ func (l *ledger) stamp(ctx context.Context) (ledgerState, error) {
 		if err != nil {
 			return ledgerState{}, fmt.Errorf("stamping the ledger: %w", err)
 		}
-		l.epoch, l.rv = epoch+1, updated.ResourceVersion
+		l.epoch, l.rv, l.uid = epoch+1, updated.ResourceVersion, string(updated.UID)
 		return state, nil
 	}
 }
@@ -140,17 +164,26 @@ func (l *ledger) record(ctx context.Context, state ledgerState) error {
 	}
 	for {
 		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace, ResourceVersion: l.rv},
+			ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace, ResourceVersion: l.rv, UID: types.UID(l.uid)},
 			Data: map[string]string{
 				ledgerEpochKey:    strconv.FormatInt(l.epoch, 10),
 				ledgerHolderKey:   l.holder,
 				ledgerInflightKey: string(data),
 			},
 		}
+		if l.journal {
+			cm.Data[ledgerJournalKey] = "true"
+		}
 		updated, err := l.client.CoreV1().ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		if err == nil {
 			l.rv = updated.ResourceVersion
 			return nil
+		}
+		if apierrors.IsNotFound(err) {
+			// Deleted: the grants it held are not known to any next leader
+			// either, and none of them was written; this term ends, and the
+			// next one starts a new ledger from the stored claims.
+			return fmt.Errorf("%w: the ledger %s/%s was deleted", errDeposed, l.namespace, l.name)
 		}
 		if !apierrors.IsConflict(err) {
 			return fmt.Errorf("recording grants in the ledger: %w", err)
@@ -166,6 +199,9 @@ func (l *ledger) record(ctx context.Context, state ledgerState) error {
 // epoch) the next write uses its new version.
 func (l *ledger) refresh(ctx context.Context) error {
 	current, err := l.client.CoreV1().ConfigMaps(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: the ledger %s/%s was deleted", errDeposed, l.namespace, l.name)
+	}
 	if err != nil {
 		return fmt.Errorf("re-reading the ledger: %w", err)
 	}
@@ -173,7 +209,10 @@ func (l *ledger) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if epoch != l.epoch {
+	// Another ledger object (deleted and created again, its epoch starting
+	// over), another epoch or another holder: deposed. Only the same ledger,
+	// touched by an operator without a stamp, is written again.
+	if string(current.UID) != l.uid || epoch != l.epoch || current.Data[ledgerHolderKey] != l.holder {
 		return errDeposed
 	}
 	l.rv = current.ResourceVersion

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -55,7 +57,7 @@ func (t *term) materializeOne(ctx context.Context, k string) error {
 	if !ok {
 		return nil // written or released meanwhile
 	}
-	gvr, ok := parseGVR(p.Resource)
+	gvr, ok := ParseGVR(p.Resource)
 	ref := p.Spec.ResourceRef
 	if !ok || ref == nil {
 		return t.release(ctx, k, "it names no object")
@@ -79,28 +81,46 @@ func (t *term) materializeOne(ctx context.Context, k string) error {
 			return err
 		}
 	}
+	return t.writeAdmitted(ctx, p, gvr, p.Name)
+}
+
+// writeAdmitted writes the claim of grant p under name: decided, and owned
+// by its object when an ownerReference can be valid (the object is cluster
+// scoped or in the claim's namespace; Kubernetes treats any other as absent
+// and would collect the claim). A claim without a valid owner is tied to its
+// object by the engine's own watch (objects.go). When the name is taken by a
+// claim that is not this grant's, the claim is written under a name unique
+// to its object: a stored object is never left uncharged.
+func (t *term) writeAdmitted(ctx context.Context, p *pendingClaim, gvr schema.GroupVersionResource, name string) error {
+	k := p.key()
+	ref := p.Spec.ResourceRef
 	t.mu.Lock()
 	qc, _ := t.eng.Claim(provisionalID(k))
 	d, _ := t.eng.Decision(provisionalID(k))
 	t.mu.Unlock()
 	c := &quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Annotations: p.annotations(),
+			Namespace: p.Namespace, Name: name, Labels: p.Labels, Annotations: p.annotations(),
 			UID: uuid.NewUUID(), CreationTimestamp: metav1.Now(), Generation: 1,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: schema.GroupVersion{Group: gvr.Group, Version: gvr.Version}.String(),
-				Kind:       ref.Kind, Name: ref.Name, UID: types.UID(p.ObjectUID),
-			}},
 		},
 		Spec: p.Spec,
+	}
+	if name != p.Name {
+		c.Annotations[AnnotationGrantKey] = k
+	}
+	if ref.Namespace == "" || ref.Namespace == p.Namespace {
+		c.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: schema.GroupVersion{Group: gvr.Group, Version: gvr.Version}.String(),
+			Kind:       ref.Kind, Name: ref.Name, UID: types.UID(p.ObjectUID),
+		}}
 	}
 	c.Status = claimStatus(c, qc, d)
 	written := t.writeJournal(ctx, &journalOps{creates: []*quotav1alpha1.ResourceClaim{c}})
 	if written.err != nil {
 		return fmt.Errorf("writing claim %s: %w", k, written.err)
 	}
-	if _, exists := written.exists[k]; exists {
-		return t.adoptStored(ctx, p)
+	if _, exists := written.exists[key(p.Namespace, name)]; exists {
+		return t.adoptStored(ctx, p, gvr, name)
 	}
 	decisionsTotal.WithLabelValues("granted", string(d.Outcome)).Inc()
 	t.mu.Lock()
@@ -111,12 +131,13 @@ func (t *term) materializeOne(ctx context.Context, k string) error {
 
 // adoptStored settles a grant whose claim name is taken: a claim this engine
 // wrote (a write that failed in transit yet landed) is adopted; any other
-// claim of that name leaves the grant nowhere to go, and it is released.
-func (t *term) adoptStored(ctx context.Context, p *pendingClaim) error {
+// claim of that name (created through the API after admission checked the
+// name) makes the grant's claim go under a name derived from its object.
+func (t *term) adoptStored(ctx context.Context, p *pendingClaim, gvr schema.GroupVersionResource, name string) error {
 	k := p.key()
 	stored := &quotav1alpha1.ResourceClaim{}
-	if err := t.r.client.Get(ctx, clientKey(p.Namespace, p.Name), stored); err != nil {
-		return fmt.Errorf("reading claim %s: %w", k, err)
+	if err := t.r.client.Get(ctx, clientKey(p.Namespace, name), stored); err != nil {
+		return fmt.Errorf("reading claim %s/%s: %w", p.Namespace, name, err)
 	}
 	t.mu.Lock()
 	adopted := t.adoptLocked(stored)
@@ -124,8 +145,23 @@ func (t *term) adoptStored(ctx context.Context, p *pendingClaim) error {
 	if adopted {
 		return nil
 	}
-	klog.FromContext(ctx).Error(nil, "A ResourceClaim with the name of a claim granted at admission already exists; the grant is released", "claim", k)
-	return t.release(ctx, k, "a claim of the same name exists")
+	if name != p.Name {
+		// Even the derived name is taken: retried, the grant held meanwhile.
+		return fmt.Errorf("the claim names %s and %s/%s are both taken by other claims", k, p.Namespace, name)
+	}
+	klog.FromContext(ctx).Info("The name of a claim granted at admission was taken after admission; writing it under a name derived from its object", "claim", k)
+	return t.writeAdmitted(ctx, p, gvr, derivedName(p))
+}
+
+// derivedName is a claim name unique to the grant's object and policy.
+func derivedName(p *pendingClaim) string {
+	sum := sha256.Sum256([]byte(p.ObjectUID + "/" + p.Policy))
+	suffix := "-" + hex.EncodeToString(sum[:6])
+	base := p.Name
+	if len(base)+len(suffix) > 253 {
+		base = base[:253-len(suffix)]
+	}
+	return base + suffix
 }
 
 // release forgets a grant whose object never got stored.
@@ -142,8 +178,8 @@ func (t *term) release(ctx context.Context, k, why string) error {
 	return nil
 }
 
-// parseGVR reads resource.version.group (group may be empty).
-func parseGVR(s string) (schema.GroupVersionResource, bool) {
+// ParseGVR reads resource.version.group (group may be empty).
+func ParseGVR(s string) (schema.GroupVersionResource, bool) {
 	parts := strings.SplitN(s, ".", 3)
 	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
 		return schema.GroupVersionResource{}, false

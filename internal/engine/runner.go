@@ -58,8 +58,10 @@ func DefaultOptions() Options {
 }
 
 const (
-	leaseName  = "quotaplane-quota-engine"
-	ledgerName = "quotaplane-decision-ledger"
+	leaseName = "quotaplane-quota-engine"
+	// LedgerName is the ConfigMap, in the system namespace, that fences
+	// the engine's decisions.
+	LedgerName = "quotaplane-decision-ledger"
 )
 
 // Runner campaigns for leadership and, while leader, runs the engine.
@@ -123,18 +125,20 @@ func Start(opts Options) func(ctx context.Context, cfg *rest.Config) error {
 		if err != nil {
 			return err
 		}
-		go r.Run(ctx)
+		go func() { _ = r.Run(ctx) }()
 		return nil
 	}
 }
 
 // Run campaigns for leadership until ctx is done. While leader it decides;
 // when it loses leadership, or finds the ledger taken over, it stops deciding
-// at once and campaigns again.
-func (r *Runner) Run(ctx context.Context) {
+// at once and campaigns again. It returns an error only when it must not run
+// on this store at all (ErrJournalInUse).
+func (r *Runner) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("identity", r.opts.Identity)
 	ctx = klog.NewContext(ctx, logger)
-	for ctx.Err() == nil {
+	var fatal error
+	for ctx.Err() == nil && fatal == nil {
 		if err := r.ensureNamespace(ctx, r.opts.SystemNamespace); err != nil {
 			logger.Error(err, "Cannot create the system namespace; retrying", "namespace", r.opts.SystemNamespace)
 			sleep(ctx, r.opts.RetryPeriod)
@@ -158,6 +162,9 @@ func (r *Runner) Run(ctx context.Context) {
 					isLeader.Set(1)
 					defer isLeader.Set(0)
 					err := r.lead(leading)
+					if errors.Is(err, ErrJournalInUse) {
+						fatal = err
+					}
 					if err != nil && leading.Err() == nil {
 						logger.Error(err, "Quota engine stopped deciding")
 					}
@@ -169,8 +176,11 @@ func (r *Runner) Run(ctx context.Context) {
 			},
 		})
 		stop()
-		sleep(ctx, r.opts.RetryPeriod)
+		if fatal == nil {
+			sleep(ctx, r.opts.RetryPeriod)
+		}
 	}
+	return fatal
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -197,7 +207,10 @@ func (r *Runner) ensureNamespace(ctx context.Context, ns string) error {
 func (r *Runner) lead(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	began := time.Now()
-	l := &ledger{client: r.kube, namespace: r.opts.SystemNamespace, name: ledgerName, holder: r.opts.Identity}
+	l := &ledger{client: r.kube, namespace: r.opts.SystemNamespace, name: LedgerName, holder: r.opts.Identity}
+	if r.opts.Handle != nil {
+		l.journal = r.opts.Handle.storage.Load() != nil
+	}
 	recorded, err := l.stamp(ctx)
 	if err != nil {
 		return err
@@ -232,12 +245,20 @@ func (r *Runner) lead(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	t.ctx = ctx
 	if err := t.startInformers(ctx); err != nil {
 		return err
 	}
 	t.mu.Lock()
 	t.ready = true
 	claims := len(t.claimKeys)
+	// Grants the ledger holds for claims that no longer exist (deleted
+	// before their decision was written) are dropped at the next record.
+	for uid := range t.inflight {
+		if _, ok := t.claimKeys[uid]; !ok {
+			t.projected[uid] = struct{}{}
+		}
+	}
 	t.mu.Unlock()
 	recoverySeconds.Set(time.Since(began).Seconds())
 	logger.Info("Rebuilt quota state from stored objects", "claims", claims, "duration", time.Since(began))
@@ -257,6 +278,10 @@ func (r *Runner) lead(ctx context.Context) error {
 		go func() { defer wg.Done(); work(ctx, t.claims, "claim decision", t.writeClaim) }()
 		go func() { defer wg.Done(); work(ctx, t.buckets, "bucket", t.writeBucket) }()
 		go func() { defer wg.Done(); work(ctx, t.statuses, "condition", t.writeStatus) }()
+	}
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); work(ctx, t.objects.queue, "claim of a deleted object", t.objects.check) }()
 	}
 	// Honour what the previous leader recorded: write those grants first.
 	for uid := range recorded.Inflight {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -106,7 +107,7 @@ func (t *term) writePolicy(ctx context.Context, name string) error {
 	var perr *policy.Error
 	switch {
 	case errors.As(cerr, &perr):
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, perr.Reason, perr.Error()+"; the policy is not enforced until this is fixed"
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, perr.Reason, perr.Error()
 	case cerr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonInvalidTemplate, cerr.Error()
 	case cp.Spec.Disabled:
@@ -122,11 +123,25 @@ func (t *term) writePolicy(ctx context.Context, name string) error {
 		}
 		t.mu.Unlock()
 	}
-	if !conditionChanged(cp.Status.Conditions, c) && cp.Status.ObservedGeneration == cp.Generation {
+	enforced := cp.Status.Enforced
+	switch {
+	case c.Status == metav1.ConditionTrue:
+		// This generation is valid: admission enforces it from now on,
+		// also after a restart, even if a later edit is invalid.
+		enforced = &quotav1alpha1.EnforcedClaimPolicy{Generation: cp.Generation, Trigger: cp.Spec.Trigger,
+			Target: cp.Spec.Target, FailurePolicy: cp.Spec.FailurePolicy}
+	case c.Reason != policy.ReasonDisabled && enforced != nil:
+		c.Message += fmt.Sprintf("; generation %d, the last valid one, stays enforced until this is fixed", enforced.Generation)
+	case c.Reason != policy.ReasonDisabled:
+		c.Message += "; no generation of this policy was ever valid, so it is not enforced until this is fixed"
+	}
+	if !conditionChanged(cp.Status.Conditions, c) && cp.Status.ObservedGeneration == cp.Generation &&
+		equality.Semantic.DeepEqual(enforced, cp.Status.Enforced) {
 		return nil
 	}
 	updated := cp.DeepCopy()
 	updated.Status.ObservedGeneration = cp.Generation
+	updated.Status.Enforced = enforced
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
 	return t.r.client.Status().Update(ctx, updated)
 }

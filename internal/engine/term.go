@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -62,6 +64,11 @@ type term struct {
 
 	nsMu       sync.Mutex
 	namespaces map[string]bool // bucket namespaces known to exist
+
+	// objects ties claims without a valid owner to their objects.
+	objects *objectWatch
+	// ctx is the term's context, for the informers objects starts.
+	ctx context.Context
 }
 
 type statusKind int
@@ -81,7 +88,7 @@ func newTerm(r *Runner, l *ledger, j *journal, inflight map[string]string) *term
 	rl := func() workqueue.TypedRateLimiter[string] {
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 5*time.Second)
 	}
-	return &term{
+	t := &term{
 		r: r, ledger: l, journal: j,
 		eng:           quota.NewEngine(),
 		claimKeys:     map[string]string{},
@@ -99,6 +106,8 @@ func newTerm(r *Runner, l *ledger, j *journal, inflight map[string]string) *term
 		statuses:      workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
 		namespaces:    map[string]bool{},
 	}
+	t.objects = newObjectWatch(t)
+	return t
 }
 
 func (t *term) kickNow() {
@@ -113,6 +122,7 @@ func (t *term) shutdownQueues() {
 	t.materialize.ShutDown()
 	t.buckets.ShutDown()
 	t.statuses.ShutDown()
+	t.objects.queue.ShutDown()
 }
 
 func key(ns, name string) string {
@@ -169,6 +179,7 @@ func (t *term) grantDeleted(g *quotav1alpha1.ResourceGrant) {
 // that the ledger holds as granted, was granted before and is restored as
 // such; any other claim waits for a decision.
 func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
+	t.objects.observe(t.ctx, c)
 	uid := string(c.UID)
 	t.mu.Lock()
 	if t.adoptLocked(c) || t.eng.Knows(uid) {
@@ -200,15 +211,23 @@ func (t *term) claimUpdated(c *quotav1alpha1.ResourceClaim) {
 		t.claimAdded(c)
 		return
 	}
+	t.objects.observe(t.ctx, c) // its owner may have been removed
 	t.claims.Add(string(c.UID))
 }
 
 func (t *term) claimDeleted(c *quotav1alpha1.ResourceClaim) {
+	t.objects.forget(c)
 	uid := string(c.UID)
 	t.mu.Lock()
 	delete(t.claimKeys, uid)
 	delete(t.firstSeen, uid)
 	t.eng.RemoveClaim(uid)
+	// A grant recorded and not yet written has no claim to go to any more:
+	// it leaves the ledger with the next record, so deleted claims can
+	// never fill the in-flight bound and stop decisions.
+	if _, ok := t.inflight[uid]; ok {
+		t.projected[uid] = struct{}{}
+	}
 	t.mu.Unlock()
 	t.kickNow()
 }
@@ -293,6 +312,21 @@ func (t *term) request(ctx context.Context, ops *journalOps) commitResult {
 	}
 }
 
+// isPermanent reports whether etcd refused a request as invalid (a
+// duplicate key, too many operations, a value too large): retrying the same
+// write cannot succeed.
+func isPermanent(err error) bool {
+	if err == nil || errors.Is(err, errDeposed) {
+		return false
+	}
+	// status.Code looks through wrapped errors.
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.ResourceExhausted, codes.OutOfRange:
+		return true
+	}
+	return false
+}
+
 // committer serves commit requests one batch at a time: one journal write
 // carries the operations of every request waiting, one ledger write every
 // grant made before it. Both are fenced by the ledger's version, which only
@@ -348,7 +382,7 @@ func (t *term) committer(ctx context.Context, fail func(error)) {
 					record = false
 				}
 			}
-			if errors.Is(err, errDeposed) {
+			if errors.Is(err, errDeposed) || isPermanent(err) {
 				return false, err
 			}
 			if err != nil {
@@ -359,6 +393,13 @@ func (t *term) committer(ctx context.Context, fail func(error)) {
 		})
 		for _, r := range batch {
 			r.done <- commitResult{exists: exists, err: err}
+		}
+		if isPermanent(err) {
+			// A write etcd refuses as such would be refused forever:
+			// the requests of this batch are answered with it, and the
+			// committer goes on with the next (no input may wedge it).
+			klog.FromContext(ctx).Error(err, "The storage refused a journal write; its requests fail, nothing was written")
+			continue
 		}
 		if err != nil {
 			fail(err)

@@ -48,7 +48,7 @@ var env = func() *cel.Env {
 // costLimit bounds the work of one expression.
 const costLimit = 1_000_000
 
-func compile(expr string) (cel.Program, *cel.Type, error) {
+func compile(expr string) (cel.Program, *cel.Ast, error) {
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
 		return nil, nil, iss.Err()
@@ -57,7 +57,18 @@ func compile(expr string) (cel.Program, *cel.Type, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return prg, ast.OutputType(), nil
+	return prg, ast, nil
+}
+
+// readsRequest reports whether a checked expression reads `user` or
+// `requestInfo`.
+func readsRequest(ast *cel.Ast) bool {
+	for _, r := range ast.NativeRep().ReferenceMap() {
+		if r.Name == "user" || r.Name == "requestInfo" {
+			return true
+		}
+	}
+	return false
 }
 
 // template is text with {{ CEL }} segments.
@@ -143,12 +154,16 @@ type Compiled struct {
 	Generation  int64
 	Group, Kind string
 	constraints []cel.Program
-	consumer    struct{ group, kind string }
-	consumerNS  *template
-	consumerNm  *template
-	requests    []request
-	metaName    *template
-	metaGenName *template
+	// constraintExprs are the constraints' sources, for messages.
+	constraintExprs []string
+	consumer        struct{ group, kind string }
+	consumerNS      *template
+	consumerNm      *template
+	requests        []request
+	metaName        *template
+	metaGenName     *template
+	// constraintsReadRequest: a constraint reads user or requestInfo.
+	constraintsReadRequest bool
 	// LiteralResourceTypes are the resource types written without templates,
 	// which must be registered for the policy to be Ready.
 	LiteralResourceTypes []string
@@ -163,15 +178,17 @@ func Compile(p *quotav1alpha1.ClaimCreationPolicy) (*Compiled, error) {
 		c.Group = gv[:i]
 	}
 	for i, con := range p.Spec.Trigger.Constraints {
-		prg, out, err := compile(con.Expression)
+		prg, ast, err := compile(con.Expression)
 		field := fmt.Sprintf("spec.trigger.constraints[%d].expression", i)
 		if err != nil {
 			return nil, &Error{ReasonInvalidConstraint, field, err}
 		}
-		if out != cel.BoolType && out != cel.DynType {
+		if out := ast.OutputType(); out != cel.BoolType && out != cel.DynType {
 			return nil, &Error{ReasonInvalidConstraint, field, fmt.Errorf("must return bool, returns %s", out)}
 		}
 		c.constraints = append(c.constraints, prg)
+		c.constraintExprs = append(c.constraintExprs, con.Expression)
+		c.constraintsReadRequest = c.constraintsReadRequest || readsRequest(ast)
 	}
 	spec := p.Spec.Target.ResourceClaimTemplate.Spec
 	tmpl := func(field, s string) (*template, error) {
@@ -250,22 +267,44 @@ type Rendered struct {
 	Spec               quotav1alpha1.ResourceClaimSpec
 }
 
-// Evaluate applies the policy to one create: false when a constraint is
-// false; otherwise the rendered claim.
-func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
-	vars := map[string]any{"trigger": in.Object, "user": in.User, "requestInfo": in.RequestInfo}
+// ConstraintsReadRequest reports whether a constraint reads `user` or
+// `requestInfo`: whether the policy applies then depends on the request, not
+// only on the object.
+func (c *Compiled) ConstraintsReadRequest() bool { return c.constraintsReadRequest }
+
+// Applies evaluates the constraints only: whether the policy applies to one
+// create.
+func (c *Compiled) Applies(in Input) (bool, error) {
+	return c.applies(in.vars())
+}
+
+func (in Input) vars() map[string]any {
+	return map[string]any{"trigger": in.Object, "user": in.User, "requestInfo": in.RequestInfo}
+}
+
+func (c *Compiled) applies(vars map[string]any) (bool, error) {
 	for i, prg := range c.constraints {
 		v, _, err := prg.Eval(vars)
 		if err != nil {
-			return false, nil, fmt.Errorf("constraint %d: %w", i, err)
+			return false, fmt.Errorf("spec.trigger.constraints[%d].expression %q: %w", i, c.constraintExprs[i], err)
 		}
 		b, ok := v.(types.Bool)
 		if !ok {
-			return false, nil, fmt.Errorf("constraint %d returned %s, not bool", i, v.Type())
+			return false, fmt.Errorf("spec.trigger.constraints[%d].expression %q returned %s, not bool", i, c.constraintExprs[i], v.Type())
 		}
 		if !b {
-			return false, nil, nil
+			return false, nil
 		}
+	}
+	return true, nil
+}
+
+// Evaluate applies the policy to one create: false when a constraint is
+// false; otherwise the rendered claim.
+func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
+	vars := in.vars()
+	if ok, err := c.applies(vars); !ok || err != nil {
+		return false, nil, err
 	}
 	out := &Rendered{}
 	var err error

@@ -12,6 +12,7 @@ import (
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 
+	"github.com/quotaplane/quotaplane/internal/admission/claimguard"
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
 	"github.com/quotaplane/quotaplane/internal/engine"
@@ -19,13 +20,14 @@ import (
 
 // quotaPlugins are quotaplane's own admission plugins, run just before the
 // built-in ResourceQuota, after every other validating step.
-var quotaPlugins = []string{registration.PluginName, claimpolicy.PluginName}
+var quotaPlugins = []string{registration.PluginName, claimguard.PluginName, claimpolicy.PluginName}
 
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
 // enforced at admission (the plugin is registered but disabled).
 func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *engine.Handle, systemNamespace string) {
 	registration.Register(o.Plugins)
+	claimguard.Register(o.Plugins, systemNamespace)
 	if handle != nil {
 		claimpolicy.Register(o.Plugins, handle, systemNamespace)
 	} else {

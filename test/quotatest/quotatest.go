@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +33,7 @@ var Scheme = runtime.NewScheme()
 func init() {
 	_ = quotav1alpha1.AddToScheme(Scheme)
 	_ = corev1.AddToScheme(Scheme)
+	_ = rbacv1.AddToScheme(Scheme)
 }
 
 func NewClient(t testing.TB, cfg *rest.Config) client.Client {

@@ -224,6 +224,31 @@ type PolicyStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// ClaimCreationPolicyStatus is the observed state of a ClaimCreationPolicy.
+type ClaimCreationPolicyStatus struct {
+	PolicyStatus `json:",inline"`
+
+	// enforced is the last version of the policy judged valid: admission
+	// enforces it while a newer generation is not yet judged or is invalid,
+	// so that editing a policy never opens a window where its kind is
+	// created uncharged. Written by the quota engine only.
+	// +optional
+	Enforced *EnforcedClaimPolicy `json:"enforced,omitempty"`
+}
+
+// EnforcedClaimPolicy is a validated copy of a policy's spec.
+type EnforcedClaimPolicy struct {
+	// generation is the policy generation this copy was taken from.
+	Generation int64 `json:"generation"`
+	// trigger as validated.
+	Trigger Trigger `json:"trigger"`
+	// target as validated.
+	Target ClaimTarget `json:"target"`
+	// failurePolicy as validated.
+	// +optional
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+}
+
 // ClaimCreationPolicy makes creations of a kind consume quota: each matching
 // create is admitted only when the claim rendered from the template is granted.
 // +kubebuilder:object:root=true
@@ -243,7 +268,7 @@ type ClaimCreationPolicy struct {
 
 	// status is the observed state of the policy.
 	// +optional
-	Status PolicyStatus `json:"status,omitempty"`
+	Status ClaimCreationPolicyStatus `json:"status,omitempty"`
 }
 
 // ClaimCreationPolicyList is a list of ClaimCreationPolicies.

@@ -1,0 +1,208 @@
+// Package claimguard is the admission plugin of quotaplane serve that keeps
+// the quota records honest against their own API:
+//
+//   - a ResourceClaim created through the API may name a consumer only when
+//     its creator may charge that consumer (verb "claim" on it);
+//   - a claim's status (its decision) is written by the quota engine only, so
+//     a Granted status nobody decided cannot be stored;
+//   - a claim made at admission cannot be deleted, or cut from its object
+//     (its ownerReference or the annotations that name the object removed),
+//     while its object exists, by anyone but the garbage collector and the
+//     engine — the refusal names the object that holds it;
+//   - the engine's decision ledger cannot be deleted or edited by anyone but
+//     the engine (its fence).
+//
+// The garbage collector, the namespace controller and the quota engine run
+// inside serve and reach the API as the server's own loopback user; that user
+// is the only one these rules let through.
+package claimguard
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/dynamic"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
+	"github.com/quotaplane/quotaplane/internal/engine"
+)
+
+// PluginName is the admission plugin's name.
+const PluginName = "QuotaClaimGuard"
+
+// Register adds the plugin to plugins.
+func Register(plugins *admission.Plugins, systemNamespace string) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete), systemNamespace: systemNamespace}, nil
+	})
+}
+
+type plugin struct {
+	*admission.Handler
+	systemNamespace string
+	dynamic         dynamic.Interface
+	authorizer      authorizer.Authorizer
+}
+
+var (
+	_              admission.ValidationInterface     = &plugin{}
+	_              initializer.WantsDynamicClient    = &plugin{}
+	_              initializer.WantsAuthorizer       = &plugin{}
+	_              admission.InitializationValidator = &plugin{}
+	claimsResource                                   = quotav1alpha1.Resource("resourceclaims")
+)
+
+func (p *plugin) SetDynamicClient(c dynamic.Interface)  { p.dynamic = c }
+func (p *plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
+func (p *plugin) ValidateInitialization() error {
+	if p.dynamic == nil || p.authorizer == nil {
+		return fmt.Errorf("%s needs a dynamic client and an authorizer", PluginName)
+	}
+	return nil
+}
+
+// isServer reports whether the request comes from serve itself: its garbage
+// collector, namespace controller or quota engine.
+func isServer(u user.Info) bool {
+	return u != nil && u.GetName() == user.APIServerUser
+}
+
+// Validate applies the rules in the package comment.
+func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	gr := a.GetResource().GroupResource()
+	switch {
+	case gr == claimsResource:
+		return p.validateClaim(ctx, a)
+	case gr.Group == "" && gr.Resource == "configmaps" && a.GetNamespace() == p.systemNamespace && a.GetName() == engine.LedgerName:
+		if a.GetOperation() == admission.Create || isServer(a.GetUserInfo()) {
+			return nil
+		}
+		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf(
+			"the ConfigMap %s/%s is the quota engine's decision ledger and fence; only the engine writes it (deleting or editing it could let a deposed engine replica decide again)",
+			a.GetNamespace(), a.GetName()))
+	}
+	return nil
+}
+
+func (p *plugin) validateClaim(ctx context.Context, a admission.Attributes) error {
+	u := a.GetUserInfo()
+	if isServer(u) {
+		return nil
+	}
+	switch {
+	case a.GetOperation() == admission.Create && a.GetSubresource() == "":
+		c, err := toClaim(a.GetObject())
+		if err != nil || c == nil {
+			return err
+		}
+		if err := claimpolicy.AuthorizeClaim(ctx, p.authorizer, u, c.Spec.ConsumerRef); err != nil {
+			return apierrors.NewForbidden(claimsResource, a.GetName(), err)
+		}
+	case a.GetSubresource() == "status":
+		return apierrors.NewForbidden(claimsResource, a.GetName(), fmt.Errorf(
+			"the status of a ResourceClaim is its quota decision and is written by the quota engine only; nothing else may set it"))
+	case a.GetOperation() == admission.Update && a.GetSubresource() == "":
+		old, err := toClaim(a.GetOldObject())
+		if err != nil || old == nil || old.Annotations[engine.AnnotationResourceUID] == "" {
+			return err
+		}
+		c, err := toClaim(a.GetObject())
+		if err != nil || c == nil {
+			return err
+		}
+		if msg := cutFromObject(old, c); msg != "" {
+			return apierrors.NewForbidden(claimsResource, a.GetName(), fmt.Errorf(
+				"ResourceClaim %s/%s holds the quota of %s; %s, which only the garbage collector and the quota engine may do: delete the object to release its quota",
+				old.Namespace, old.Name, objectName(old), msg))
+		}
+	case a.GetOperation() == admission.Delete:
+		old, err := toClaim(a.GetOldObject())
+		if err != nil || old == nil || old.Annotations[engine.AnnotationResourceUID] == "" {
+			return err
+		}
+		exists, err := p.objectExists(ctx, old)
+		if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("checking whether the object of ResourceClaim %s/%s exists: %w", old.Namespace, old.Name, err))
+		}
+		if exists {
+			return apierrors.NewForbidden(claimsResource, a.GetName(), fmt.Errorf(
+				"ResourceClaim %s/%s holds the quota of %s, which exists; delete that object to release its quota (its claim goes with it)",
+				old.Namespace, old.Name, objectName(old)))
+		}
+	}
+	return nil
+}
+
+// cutFromObject says how an update cuts a claim from its object, or "".
+func cutFromObject(old, c *quotav1alpha1.ResourceClaim) string {
+	for _, k := range []string{engine.AnnotationResourceUID, engine.AnnotationResource, engine.AnnotationPolicy, engine.AnnotationPolicyGeneration, engine.AnnotationGrantKey} {
+		if old.Annotations[k] != c.Annotations[k] {
+			return fmt.Sprintf("this update changes its annotation %s", k)
+		}
+	}
+	uid := old.Annotations[engine.AnnotationResourceUID]
+	had, has := false, false
+	for _, o := range old.OwnerReferences {
+		had = had || string(o.UID) == uid
+	}
+	for _, o := range c.OwnerReferences {
+		has = has || string(o.UID) == uid
+	}
+	if had && !has {
+		return "this update removes its ownerReference to that object (as kubectl delete --cascade=orphan would)"
+	}
+	return ""
+}
+
+// objectExists reads the claim's object live.
+func (p *plugin) objectExists(ctx context.Context, c *quotav1alpha1.ResourceClaim) (bool, error) {
+	gvr, ok := engine.ParseGVR(c.Annotations[engine.AnnotationResource])
+	ref := c.Spec.ResourceRef
+	if !ok || ref == nil {
+		return false, nil
+	}
+	o, err := p.dynamic.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return string(o.GetUID()) == c.Annotations[engine.AnnotationResourceUID] && o.GetDeletionTimestamp() == nil, nil
+}
+
+func objectName(c *quotav1alpha1.ResourceClaim) string {
+	ref := c.Spec.ResourceRef
+	if ref == nil {
+		return "its object"
+	}
+	name := ref.Name
+	if ref.Namespace != "" {
+		name = ref.Namespace + "/" + ref.Name
+	}
+	return fmt.Sprintf("%s %s (uid %s)", ref.Kind, name, c.Annotations[engine.AnnotationResourceUID])
+}
+
+func toClaim(obj runtime.Object) (*quotav1alpha1.ResourceClaim, error) {
+	if obj == nil {
+		return nil, nil
+	}
+	u, ok := obj.(runtime.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	c := &quotav1alpha1.ResourceClaim{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), c); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("reading the ResourceClaim: %v", err))
+	}
+	return c, nil
+}

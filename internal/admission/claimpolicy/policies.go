@@ -1,0 +1,178 @@
+package claimpolicy
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy"
+)
+
+var policiesGVR = quotav1alpha1.SchemeGroupVersion.WithResource("claimcreationpolicies")
+
+// inForce is the version of a policy admission enforces.
+type inForce struct {
+	name          string
+	uid           types.UID
+	generation    int64
+	failurePolicy quotav1alpha1.FailurePolicy
+	compiled      *policy.Compiled
+	// metadata is the claim template's metadata of that version.
+	metadata quotav1alpha1.TemplateMetadata
+}
+
+// policyIndex holds the policies in force by trigger group/kind, rebuilt
+// when a policy changes rather than on every create.
+type policyIndex struct {
+	informer  cache.SharedIndexInformer
+	byName    map[string]*inForce
+	byTrigger map[string][]*inForce
+}
+
+// enforcedVersion chooses which version of a policy is in force, so that no
+// edit opens a window where its kind is created uncharged:
+//   - disabled: none (the user's intent applies at once);
+//   - the current generation judged valid: it;
+//   - judged invalid: the last valid generation recorded in
+//     status.enforced (a policy never valid is not enforced);
+//   - not judged yet: the current generation when it compiles here, the
+//     last valid one otherwise.
+//
+// The last valid version is stored in the policy's status, so a restart
+// never switches enforcement off.
+func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce {
+	if cp.Spec.Disabled {
+		return nil
+	}
+	current := func() *inForce {
+		c, err := p.compile(cp)
+		if err != nil {
+			return nil
+		}
+		return &inForce{name: cp.Name, uid: cp.UID, generation: cp.Generation, failurePolicy: cp.Spec.FailurePolicy, compiled: c,
+			metadata: cp.Spec.Target.ResourceClaimTemplate.Metadata}
+	}
+	lastValid := func() *inForce {
+		e := cp.Status.Enforced
+		if e == nil {
+			return nil
+		}
+		old := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Generation: e.Generation},
+			Spec: quotav1alpha1.ClaimCreationPolicySpec{Trigger: e.Trigger, Target: e.Target, FailurePolicy: e.FailurePolicy}}
+		c, err := p.compile(old)
+		if err != nil {
+			return nil
+		}
+		return &inForce{name: cp.Name, uid: cp.UID, generation: e.Generation, failurePolicy: e.FailurePolicy, compiled: c,
+			metadata: e.Target.ResourceClaimTemplate.Metadata}
+	}
+	ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
+	judged := ready != nil && ready.ObservedGeneration == cp.Generation && cp.Status.ObservedGeneration == cp.Generation
+	switch {
+	case judged && ready.Status == metav1.ConditionTrue:
+		return current()
+	case judged:
+		return lastValid()
+	}
+	if f := current(); f != nil {
+		return f
+	}
+	return lastValid()
+}
+
+// start begins watching policies on first use (the server serves by then).
+func (p *Plugin) start() {
+	p.startOnce.Do(func() {
+		f := dynamicinformer.NewDynamicSharedInformerFactory(p.dynamic, 0)
+		idx := &policyIndex{informer: f.ForResource(policiesGVR).Informer(), byName: map[string]*inForce{}, byTrigger: map[string][]*inForce{}}
+		p.policies = idx
+		_, _ = idx.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    p.indexPolicy,
+			UpdateFunc: func(_, obj any) { p.indexPolicy(obj) },
+			DeleteFunc: p.indexPolicy,
+		})
+		_ = idx.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			p.notServed.Store(apierrors.IsNotFound(err))
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
+		stop := p.drained
+		if stop == nil {
+			stop = make(chan struct{})
+		}
+		go idx.informer.Run(stop)
+	})
+}
+
+// inForce returns the versions in force of the policies whose trigger is
+// group/kind.
+func (p *Plugin) inForce(group, kind string) ([]*inForce, error) {
+	p.start()
+	if !p.policies.informer.HasSynced() {
+		ctx, cancel := context.WithTimeout(context.Background(), decideTimeout)
+		defer cancel()
+		err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+			return p.policies.informer.HasSynced() || p.notServed.Load(), nil
+		})
+		if p.notServed.Load() {
+			return nil, nil // the CRDs are not installed yet: no policy exists
+		}
+		if err != nil {
+			return nil, errors.New("ClaimCreationPolicies are not loaded yet")
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.policies.byTrigger[group+"/"+kind], nil
+}
+
+// indexPolicy keeps the index current as the informer sees a policy change.
+func (p *Plugin) indexPolicy(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(runtime.Unstructured)
+	if !ok {
+		return
+	}
+	name := u.(metav1.Object).GetName()
+	var f *inForce
+	if _, exists, _ := p.policies.informer.GetStore().Get(obj); exists {
+		cp := &quotav1alpha1.ClaimCreationPolicy{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), cp); err == nil {
+			f = p.enforcedVersion(cp)
+		}
+	}
+	if f == nil {
+		p.forget(name)
+	} else {
+		p.forget(name, f.generation)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f == nil {
+		delete(p.policies.byName, name)
+	} else {
+		p.policies.byName[name] = f
+	}
+	index := map[string][]*inForce{}
+	for _, f := range p.policies.byName {
+		k := f.compiled.Group + "/" + f.compiled.Kind
+		index[k] = append(index[k], f)
+	}
+	for _, list := range index {
+		slices.SortFunc(list, func(a, b *inForce) int { return strings.Compare(a.name, b.name) })
+	}
+	p.policies.byTrigger = index
+}

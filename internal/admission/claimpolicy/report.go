@@ -1,0 +1,111 @@
+package claimpolicy
+
+import (
+	"context"
+	"sync"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiserver/pkg/warning"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
+)
+
+// Results of admission, one per policy that applied to a create.
+const (
+	resultGranted       = "granted"
+	resultDenied        = "denied"
+	resultFailOpen      = "fail_open"
+	resultUndecided     = "undecided"
+	resultInvalidObject = "invalid_object"
+	resultInvalidClaim  = "invalid_claim"
+	resultNameTaken     = "name_taken"
+	resultUnauthorized  = "unauthorized"
+)
+
+var (
+	admissionResults = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "milo_quota_admission_results_total",
+		Help: "Creates judged by a ClaimCreationPolicy at admission, by policy and result: granted, denied, fail_open " +
+			"(admitted without a decision, failurePolicy: Ignore), undecided (refused, retry), invalid_object, invalid_claim, name_taken, unauthorized.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"policy", "result"})
+	registerOnce sync.Once
+)
+
+// reporter tells operators and clients what admission did that they must
+// know: every result counted, denials and fail-open admissions as Warning
+// Events on the policy — through an event recorder whose correlator
+// aggregates repeats and rate-limits bursts, so a flood of creates cannot
+// flood storage with Events.
+type reporter struct {
+	p         *Plugin
+	startOnce sync.Once
+	recorder  record.EventRecorder
+}
+
+func newReporter(p *Plugin) *reporter {
+	registerOnce.Do(func() { legacyregistry.MustRegister(admissionResults) })
+	return &reporter{p: p}
+}
+
+func (r *reporter) events() record.EventRecorder {
+	r.startOnce.Do(func() {
+		if r.p.kube == nil {
+			return
+		}
+		b := record.NewBroadcaster()
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.p.kube.CoreV1().Events("")})
+		r.recorder = b.NewRecorder(engine.Scheme, corev1.EventSource{Component: "quotaplane-admission"})
+	})
+	return r.recorder
+}
+
+func (r *reporter) result(policy, result string) {
+	admissionResults.WithLabelValues(policy, result).Inc()
+}
+
+func (r *reporter) resultAll(applying []*inForce, result string) {
+	for _, f := range applying {
+		r.result(f.name, result)
+	}
+}
+
+func (r *reporter) event(applying []*inForce, reason, msg string) {
+	rec := r.events()
+	if rec == nil {
+		return
+	}
+	for _, f := range applying {
+		ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "ClaimCreationPolicy", Name: f.name, UID: f.uid}
+		rec.Event(ref, corev1.EventTypeWarning, reason, truncate(msg, 1024))
+	}
+}
+
+// denied records a quota denial on each applying policy.
+func (r *reporter) denied(applying []*inForce, msg string) {
+	r.event(applying, "QuotaExceeded", msg)
+}
+
+// failedOpen records a fail-open admission on each policy, and warns the
+// client in its response.
+func (r *reporter) failedOpen(ctx context.Context, applying []*inForce, msg string) {
+	r.event(applying, "AdmittedFailOpen", msg)
+	warning.AddWarning(ctx, "", msg)
+	r.logger(ctx).Info("Admitted a create without quota (fail-open)", "detail", msg)
+}
+
+func (r *reporter) logger(ctx context.Context) logr.Logger { return klog.FromContext(ctx) }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
