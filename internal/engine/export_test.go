@@ -19,7 +19,7 @@ type Replica struct {
 }
 
 func NewReplica(kube kubernetes.Interface, s *Storage, namespace, holder string) *Replica {
-	l := &ledger{client: kube, namespace: namespace, name: LedgerName, holder: holder}
+	l := &ledger{client: kube, namespace: namespace, name: LedgerName, holder: holder, journal: s != nil}
 	return &Replica{l: l, j: &journal{s: s, ledger: l}}
 }
 
@@ -57,3 +57,8 @@ func (r *Replica) Pending(ctx context.Context) ([]string, error) {
 
 // IsDeposed reports whether err says another replica took the ledger over.
 func IsDeposed(err error) bool { return errors.Is(err, errDeposed) }
+
+// Record writes the ledger's in-flight grants, as a leader does after deciding.
+func (r *Replica) Record(ctx context.Context) error {
+	return r.l.record(ctx, ledgerState{Inflight: map[string]string{}})
+}

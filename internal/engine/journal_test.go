@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +125,91 @@ func TestJournalIsFenced(t *testing.T) {
 	list := &quotav1alpha1.ResourceClaimList{}
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
 		t.Fatalf("listing claims: %d items, err %v; want the one written", len(list.Items), err)
+	}
+}
+
+// TestFenceSurvivesTheLedgerDeleted: the ledger deleted behind the engine's
+// back (straight from etcd: the API refuses it) and created again by another
+// replica starts its epoch over, at the very epoch the first replica holds.
+// The first replica must still be deposed: the fence checks the ledger's
+// identity and holder, not only its epoch.
+func TestFenceSurvivesTheLedgerDeleted(t *testing.T) {
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(srv.Config)
+	ns := "fence-deleted-" + fmt.Sprint(time.Now().UnixNano())
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	storage := &engine.Storage{Client: etcd, Prefix: "/registry"}
+
+	a := engine.NewReplica(kube, storage, ns, "a")
+	if err := a.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Grant(ctx, ns, "before"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Delete(ctx, "/registry/configmaps/"+ns+"/"+engine.LedgerName); err != nil {
+		t.Fatal(err)
+	}
+	b := engine.NewReplica(kube, storage, ns, "b")
+	if err := b.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, engine.LedgerName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["epoch"] != "1" {
+		t.Fatalf("the new ledger has epoch %q; the test needs it to start over at 1", cm.Data["epoch"])
+	}
+	if err := a.Grant(ctx, ns, "after"); !engine.IsDeposed(err) {
+		t.Fatalf("the first replica recorded a grant after the ledger was re-created at its own epoch (err %v); want deposed", err)
+	}
+	if err := a.Record(ctx); !engine.IsDeposed(err) {
+		t.Fatalf("the first replica recorded in the re-created ledger (err %v); want deposed", err)
+	}
+	if err := b.Grant(ctx, ns, "by-b"); err != nil {
+		t.Fatalf("the new leader could not record: %v", err)
+	}
+}
+
+// TestAnEngineWithoutTheJournalRefusesServesStore: quotaplane controller
+// pointed at a quotaplane serve would ignore admission's journal; it refuses
+// to take the ledger over, saying why.
+func TestAnEngineWithoutTheJournalRefusesServesStore(t *testing.T) {
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(srv.Config)
+	ns := "fence-journal-" + fmt.Sprint(time.Now().UnixNano())
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	serve := engine.NewReplica(kube, &engine.Storage{Client: etcd, Prefix: "/registry"}, ns, "serve")
+	if err := serve.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	controller := engine.NewReplica(kube, nil, ns, "controller")
+	err = controller.Stamp(ctx)
+	if !errors.Is(err, engine.ErrJournalInUse) {
+		t.Fatalf("an engine without the journal stamped serve's ledger (err %v); want ErrJournalInUse", err)
+	}
+	for _, want := range []string{"quotaplane serve", "journal", "refuses"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q lacks %q", err, want)
+		}
+	}
+	// serve itself goes on.
+	if err := serve.Grant(ctx, ns, "still-leading"); err != nil {
+		t.Fatalf("serve's engine after the refusal: %v", err)
 	}
 }

@@ -2,20 +2,26 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -24,7 +30,8 @@ import (
 // holder has taken the engine's Lease for an hour), a create governed by a
 // fail-closed policy is refused with a distinct, retryable 504 that is not a
 // quota denial, and nothing is stored; under a fail-open policy
-// (failurePolicy: Ignore) the create is admitted without a claim.
+// (failurePolicy: Ignore) the create is admitted without a claim, and that
+// is reported: response warning, Event, metric, and a record.
 func TestUndecidedCreates(t *testing.T) {
 	o := quotatest.FastEngineOptions()
 	s, err := testserver.Start(testserver.Options{Engine: &o})
@@ -34,9 +41,10 @@ func TestUndecidedCreates(t *testing.T) {
 	defer func() { _ = s.Stop() }()
 	w := newWorldOn(t, s.Config, 5)
 	w.waitReady(w.policy("secrets", "v1", "Secret", "secrets", intstr.FromInt32(1)), metav1.ConditionTrue)
-	w.waitReady(w.policy("configmaps", "v1", "ConfigMap", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
+	failOpen := w.policy("configmaps", "v1", "ConfigMap", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.FailurePolicy = quotav1alpha1.FailurePolicyIgnore
-	}), metav1.ConditionTrue)
+	})
+	w.waitReady(failOpen, metav1.ConditionTrue)
 	if err := w.secret("decided"); err != nil {
 		t.Fatalf("a create while the engine leads: %v", err)
 	}
@@ -93,13 +101,72 @@ func TestUndecidedCreates(t *testing.T) {
 		t.Errorf("the refused secret was stored: %v", err)
 	}
 
-	// Fail-open: admitted, without a claim.
+	// Fail-open: admitted, without a claim — and said so: a warning to the
+	// client, a Warning Event on the policy, the fail_open result of the
+	// admission metric, and a record quotaplane verify reads.
+	warned := &warnings{}
+	wcfg := rest.CopyConfig(s.Config)
+	wcfg.WarningHandler = warned
+	wkube := kubernetes.NewForConfigOrDie(wcfg)
 	before := len(w.claims())
-	if err := w.C.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fail-open", Namespace: w.NS}}); err != nil {
+	cm, err := wkube.CoreV1().ConfigMaps(w.NS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fail-open"}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("a create under a fail-open policy was refused while undecided: %v", err)
 	}
-	time.Sleep(time.Second)
+	if !strings.Contains(warned.String(), "WITHOUT quota (fail-open)") || !strings.Contains(warned.String(), failOpen.Name) {
+		t.Errorf("the client was not warned of the fail-open admission; warnings: %q", warned.String())
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: s.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	rec, err := etcd.Get(ctx, engine.FailOpenPrefix("/registry")+string(cm.UID))
+	if err != nil || len(rec.Kvs) != 1 || !strings.Contains(string(rec.Kvs[0].Value), failOpen.Name) {
+		t.Errorf("no fail-open record for the ConfigMap (err %v): %v", err, rec)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + failOpen.Name})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "AdmittedFailOpen" && e.Type == corev1.EventTypeWarning {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no AdmittedFailOpen Warning Event on policy %s", failOpen.Name)
+	}
+	metrics, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`milo_quota_admission_results_total{policy=%q,result="fail_open"} 1`, failOpen.Name)
+	if !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
 	if after := len(w.claims()); after != before {
 		t.Errorf("a fail-open create made a claim while undecided: %d claims, had %d", after, before)
 	}
+}
+
+// warnings collects the warnings a server sends.
+type warnings struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, text)
+}
+
+func (w *warnings) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.got, "\n")
 }
