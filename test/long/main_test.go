@@ -1,0 +1,30 @@
+// Package long holds the tests that run for minutes: claims created and
+// deleted in a tight loop, and the soak test of the whole quota plane under
+// traffic, policy edits and a killed leader. The README's test command gives
+// them their -timeout; `go test -short` skips them.
+package long
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+var srv *testserver.Server
+
+func TestMain(m *testing.M) {
+	testserver.Quiet()
+	o := quotatest.FastEngineOptions()
+	var err error
+	srv, err = testserver.Start(testserver.Options{Engine: &o})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting quotaplane:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = srv.Stop()
+	os.Exit(code)
+}
