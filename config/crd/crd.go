@@ -55,3 +55,26 @@ func YAML() ([]byte, error) {
 	}
 	return out, nil
 }
+
+// StorageVersion is the version in which the API server stores objects of
+// the quota kind, as its CRD declares: anything that writes those objects
+// to storage itself (admission's journal) encodes them in this version, so
+// that the two never disagree.
+func StorageVersion(kind string) (string, error) {
+	crds, err := All()
+	if err != nil {
+		return "", err
+	}
+	for _, c := range crds {
+		if c.Spec.Names.Kind != kind {
+			continue
+		}
+		for _, v := range c.Spec.Versions {
+			if v.Storage {
+				return c.Spec.Group + "/" + v.Name, nil
+			}
+		}
+		return "", fmt.Errorf("CRD %s has no storage version", c.Name)
+	}
+	return "", fmt.Errorf("no quota CRD has kind %s", kind)
+}

@@ -62,3 +62,16 @@ func IsDeposed(err error) bool { return errors.Is(err, errDeposed) }
 func (r *Replica) Record(ctx context.Context) error {
 	return r.l.record(ctx, ledgerState{Inflight: map[string]string{}})
 }
+
+// WriteClaimAsIs writes c exactly as given (uid, creation time, generation
+// included), as admission's claims are written.
+func (r *Replica) WriteClaimAsIs(ctx context.Context, c *quotav1alpha1.ResourceClaim) error {
+	exists := map[string]error{}
+	if err := r.j.write(ctx, &journalOps{creates: []*quotav1alpha1.ResourceClaim{c}}, exists); err != nil {
+		return err
+	}
+	if len(exists) > 0 {
+		return errors.New("a claim of that name exists")
+	}
+	return nil
+}

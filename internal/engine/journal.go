@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/config/crd"
 )
 
 // Storage is direct access to the etcd of the API server the engine runs in
@@ -83,6 +84,22 @@ func (j *journal) pendingKey(claimKey string) string {
 func (j *journal) claimKey(ns, name string) string {
 	return path.Join(j.s.Prefix, quotav1alpha1.SchemeGroupVersion.Group, "resourceclaims", ns, name)
 }
+
+// claimStorageVersion is the apiVersion the API server stores ResourceClaims
+// in, read from the same CRD the server installs; the journal writes claims
+// exactly as the server's storage would (JSON, this version).
+var claimStorageVersion = func() string {
+	v, err := crd.StorageVersion("ResourceClaim")
+	if err != nil {
+		panic(err)
+	}
+	if v != quotav1alpha1.SchemeGroupVersion.String() {
+		// The engine's types are this version; a CRD storing another one
+		// needs a conversion here first.
+		panic(fmt.Sprintf("ResourceClaims are stored as %s, but the engine writes %s", v, quotav1alpha1.SchemeGroupVersion))
+	}
+	return v
+}()
 
 // pending reads every grant made at admission and not yet written as a
 // claim. Called after the stamp, it sees every grant an earlier leader made.
@@ -218,7 +235,7 @@ func (j *journal) grantOps(grants []*pendingClaim) ([]clientv3.Op, []clientv3.Cm
 // name exists, and drops its pending grant.
 func (j *journal) createOps(c *quotav1alpha1.ResourceClaim) ([]clientv3.Op, clientv3.Cmp, error) {
 	stored := c.DeepCopy()
-	stored.APIVersion, stored.Kind = quotav1alpha1.SchemeGroupVersion.String(), "ResourceClaim"
+	stored.APIVersion, stored.Kind = claimStorageVersion, "ResourceClaim"
 	stored.ResourceVersion = "" // the storage's revision is the version
 	v, err := json.Marshal(stored)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -211,5 +212,64 @@ func TestAnEngineWithoutTheJournalRefusesServesStore(t *testing.T) {
 	// serve itself goes on.
 	if err := serve.Grant(ctx, ns, "still-leading"); err != nil {
 		t.Fatalf("serve's engine after the refusal: %v", err)
+	}
+}
+
+// TestJournalClaimReadsBackIdentically: a claim the journal writes straight
+// to storage reads back through the API server field for field — metadata,
+// owner, spec and the decided status — in the version the CRD stores.
+func TestJournalClaimReadsBackIdentically(t *testing.T) {
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(srv.Config)
+	ns := "readback-" + fmt.Sprint(time.Now().UnixNano())
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	owner, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	r := engine.NewReplica(kube, &engine.Storage{Client: etcd, Prefix: "/registry"}, ns, "a")
+	if err := r.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	written := &quotav1alpha1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "written", UID: "0b8e0f0e-1111-4222-8333-444455556666", Generation: 1, CreationTimestamp: now,
+			Labels:      map[string]string{"team": "a"},
+			Annotations: map[string]string{engine.AnnotationPolicy: "p", engine.AnnotationPolicyGeneration: "3", engine.AnnotationResource: "secrets.v1", engine.AnnotationResourceUID: string(owner.UID)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Secret", Name: "owner", UID: owner.UID}}},
+		Spec: quotav1alpha1.ResourceClaimSpec{
+			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"},
+			Requests: []quotav1alpha1.ResourceRequest{{ResourceType: "example.com/widgets", Amount: 2,
+				Dimensions: []quotav1alpha1.Dimension{{Key: "region", Value: "eu"}}}},
+			ResourceRef: &quotav1alpha1.ResourceRef{Kind: "Secret", Name: "owner", Namespace: ns},
+		},
+		Status: quotav1alpha1.ResourceClaimStatus{ObservedGeneration: 1,
+			Conditions: []metav1.Condition{{Type: quotav1alpha1.ClaimConditionGranted, Status: metav1.ConditionTrue, Reason: quotav1alpha1.ClaimReasonQuotaAvailable,
+				Message: "granted", LastTransitionTime: now, ObservedGeneration: 1}},
+			Allocations: []quotav1alpha1.RequestAllocation{{ResourceType: "example.com/widgets", Status: "Granted", Reason: "QuotaAvailable",
+				Message: "2 granted", AllocatedAmount: 2, AllocatingBucket: "b", LastTransitionTime: now}}},
+	}
+	if err := r.WriteClaimAsIs(ctx, written); err != nil {
+		t.Fatal(err)
+	}
+	got := &quotav1alpha1.ResourceClaim{}
+	if err := quotatest.NewClient(t, srv.Config).Get(ctx, client.ObjectKey{Namespace: ns, Name: "written"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.APIVersion != "" && got.APIVersion != quotav1alpha1.SchemeGroupVersion.String() {
+		t.Errorf("read back as %s", got.APIVersion)
+	}
+	want := written.DeepCopy()
+	want.ResourceVersion, want.ManagedFields = got.ResourceVersion, got.ManagedFields
+	got.TypeMeta = metav1.TypeMeta{}
+	if !equality.Semantic.DeepEqual(want.ObjectMeta, got.ObjectMeta) || !equality.Semantic.DeepEqual(want.Spec, got.Spec) || !equality.Semantic.DeepEqual(want.Status, got.Status) {
+		t.Fatalf("the claim read back differs from the one written:\nwrote %+v\nread  %+v", want, got)
 	}
 }
