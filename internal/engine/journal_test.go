@@ -241,8 +241,8 @@ func TestJournalClaimReadsBackIdentically(t *testing.T) {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	written := &quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "written", UID: "0b8e0f0e-1111-4222-8333-444455556666", Generation: 1, CreationTimestamp: now,
-			Labels:      map[string]string{"team": "a"},
-			Annotations: map[string]string{engine.AnnotationPolicy: "p", engine.AnnotationPolicyGeneration: "3", engine.AnnotationResource: "secrets.v1", engine.AnnotationResourceUID: string(owner.UID)},
+			Labels:          map[string]string{"team": "a"},
+			Annotations:     map[string]string{engine.AnnotationPolicy: "p", engine.AnnotationPolicyGeneration: "3", engine.AnnotationResource: "secrets.v1", engine.AnnotationResourceUID: string(owner.UID)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Secret", Name: "owner", UID: owner.UID}}},
 		Spec: quotav1alpha1.ResourceClaimSpec{
 			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"},
