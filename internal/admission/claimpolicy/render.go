@@ -249,6 +249,7 @@ func AuthorizeClaim(ctx context.Context, az authorizer.Authorizer, u user.Info, 
 	if consumer.Namespace != "" {
 		where = "in namespace " + consumer.Namespace
 	}
-	return fmt.Errorf("user %q may not charge quota of %s: it needs verb %q on %s named %s %s%s; ask an owner of %s to grant the quotaplane-quota-claimer role for it (docs/authorization.md)",
-		u.GetName(), consumerName(consumer), ClaimVerb, res, consumer.Name, where, why, consumer.Name)
+	return fmt.Errorf("user %q may not charge quota of %s: it needs verb %q on %s named %s %s%s; ask an owner of %s for it "+
+		"(a role with that verb and resourceNames: [%s]), or bind quotaplane-owning-service to a service that charges every consumer (docs/authorization.md)",
+		u.GetName(), consumerName(consumer), ClaimVerb, res, consumer.Name, where, why, consumer.Name, consumer.Name)
 }
