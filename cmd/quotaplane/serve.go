@@ -31,6 +31,9 @@ func newServeCommand() *cobra.Command {
 			}
 			engineOpts.Handle = engine.NewHandle()
 			o.QuotaEngine, o.SystemNamespace = engineOpts.Handle, engineOpts.SystemNamespace
+			// One set of --leader-elect-* flags tunes both Leases.
+			le := &o.KubeControllers
+			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = engineOpts.LeaseDuration, engineOpts.RenewDeadline, engineOpts.RetryPeriod
 			ctx := genericapiserver.SetupSignalContext()
 			return server.Serve(ctx, o, []server.Component{engine.Start(engineOpts)}, cmd.OutOrStdout())
 		},

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -116,7 +118,11 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	if opts.QuotaEngine != nil {
 		// The engine writes admission's grants straight into etcd, fenced by
 		// its ledger (docs/admission.md): it needs a client of its own.
-		c.storage, err = clientv3.New(clientv3.Config{Endpoints: servers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+		tlsConfig, err := opts.etcdClientTLS()
+		if err != nil {
+			return nil, err
+		}
+		c.storage, err = clientv3.New(clientv3.Config{Endpoints: servers, TLS: tlsConfig, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			return nil, fmt.Errorf("connecting the quota engine to etcd: %w", err)
 		}
@@ -138,6 +144,9 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	ko.ServiceAccountSigningKeyFile = c.files.ServiceAcctKey
 	ko.Authorization.Modes = []string{"RBAC"}
 	ko.Etcd.StorageConfig.Transport.ServerList = servers
+	ko.Etcd.StorageConfig.Transport.TrustedCAFile = opts.EtcdCAFile
+	ko.Etcd.StorageConfig.Transport.CertFile = opts.EtcdCertFile
+	ko.Etcd.StorageConfig.Transport.KeyFile = opts.EtcdKeyFile
 	ko.Etcd.StorageConfig.Prefix = opts.EtcdPrefix
 
 	completed, err := ko.Complete(ctx, nil, nil)
@@ -177,6 +186,21 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		c.aggregator.GenericConfig.BuildHandlerChainFunc = reportCreateOutcomes(opts.QuotaEngine, c.aggregator.GenericConfig.BuildHandlerChainFunc)
 	}
 	return c, nil
+}
+
+// etcdClientTLS is the TLS configuration of the quota engine's etcd client,
+// read from the files the API server's storage uses; nil when none is given,
+// as the storage does.
+func (o CompletedOptions) etcdClientTLS() (*tls.Config, error) {
+	if o.EtcdCAFile == "" && o.EtcdCertFile == "" && o.EtcdKeyFile == "" {
+		return nil, nil
+	}
+	info := transport.TLSInfo{TrustedCAFile: o.EtcdCAFile, CertFile: o.EtcdCertFile, KeyFile: o.EtcdKeyFile}
+	cfg, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the etcd TLS files (--etcd-cafile %q, --etcd-certfile %q, --etcd-keyfile %q): %w", o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile, err)
+	}
+	return cfg, nil
 }
 
 // Complete fills in the rest of the configuration.

@@ -1,14 +1,18 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 )
 
 // Options are the settings of quotaplane serve.
@@ -24,6 +28,11 @@ type Options struct {
 	EtcdServers []string
 	// EtcdPrefix is the key prefix of every object in etcd.
 	EtcdPrefix string
+	// EtcdCAFile, EtcdCertFile and EtcdKeyFile secure the connection to an
+	// external etcd: the CA that signed etcd's serving certificate, and the
+	// client certificate and key quotaplane presents. The API server's
+	// storage and the quota engine's own etcd client both use them.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
 
 	// Listener, when set, is used instead of listening on
 	// BindAddress:SecurePort. Tests pass a listener on a free port.
@@ -34,8 +43,14 @@ type Options struct {
 	// QuotaEngine, when set, enables the ClaimCreationPolicy admission
 	// plugin, which decides through this process's engine.
 	QuotaEngine *engine.Handle
-	// SystemNamespace holds claims for cluster-scoped objects.
+	// SystemNamespace holds claims for cluster-scoped objects and the Lease
+	// of the upstream controllers.
 	SystemNamespace string
+	// KubeControllers tunes the leader election of the upstream controllers
+	// (garbage collector, namespace deletion, ResourceQuota): only the replica
+	// holding their Lease runs them. Namespace defaults to SystemNamespace and
+	// Identity to one that is stable across restarts of this data directory.
+	KubeControllers kubecontrollers.Options
 }
 
 // NewOptions returns the defaults.
@@ -45,6 +60,9 @@ func NewOptions() *Options {
 		BindAddress: "127.0.0.1",
 		SecurePort:  6443,
 		EtcdPrefix:  "/registry",
+
+		SystemNamespace: engine.DefaultOptions().SystemNamespace,
+		KubeControllers: kubecontrollers.DefaultOptions(),
 	}
 }
 
@@ -55,6 +73,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port to serve the API on.")
 	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "Comma-separated URLs of an external etcd cluster. When empty, etcd runs embedded under --data-dir.")
 	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "Prefix of every key quotaplane writes in etcd.")
+	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "CA certificate that signed the serving certificate of the external etcd given by --etcd-servers.")
+	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "Client certificate quotaplane presents to the external etcd; needs --etcd-keyfile.")
+	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "Private key of --etcd-certfile.")
 }
 
 // CompletedOptions are Options with defaults filled in and paths made absolute.
@@ -81,6 +102,19 @@ func (o *Options) Complete() (CompletedOptions, error) {
 	if c.EtcdPrefix == "" {
 		c.EtcdPrefix = "/registry"
 	}
+	if c.SystemNamespace == "" {
+		c.SystemNamespace = engine.DefaultOptions().SystemNamespace
+	}
+	le, def := &c.KubeControllers, kubecontrollers.DefaultOptions()
+	if le.Namespace == "" {
+		le.Namespace = c.SystemNamespace
+	}
+	if le.Identity == "" {
+		le.Identity = engine.StableIdentity("serve", c.DataDir)
+	}
+	if le.LeaseDuration == 0 && le.RenewDeadline == 0 && le.RetryPeriod == 0 {
+		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = def.LeaseDuration, def.RenewDeadline, def.RetryPeriod
+	}
 	c.bindIP = net.ParseIP(c.BindAddress)
 	if c.Listener != nil {
 		addr := c.Listener.Addr().(*net.TCPAddr)
@@ -105,6 +139,45 @@ func (o CompletedOptions) Validate() []error {
 		if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
 			errs = append(errs, fmt.Errorf("--etcd-servers entry %q must be an http:// or https:// URL", s))
 		}
+	}
+	errs = append(errs, o.validateEtcdTLS()...)
+	errs = append(errs, o.validateLeaderElection()...)
+	return errs
+}
+
+func (o CompletedOptions) validateEtcdTLS() []error {
+	if o.EtcdCAFile == "" && o.EtcdCertFile == "" && o.EtcdKeyFile == "" {
+		return nil
+	}
+	var errs []error
+	if len(o.EtcdServers) == 0 {
+		errs = append(errs, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile are for an external etcd: give its URLs with --etcd-servers, or drop them to use the embedded etcd (which listens on loopback without TLS)"))
+	}
+	for _, s := range o.EtcdServers {
+		if strings.HasPrefix(s, "http://") {
+			errs = append(errs, fmt.Errorf("--etcd-servers entry %q is plain HTTP but etcd TLS files were given; use its https:// URL", s))
+		}
+	}
+	if o.EtcdCertFile != "" && o.EtcdKeyFile == "" {
+		errs = append(errs, errors.New("--etcd-certfile needs --etcd-keyfile: give the private key of the client certificate"))
+	}
+	if o.EtcdKeyFile != "" && o.EtcdCertFile == "" {
+		errs = append(errs, errors.New("--etcd-keyfile needs --etcd-certfile: give the client certificate of the key"))
+	}
+	return errs
+}
+
+func (o CompletedOptions) validateLeaderElection() []error {
+	le := o.KubeControllers
+	var errs []error
+	if le.RetryPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--leader-elect-retry-period %s must be positive", le.RetryPeriod))
+	}
+	if le.RenewDeadline <= time.Duration(leaderelection.JitterFactor*float64(le.RetryPeriod)) {
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline %s must be more than 1.2 times --leader-elect-retry-period %s", le.RenewDeadline, le.RetryPeriod))
+	}
+	if le.LeaseDuration <= le.RenewDeadline {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration %s must be longer than --leader-elect-renew-deadline %s", le.LeaseDuration, le.RenewDeadline))
 	}
 	return errs
 }

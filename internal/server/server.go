@@ -24,7 +24,9 @@ import (
 )
 
 // readyHookName is the post-start hook that installs the CRDs and starts the
-// controllers; /readyz fails until it has finished.
+// controllers; /readyz fails until it has finished. The upstream controllers
+// only start campaigning for their Lease there: readiness never waits for an
+// election.
 const readyHookName = "quotaplane-crds-and-controllers"
 
 // Server is a created, not yet running, quotaplane server.
@@ -80,7 +82,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the aggregator: %w", err)
 	}
-	components := append([]Component{kubecontrollers.Start}, c.Components...)
+	components := append([]Component{kubecontrollers.Start(c.Options.KubeControllers)}, c.Components...)
 	if err := s.chain.GenericAPIServer.AddPostStartHook(readyHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
 		if err := crdinstall.Install(hookCtx, hookCtx.LoopbackClientConfig); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/klog/v2"
 )
@@ -20,6 +21,15 @@ type Options struct {
 	UnsafeNoFsync bool
 	// QuotaBackendBytes is the size limit of the database; 0 means 8 GiB.
 	QuotaBackendBytes int64
+	// ClientTLS, when set, makes etcd serve its clients over HTTPS and accept
+	// only clients with a certificate signed by ClientTLS.ClientCAFile.
+	ClientTLS *ClientTLS
+}
+
+// ClientTLS is etcd's serving certificate and the CA of its clients.
+type ClientTLS struct {
+	CertFile, KeyFile string
+	ClientCAFile      string
 }
 
 // Config is an embedded etcd whose loopback ports are chosen but which is not
@@ -45,9 +55,13 @@ func (o Options) Complete() (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	scheme := "http"
+	if o.ClientTLS != nil {
+		scheme = "https"
+	}
 	return &Config{
 		Options:   o,
-		clientURL: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)},
+		clientURL: url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", clientPort)},
 		peerURL:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)},
 	}, nil
 }
@@ -72,6 +86,9 @@ func (c *Config) Start(ctx context.Context) (*Server, error) {
 	cfg.AdvertisePeerUrls = []url.URL{peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.UnsafeNoFsync = o.UnsafeNoFsync
+	if t := o.ClientTLS; t != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.ClientCAFile, ClientCertAuth: true}
+	}
 	cfg.QuotaBackendBytes = o.QuotaBackendBytes
 	if cfg.QuotaBackendBytes == 0 {
 		cfg.QuotaBackendBytes = 8 << 30

@@ -3,6 +3,7 @@ package kubecontrollers
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,9 @@ const (
 	// discoveryPeriod is how often the garbage collector and the quota
 	// controller look for new resources, such as a newly installed CRD.
 	discoveryPeriod = 15 * time.Second
+	// stopTimeout bounds the wait for one term's controllers to stop before
+	// this replica campaigns again.
+	stopTimeout = 30 * time.Second
 )
 
 // servedByGenericControlPlane lists the quota evaluators with special logic
@@ -39,15 +43,11 @@ const (
 // stay off (they would otherwise watch resources that do not exist).
 func servedByGenericControlPlane(gvr schema.GroupVersionResource) bool { return false }
 
-// Start starts the controllers against the API server reached through cfg.
-// They run until ctx is done. Start returns once they are started.
-func Start(ctx context.Context, cfg *rest.Config) error {
-	logger := klog.FromContext(ctx).WithName("kubecontrollers")
-	ctx = klog.NewContext(ctx, logger)
-
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 400, 800
-	client, err := kubernetes.NewForConfig(rest.AddUserAgent(cfg, "quotaplane-kube-controllers"))
+// run runs the controllers against the API server reached through cfg until
+// ctx is done, and returns once they have stopped (or after stopTimeout).
+func run(ctx context.Context, cfg *rest.Config) error {
+	logger := klog.FromContext(ctx)
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating the controllers' client: %w", err)
 	}
@@ -59,7 +59,6 @@ func Start(ctx context.Context, cfg *rest.Config) error {
 	metadataInformers := metadatainformer.NewSharedInformerFactory(metadataClient, resync)
 	objectOrMetadata := informerfactory.NewInformerFactory(shared, metadataInformers)
 	restMapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
-	go wait.UntilWithContext(ctx, func(context.Context) { restMapper.Reset() }, discoveryPeriod)
 	informersStarted := make(chan struct{})
 
 	// Garbage collection of ownerReferences: background, foreground and orphan.
@@ -102,11 +101,28 @@ func Start(ctx context.Context, cfg *rest.Config) error {
 	metadataInformers.Start(ctx.Done())
 	close(informersStarted)
 
-	go gc.Run(ctx, 20, discoveryPeriod*4)
-	go gc.Sync(ctx, client.Discovery(), discoveryPeriod)
-	go namespaces.Run(ctx, 10)
-	go quotas.Run(ctx, 10)
-	go quotas.Sync(ctx, quotaDiscovery, discoveryPeriod)
+	var wg sync.WaitGroup
+	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { restMapper.Reset() }, discoveryPeriod) })
+	wg.Go(func() { gc.Run(ctx, 20, discoveryPeriod*4) })
+	wg.Go(func() { gc.Sync(ctx, client.Discovery(), discoveryPeriod) })
+	wg.Go(func() { namespaces.Run(ctx, 10) })
+	wg.Go(func() { quotas.Run(ctx, 10) })
+	wg.Go(func() { quotas.Sync(ctx, quotaDiscovery, discoveryPeriod) })
 	logger.V(2).Info("Started the garbage collector, namespace and resource quota controllers")
+	<-ctx.Done()
+
+	stopped := make(chan struct{})
+	go func() {
+		wg.Wait()
+		shared.Shutdown()
+		metadataInformers.Shutdown()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		logger.V(2).Info("Stopped the garbage collector, namespace and resource quota controllers")
+	case <-time.After(stopTimeout):
+		logger.Info("The controllers did not stop in time; going on without waiting for them", "timeout", stopTimeout)
+	}
 	return nil
 }
