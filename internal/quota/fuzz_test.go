@@ -7,19 +7,25 @@ import (
 	"testing"
 )
 
-// FuzzEngineNeverOverAllocates drives the engine with arbitrary operations
-// (claims of 1–3 requests with dimensions, releases, grants that only grow)
-// and checks after every step that deciding never raises a bucket's
-// allocation above its limit, and that every bucket's allocation equals the
-// sum of the granted requests it covers. (A dimensioned bucket added after
-// claims were granted may start over its limit: nothing is revoked.)
+// FuzzEngineNeverOverAllocates drives the engine with arbitrary operations —
+// every path production takes: claims of 1–3 requests with dimensions
+// decided one by one (the engine) or two together all-or-nothing
+// (admission, its losers removed), claims restored as granted (a new
+// leader's rebuild), claims renamed from a provisional ID (admission's
+// claim written), releases, grants added and removed — and checks after
+// every step that deciding never raises a bucket's allocation above its
+// limit, and that every bucket's allocation and limit equal the exact sums of
+// the granted requests and the grants it covers. (A dimensioned bucket added
+// after claims were granted may start over its limit, and a restored claim
+// may take a bucket over: nothing is revoked.)
 func FuzzEngineNeverOverAllocates(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 200, 3, 17})
 	f.Add([]byte{0, 0, 0, 255, 255, 128, 64, 32})
+	f.Add([]byte{3, 0, 5, 5, 1, 2, 5, 3, 1, 6, 1, 1, 7, 0, 0, 4, 0, 0, 2, 0, 0, 5, 9, 9})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		runOps(t, ops, fuzzDraw{
 			stride:      3,
-			kinds:       4,
+			kinds:       8,
 			claimAmount: func(rec []byte) int64 { return int64(1 + (rec[2]>>2)%4) },
 			grantAmount: func(rec []byte) int64 { return int64(rec[2] % 6) },
 		})
@@ -78,26 +84,77 @@ func runOps(t *testing.T, ops []byte, draw fuzzDraw) {
 	granted := map[string]Claim{}
 	grants := map[string]Grant{}
 	grantN := 0
+	requests := func(rec []byte, a, b int) []Request {
+		var reqs []Request
+		for j := range 1 + b%3 {
+			if j >= len(rts) {
+				break
+			}
+			var d Dimensions
+			if (a>>(j+1))%2 == 1 {
+				d = dims("location", locs[(a>>3)%2])
+			}
+			reqs = append(reqs, Request{rts[(j+a)%2], draw.claimAmount(rec), d})
+		}
+		return reqs
+	}
 	for i := 0; i+draw.stride <= len(ops); i += draw.stride {
 		rec := ops[i : i+draw.stride]
 		op, a, b := int(rec[0])%draw.kinds, int(rec[1]), int(rec[2])
 		c := consumers[a%2]
+		snapshot := func() map[BucketID]int64 {
+			m := map[BucketID]int64{}
+			for _, id := range e.BucketIDs() {
+				bs, _ := e.Bucket(id)
+				m[id] = bs.Allocated
+			}
+			return m
+		}
+		// before is what deciding may not raise over a limit: taken before
+		// the operation when the operation decides (together), after it
+		// otherwise (a new grant may add a bucket already over its limit).
+		before := snapshot()
+		restored := false
 		switch op {
 		case 0, 1: // a claim
 			uid := fmt.Sprintf("c%d", i)
-			var reqs []Request
-			for j := range 1 + b%3 {
-				if j >= len(rts) {
-					break
-				}
-				var d Dimensions
-				if (a>>(j+1))%2 == 1 {
-					d = dims("location", locs[(a>>3)%2])
-				}
-				reqs = append(reqs, Request{rts[(j+a)%2], draw.claimAmount(rec), d})
-			}
-			e.AddClaim(claim(uid, i, c, reqs...))
+			e.AddClaim(claim(uid, i, c, requests(rec, a, b)...))
 			live = append(live, uid)
+		case 5: // two claims of one create, decided together (admission)
+			uids := []string{fmt.Sprintf("t%d-a", i), fmt.Sprintf("t%d-b", i)}
+			e.AddClaim(claim(uids[0], i, c, requests(rec, a, b)...))
+			e.AddClaim(claim(uids[1], i, consumers[(a>>1)%2], requests(rec, a>>1, b+1)...))
+			if _, ok := e.DecideTogether(uids); ok {
+				for _, uid := range uids {
+					cl, _ := e.Claim(uid)
+					granted[uid] = cl
+					live = append(live, uid)
+				}
+			} else {
+				for _, uid := range uids {
+					e.RemoveClaim(uid)
+				}
+			}
+		case 6: // a claim restored as granted (a new leader's rebuild)
+			uid := fmt.Sprintf("r%d", i)
+			cl := claim(uid, i, c, requests(rec, a, b)...)
+			e.RestoreGranted(cl)
+			granted[uid] = cl
+			live = append(live, uid)
+			restored = true
+		case 7: // a claim renamed from its provisional ID (admission's claim written)
+			if len(live) > 0 {
+				k := b % len(live)
+				old, uid := live[k], live[k]+"-w"
+				if e.Rekey(old, uid) {
+					live[k] = uid
+					if cl, ok := granted[old]; ok {
+						delete(granted, old)
+						cl.UID = uid
+						granted[uid] = cl
+					}
+				}
+			}
 		case 2: // a release
 			if len(live) > 0 {
 				k := b % len(live)
@@ -124,16 +181,17 @@ func runOps(t *testing.T, ops []byte, draw fuzzDraw) {
 				grantUIDs = append(grantUIDs[:k], grantUIDs[k+1:]...)
 			}
 		}
-		before := map[BucketID]int64{}
-		for _, id := range e.BucketIDs() {
-			b, _ := e.Bucket(id)
-			before[id] = b.Allocated
+		if op != 5 {
+			before = snapshot()
 		}
 		for _, ch := range e.Decide() {
 			if ch.Decision.Outcome == Granted {
 				cl, _ := e.Claim(ch.UID)
 				granted[ch.UID] = cl
 			}
+		}
+		if restored {
+			before = nil // a restored grant is not a decision: it may exceed
 		}
 		checkInvariants(t, e, granted, grants, before)
 	}
@@ -148,7 +206,7 @@ func checkInvariants(t *testing.T, e *Engine, granted map[string]Claim, grants m
 		if b.Limit < 0 || b.Allocated < 0 || b.Available() < 0 || b.Available() > b.Limit {
 			t.Fatalf("bucket %+v wrapped: limit %d, allocated %d, available %d", id, b.Limit, b.Allocated, b.Available())
 		}
-		if b.Allocated > before[id] && b.Allocated > b.Limit {
+		if prev, ok := before[id]; before != nil && (!ok || b.Allocated > prev) && b.Allocated > b.Limit {
 			t.Fatalf("bucket %+v allocated %d > limit %d", id, b.Allocated, b.Limit)
 		}
 		if want := max(0, b.Limit-b.Allocated); b.Available() != want {
