@@ -49,7 +49,11 @@ func Install(ctx context.Context, cfg *rest.Config) error {
 
 func apply(ctx context.Context, client apiextensionsclient.Interface, want *apiextensionsv1.CustomResourceDefinition) error {
 	logger := klog.FromContext(ctx)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// Another replica starting at the same moment may create it first: an
+	// "already exists" is retried like a conflict, as an update.
+	return retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
 		crds := client.ApiextensionsV1().CustomResourceDefinitions()
 		have, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -116,7 +120,9 @@ func InstallRoles(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	for _, want := range roles {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err := retry.OnError(retry.DefaultRetry, func(err error) bool {
+			return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+		}, func() error {
 			have, err := client.RbacV1().ClusterRoles().Get(ctx, want.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				_, err = client.RbacV1().ClusterRoles().Create(ctx, want, metav1.CreateOptions{})
