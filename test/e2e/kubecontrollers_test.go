@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
@@ -121,6 +122,7 @@ type replica struct {
 	exited   chan struct{} // closed once the process has been waited for
 	exitErr  error
 	client   kubernetes.Interface
+	config   *rest.Config
 }
 
 // startReplica starts serve on etcdURL with short leader election timings
@@ -170,6 +172,7 @@ func startReplica(t *testing.T, bin, name, etcdURL string) *replica {
 		t.Fatal(err)
 	}
 	cfg.Timeout = 5 * time.Second
+	r.config = cfg
 	r.client = kubernetes.NewForConfigOrDie(cfg)
 	return r
 }
