@@ -332,13 +332,25 @@ func (t *term) startInformers(ctx context.Context) error {
 			t.statuses.Add(statusKey{kind: kindPolicy, key: cp.Name})
 		}
 	}
-	if _, err := t.policyInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// The state is rebuilt only once every handler has received every
+	// object of its informer's first list: an informer's HasSynced says
+	// only that its store has them, while handlers run on goroutines of
+	// their own. Deciding before a handler has restored every granted claim
+	// would decide against room that is taken.
+	var handlers []cache.InformerSynced
+	track := func(reg cache.ResourceEventHandlerRegistration, err error) error {
+		if err == nil {
+			handlers = append(handlers, reg.HasSynced)
+		}
+		return err
+	}
+	if err := track(t.policyInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: policyChanged, UpdateFunc: func(_, obj any) { policyChanged(obj) },
-	}); err != nil {
+	})); err != nil {
 		return err
 	}
 
-	_, err := t.regInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err := track(t.regInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.registrationChanged(obj.(*quotav1alpha1.ResourceRegistration)) },
 		UpdateFunc: func(_, obj any) { t.registrationChanged(obj.(*quotav1alpha1.ResourceRegistration)) },
 		DeleteFunc: func(obj any) {
@@ -346,11 +358,11 @@ func (t *term) startInformers(ctx context.Context) error {
 				t.registrationDeleted(r)
 			}
 		},
-	})
+	}))
 	if err != nil {
 		return err
 	}
-	_, err = t.grantInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err = track(t.grantInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.grantChanged(obj.(*quotav1alpha1.ResourceGrant)) },
 		UpdateFunc: func(_, obj any) { t.grantChanged(obj.(*quotav1alpha1.ResourceGrant)) },
 		DeleteFunc: func(obj any) {
@@ -358,11 +370,11 @@ func (t *term) startInformers(ctx context.Context) error {
 				t.grantDeleted(g)
 			}
 		},
-	})
+	}))
 	if err != nil {
 		return err
 	}
-	_, err = t.claimInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err = track(t.claimInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.claimAdded(obj.(*quotav1alpha1.ResourceClaim)) },
 		UpdateFunc: func(_, obj any) { t.claimUpdated(obj.(*quotav1alpha1.ResourceClaim)) },
 		DeleteFunc: func(obj any) {
@@ -370,11 +382,11 @@ func (t *term) startInformers(ctx context.Context) error {
 				t.claimDeleted(c)
 			}
 		},
-	})
+	}))
 	if err != nil {
 		return err
 	}
-	_, err = t.bucketInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err = track(t.bucketInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		// A bucket object changed by someone else is put back.
 		UpdateFunc: func(_, obj any) { t.bucketObjectChanged(obj.(*quotav1alpha1.AllowanceBucket)) },
 		DeleteFunc: func(obj any) {
@@ -382,14 +394,14 @@ func (t *term) startInformers(ctx context.Context) error {
 				t.bucketObjectChanged(b)
 			}
 		},
-	})
+	}))
 	if err != nil {
 		return err
 	}
 	for _, inf := range []cache.SharedIndexInformer{t.regInformer, t.grantInformer, t.claimInformer, t.bucketInformer, t.policyInformer} {
 		go inf.RunWithContext(ctx)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), t.regInformer.HasSynced, t.grantInformer.HasSynced, t.claimInformer.HasSynced, t.bucketInformer.HasSynced, t.policyInformer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), handlers...) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())
 	}
 	return nil
