@@ -92,3 +92,42 @@ func FuzzTemplate(f *testing.F) {
 		}
 	})
 }
+
+func TestConstraintsReadRequest(t *testing.T) {
+	for _, tc := range []struct {
+		constraint string
+		want       bool
+	}{
+		{"", false},
+		{"trigger.spec.cpus > 0", false},
+		{"user.name == 'alice'", true},
+		{"has(user.extra) || trigger.spec.cpus > 0", true},
+		{"requestInfo.dryRun == false", true},
+	} {
+		t.Run(tc.constraint, func(t *testing.T) {
+			c, err := Compile(machinePolicy(tc.constraint, "p", intstr.FromInt(1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.ConstraintsReadRequest(); got != tc.want {
+				t.Errorf("ConstraintsReadRequest() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAppliesEvaluatesConstraintsOnly(t *testing.T) {
+	// The consumer name reads user: rendering fails without it, deciding
+	// whether the policy applies does not.
+	c, err := Compile(machinePolicy("trigger.spec.cpus > 0", "{{ user.name }}", intstr.FromInt(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := map[string]any{"spec": map[string]any{"cpus": int64(2)}}
+	if ok, err := c.Applies(Input{Object: obj}); !ok || err != nil {
+		t.Errorf("Applies: ok=%v err=%v, want true", ok, err)
+	}
+	if _, _, err := c.Evaluate(Input{Object: obj}); err == nil {
+		t.Error("Evaluate rendered a template that reads user without a user")
+	}
+}
