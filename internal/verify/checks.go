@@ -1,0 +1,316 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// newTermRepair is how every difference between the engine's memory and
+// storage is repaired: a new term rebuilds the engine from storage.
+const newTermRepair = "start a new engine term, which rebuilds every bucket from the stored grants and claims and settles every grant in flight first: restart quotaplane serve (with several replicas, the one holding the Lease %s/%s)"
+
+// checkBuckets compares every stored AllowanceBucket with the bucket the
+// rebuilt engine gives for its consumer, resource type and dimensions: the
+// limit is the sum of the consumer's Active grants, allocated the sum of its
+// granted claims and grants in flight. Buckets the engine gives that are not
+// stored, and stored buckets it does not give, are reported too.
+func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) error {
+	placement := quota.Placement{SystemNamespace: v.o.SystemNamespace}
+	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, leaseName)
+	seen := map[quota.BucketID]bool{}
+	err := listQuota(ctx, v, func() *quotav1alpha1.AllowanceBucketList { return &quotav1alpha1.AllowanceBucketList{} }, func(list *quotav1alpha1.AllowanceBucketList) error {
+		for i := range list.Items {
+			b := &list.Items[i]
+			id := bucketID(b)
+			where := nsName(b.Namespace, b.Name)
+			want, exists := s.eng.Bucket(id)
+			if !exists || b.Namespace != placement.Namespace(id.Consumer) || b.Name != quota.BucketName(id) {
+				why := "no grant or claim gives it"
+				if exists {
+					why = fmt.Sprintf("the engine keeps that bucket as %s", nsName(placement.Namespace(id.Consumer), quota.BucketName(id)))
+				}
+				r.add(Discrepancy{Check: CheckBucketStale, ID: string(CheckBucketStale) + "/" + where,
+					Problem: fmt.Sprintf("AllowanceBucket %s (%s) is stored but %s", where, describeBucket(id), why),
+					Repair:  fmt.Sprintf("delete it (kubectl delete allowancebucket -n %s %s); the engine writes every bucket it needs", b.Namespace, b.Name)})
+				continue
+			}
+			seen[id] = true
+			if b.Status.Limit == want.Limit && b.Status.Allocated == want.Allocated {
+				continue
+			}
+			// The difference is part of the identity: a bucket that merely
+			// moves between two readings is not reported.
+			r.add(Discrepancy{Check: CheckBucketMismatch,
+				ID: fmt.Sprintf("%s/%s/%d/%d", CheckBucketMismatch, where, b.Status.Limit-want.Limit, b.Status.Allocated-want.Allocated),
+				Problem: fmt.Sprintf("AllowanceBucket %s (%s) shows limit %d and allocated %d; the stored grants and claims give limit %d and allocated %d",
+					where, describeBucket(id), b.Status.Limit, b.Status.Allocated, want.Limit, want.Allocated),
+				Repair: repair})
+		}
+		r.Counts.StoredBuckets += len(list.Items)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	ids := s.eng.BucketIDs()
+	r.Counts.ExpectedBuckets = len(ids)
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		want, _ := s.eng.Bucket(id)
+		where := nsName(placement.Namespace(id.Consumer), quota.BucketName(id))
+		r.add(Discrepancy{Check: CheckBucketMissing, ID: string(CheckBucketMissing) + "/" + where,
+			Problem: fmt.Sprintf("AllowanceBucket %s (%s) is not stored; the stored grants and claims give limit %d and allocated %d", where, describeBucket(id), want.Limit, want.Allocated),
+			Repair:  repair})
+	}
+	return nil
+}
+
+// checkGovernedObjects lists every object of every enforced policy's
+// trigger kind and reports each one the policy governs that has no granted
+// claim of that policy. An object is governed when it was created after the
+// policy (an object of the policy's second is ambiguous and skipped) and
+// the constraints are true for it as stored. Constraints that read user or
+// requestInfo cannot be judged from a stored object: such objects are
+// counted, not judged. A governed object whose grant is still in flight, or
+// that was admitted fail-open, is accounted for.
+func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Report) error {
+	byTrigger := map[schema.GroupVersionResource][]*enforcedPolicy{}
+	for _, p := range s.policies {
+		gv, err := schema.ParseGroupVersion(p.apiVersion)
+		if err != nil {
+			p.stats.Enforced, p.stats.NotEnforced = false, "invalid trigger apiVersion: "+err.Error()
+			continue
+		}
+		m, err := v.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: p.compiled.Kind}, gv.Version)
+		if err != nil {
+			r.note("ClaimCreationPolicy %s: its trigger %s %s is not served, so no object of it exists", p.name, p.apiVersion, p.compiled.Kind)
+			continue
+		}
+		byTrigger[m.Resource] = append(byTrigger[m.Resource], p)
+	}
+	for gvr, policies := range byTrigger {
+		gr := gvr.GroupResource()
+		err := v.listObjects(ctx, gvr, true, func(obj map[string]any, m metav1.Object) {
+			uid := string(m.GetUID())
+			if _, wanted := s.objects[gr][uid]; wanted {
+				s.objects[gr][uid] = true
+			}
+			for _, p := range policies {
+				v.judge(s, r, p, gvr, obj, m)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		s.listed[gr] = true
+	}
+	return nil
+}
+
+// judge checks one object against one policy.
+func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.GroupVersionResource, obj map[string]any, m metav1.Object) {
+	st := p.stats
+	st.Objects++
+	created := m.GetCreationTimestamp().Unix()
+	switch {
+	case m.GetDeletionTimestamp() != nil:
+		st.Deleting++
+		return
+	case created < p.created:
+		st.BeforePolicy++
+		return
+	case created == p.created:
+		st.Ambiguous++
+		return
+	case p.compiled.ConstraintsReadRequest():
+		st.NotJudged++
+		return
+	}
+	applies, err := p.compiled.Applies(policy.Input{Object: obj})
+	switch {
+	case err != nil:
+		st.NotJudged++
+		return
+	case !applies:
+		st.NotGoverned++
+		return
+	}
+	st.Governed++
+	uid := string(m.GetUID())
+	var ungranted []string
+	for _, c := range s.claimsByObject[uid] {
+		if c.policy != p.name {
+			continue
+		}
+		if c.granted {
+			st.Claimed++
+			return
+		}
+		ungranted = append(ungranted, c.key)
+	}
+	if slices.Contains(s.inFlight[uid], p.name) {
+		st.InFlight++
+		return
+	}
+	if f := s.failOpen[uid]; f != nil && (len(f.Policies) == 0 || slices.Contains(f.Policies, p.name)) {
+		st.FailOpen++
+		return
+	}
+	st.Unclaimed++
+	kind := p.compiled.Kind
+	object := fmt.Sprintf("%s (uid %s)", kindName(kind, m.GetNamespace(), m.GetName()), uid)
+	problem := fmt.Sprintf("%s is governed by ClaimCreationPolicy %s and has no granted claim", object, p.name)
+	if len(ungranted) > 0 {
+		problem += fmt.Sprintf(" (its claim %s is not granted)", strings.Join(ungranted, ", "))
+	}
+	if v.etcd == nil {
+		problem += "; fail-open records were not read (no etcd given), so it may have been admitted fail-open"
+	}
+	repair := fmt.Sprintf("delete and re-create the %s through the API so that admission charges it", kind)
+	if ok, rendered, err := p.compiled.Evaluate(policy.Input{Object: obj}); err == nil && ok {
+		ns := p.claimNamespace
+		if ns == "" {
+			ns = m.GetNamespace()
+		}
+		if ns == "" {
+			ns = v.o.SystemNamespace
+		}
+		requests := toClaim("", "", "", time.Time{}, rendered.Spec).Requests
+		repair += fmt.Sprintf("; or create the claim it makes — a ResourceClaim in namespace %s for %s requesting %s, with spec.resourceRef naming the %s, an ownerReference to it, and the annotations %s=%s, %s=%s, %s=%s",
+			ns, consumerID(rendered.Spec.ConsumerRef), describeRequests(requests), kind,
+			engine.AnnotationPolicy, p.name, engine.AnnotationResource, engine.FormatGVR(gvr), engine.AnnotationResourceUID, uid)
+	}
+	r.add(Discrepancy{Check: CheckUnclaimedObject, ID: fmt.Sprintf("%s/%s/%s", CheckUnclaimedObject, uid, p.name), Problem: problem, Repair: repair})
+}
+
+// checkClaimedObjects looks up the object every claim names (by the UID of
+// its resource-uid annotation) and reports each claim whose object is not
+// stored: a granted one holds quota for nothing.
+func (v *verifier) checkClaimedObjects(ctx context.Context, s *reading, r *Report) error {
+	if err := v.findObjects(ctx, s); err != nil {
+		return err
+	}
+	for objectUID, claims := range s.claimsByObject {
+		for _, c := range claims {
+			if s.stored(c.gr, objectUID) {
+				continue
+			}
+			held := "it is not granted and holds nothing"
+			if qc, ok := s.eng.Claim(c.uid); ok && c.granted {
+				held = fmt.Sprintf("it holds %s of %s for nothing", describeRequests(qc.Requests), qc.Consumer)
+			}
+			where := "which is not stored"
+			if _, served := v.servedVersion(c.gr); !served {
+				where = fmt.Sprintf("whose kind (%s) this API server does not serve", c.gr)
+			}
+			ns, name, _ := strings.Cut(c.key, "/")
+			r.add(Discrepancy{Check: CheckOrphanClaim, ID: string(CheckOrphanClaim) + "/" + c.uid,
+				Problem: fmt.Sprintf("ResourceClaim %s (uid %s) names %s (uid %s), %s; %s", c.key, c.uid, c.object, objectUID, where, held),
+				Repair:  fmt.Sprintf("delete the claim: kubectl delete resourceclaim -n %s %s", ns, name)})
+		}
+	}
+	return nil
+}
+
+// findObjects lists, by metadata only, every resource with objects to look
+// up that the governed-objects check did not list already.
+func (v *verifier) findObjects(ctx context.Context, s *reading) error {
+	for gr, uids := range s.objects {
+		if s.listed[gr] {
+			continue
+		}
+		gvr, served := v.servedVersion(gr)
+		if !served {
+			continue // nothing of it can be stored
+		}
+		err := v.listObjects(ctx, gvr, false, func(_ map[string]any, m metav1.Object) {
+			if _, wanted := uids[string(m.GetUID())]; wanted {
+				uids[string(m.GetUID())] = true
+			}
+		})
+		if err != nil {
+			return err
+		}
+		s.listed[gr] = true
+	}
+	return nil
+}
+
+// Deadlines of grants in flight.
+const (
+	// admissionDeadline is how long after admission a grant may be held
+	// without its claim: the engine releases it 70 s after admission when
+	// its object never got stored (maxRequestDuration in
+	// internal/engine/materialize.go), and looks again every 5 s.
+	admissionDeadline = 70 * time.Second
+	// deadlineMargin covers the engine's recheck period, a change of
+	// leader, and clocks that differ between verify and the server.
+	deadlineMargin = 30 * time.Second
+)
+
+// checkInFlight reports grants held in flight past their deadline. A grant
+// made at admission must have its claim written, or be released, within
+// admissionDeadline plus a margin. A grant in the engine's ledger must be
+// written to its claim within moments; having no time of its own, it is
+// overdue when its claim is stored without Granted, and the recheck (a
+// second reading later) separates overdue from in progress. A ledger entry
+// whose claim is gone holds nothing: it is noted, not reported.
+func (v *verifier) checkInFlight(s *reading, r *Report) {
+	now := time.Now()
+	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, leaseName)
+	for _, g := range s.journal {
+		if g.adopted || g.sinceAdmission(now) <= admissionDeadline+deadlineMargin {
+			continue
+		}
+		object := "an object"
+		if ref := g.Spec.ResourceRef; ref != nil {
+			object = kindName(ref.Kind, ref.Namespace, ref.Name)
+		}
+		outcome := "the next term writes its claim, since the object is stored"
+		gr, ok := v.resourceOf(g.Resource, g.Spec.ResourceRef)
+		if !ok || !s.stored(gr, g.ObjectUID) {
+			outcome = "the object is not stored, so the next term releases the grant"
+		}
+		r.add(Discrepancy{Check: CheckInFlightOverdue, ID: string(CheckInFlightOverdue) + "/" + g.etcdKey,
+			Problem: fmt.Sprintf("the grant made at admission for claim %s (%s, uid %s, ClaimCreationPolicy %s: %s of %s) has been held since %s, %s past its deadline of %s; its quota is held and its claim was never written",
+				g.claimKey(), object, g.ObjectUID, g.Policy, describeRequests(toClaim("", "", "", time.Time{}, g.Spec).Requests), consumerID(g.Spec.ConsumerRef),
+				g.Created.UTC().Format(time.RFC3339), (g.sinceAdmission(now) - admissionDeadline - deadlineMargin).Round(time.Second), admissionDeadline+deadlineMargin),
+			Repair: repair + "; " + outcome})
+	}
+	unstored := 0
+	for uid, key := range s.ledger {
+		granted, stored := s.ledgerClaims[uid]
+		switch {
+		case !stored:
+			unstored++ // its claim was deleted: it holds nothing
+		case !granted:
+			r.add(Discrepancy{Check: CheckInFlightOverdue, ID: string(CheckInFlightOverdue) + "/ledger/" + uid,
+				Problem: fmt.Sprintf("the engine's ledger holds a grant in flight for claim %s (uid %s), which is stored without Granted: the grant counts, but was never written to its claim", key, uid),
+				Repair:  repair + "; the next term writes it"})
+		}
+	}
+	if unstored > 0 {
+		r.note("the engine's ledger lists %d grants in flight whose claims are no longer stored; they hold no quota, and the engine drops them from its ledger", unstored)
+	}
+}
+
+// listFailOpen lists the objects admitted fail-open, apart from the
+// discrepancies.
+func listFailOpen(s *reading, r *Report) {
+	for _, f := range s.failOpen {
+		r.FailOpen = append(r.FailOpen, *f)
+	}
+}

@@ -1,0 +1,107 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/quotaplane/quotaplane/internal/journalkeys"
+)
+
+// Options are the settings of quotaplane verify.
+type Options struct {
+	// Kubeconfig reaches the API server; it defaults to the admin kubeconfig
+	// of DataDir.
+	Kubeconfig string
+	// DataDir is the data directory of a local quotaplane serve: its admin
+	// kubeconfig and its etcd (recorded in journalkeys.EtcdFile) are used
+	// unless given explicitly.
+	DataDir string
+	// EtcdServers reach the etcd that holds admission's journal and fail-open
+	// records. Without them (or DataDir) those are not checked.
+	EtcdServers []string
+	// EtcdPrefix is the API server's --etcd-prefix.
+	EtcdPrefix string
+	// EtcdCAFile, EtcdCertFile and EtcdKeyFile secure the etcd connection.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	// SystemNamespace is the engine's (--system-namespace): its Lease, its
+	// ledger, and the buckets of consumers without a namespace.
+	SystemNamespace string
+	// RecheckAfter: when the first reading finds discrepancies, the plane is
+	// read again after this long and only those found again are reported,
+	// so that changes in progress are not reported as damage. 0 reports the
+	// first reading.
+	RecheckAfter time.Duration
+	// PageSize is the limit of each list.
+	PageSize int64
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		EtcdPrefix:      "/registry",
+		SystemNamespace: "quotaplane-system",
+		RecheckAfter:    3 * time.Second,
+		PageSize:        500,
+	}
+}
+
+// AddFlags registers the flags of verify.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server to audit. Defaults to <data-dir>/admin.kubeconfig with --data-dir.")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Data directory of a local quotaplane serve: use its admin kubeconfig and the etcd it recorded in "+journalkeys.EtcdFile+".")
+	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "URLs of the etcd that holds admission's in-flight grants and fail-open records. Without it (or --data-dir) they are not checked.")
+	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "The API server's --etcd-prefix.")
+	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "CA file that signed etcd's serving certificate.")
+	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "Client certificate to present to etcd; needs --etcd-keyfile.")
+	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "Key of the client certificate; needs --etcd-certfile.")
+	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "The quota engine's system namespace (its Lease, ledger, and the buckets of consumers without a namespace).")
+	fs.DurationVar(&o.RecheckAfter, "recheck-after", o.RecheckAfter, "When the first reading finds discrepancies, read again after this long and report only those found again (changes in progress are not damage). 0 reports the first reading.")
+	fs.Int64Var(&o.PageSize, "page-size", o.PageSize, "Items per list request.")
+}
+
+// complete fills in what DataDir implies and checks the rest.
+func (o Options) complete() (Options, error) {
+	if o.DataDir != "" {
+		if o.Kubeconfig == "" {
+			o.Kubeconfig = filepath.Join(o.DataDir, "admin.kubeconfig")
+		}
+		if len(o.EtcdServers) == 0 {
+			loc, err := journalkeys.ReadEtcdFile(o.DataDir)
+			if err != nil {
+				return o, err
+			}
+			o.EtcdServers, o.EtcdPrefix = loc.Servers, loc.Prefix
+			o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = loc.CAFile, loc.CertFile, loc.KeyFile
+		}
+	}
+	if o.EtcdPrefix == "" {
+		o.EtcdPrefix = "/registry"
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = 500
+	}
+	var errs []error
+	if o.Kubeconfig == "" {
+		errs = append(errs, errors.New("--kubeconfig is required (or --data-dir of a local quotaplane serve)"))
+	}
+	if !strings.HasPrefix(o.EtcdPrefix, "/") {
+		errs = append(errs, fmt.Errorf("--etcd-prefix %q must start with /", o.EtcdPrefix))
+	}
+	for _, s := range o.EtcdServers {
+		if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
+			errs = append(errs, fmt.Errorf("--etcd-servers entry %q must be an http:// or https:// URL", s))
+		}
+	}
+	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
+		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile go together: give both or neither"))
+	}
+	if o.RecheckAfter < 0 {
+		errs = append(errs, fmt.Errorf("--recheck-after %s must not be negative", o.RecheckAfter))
+	}
+	return o, errors.Join(errs...)
+}

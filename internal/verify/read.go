@@ -1,0 +1,218 @@
+package verify
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+)
+
+// verifier holds the clients of one audit. Every one of them only reads.
+type verifier struct {
+	o        Options
+	kube     kubernetes.Interface
+	quota    client.Client
+	dynamic  dynamic.Interface
+	metadata metadata.Interface
+	mapper   meta.RESTMapper
+	// etcd is nil when no etcd was given: the journal is not read.
+	etcd *clientv3.Client
+}
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := quotav1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+func connect(ctx context.Context, o Options) (*verifier, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "quotaplane-verify")
+	cfg.QPS, cfg.Burst = 50, 100
+	v := &verifier{o: o}
+	if v.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	// The quota kinds are CRDs: JSON only.
+	jsonCfg := rest.CopyConfig(cfg)
+	jsonCfg.ContentType, jsonCfg.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+	if v.quota, err = client.New(jsonCfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	if v.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if v.metadata, err = metadata.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	v.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(v.kube.Discovery()))
+	if _, err := v.kube.Discovery().ServerVersion(); err != nil {
+		return nil, fmt.Errorf("the API server of %s is not reachable: %w", o.Kubeconfig, err)
+	}
+	if len(o.EtcdServers) == 0 {
+		return v, nil
+	}
+	var tlsConfig *tls.Config
+	if o.EtcdCAFile != "" || o.EtcdCertFile != "" {
+		info := transport.TLSInfo{TrustedCAFile: o.EtcdCAFile, CertFile: o.EtcdCertFile, KeyFile: o.EtcdKeyFile}
+		if tlsConfig, err = info.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("reading the etcd TLS files: %w", err)
+		}
+	}
+	v.etcd, err = clientv3.New(clientv3.Config{Endpoints: o.EtcdServers, TLS: tlsConfig, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to etcd %v: %w", o.EtcdServers, err)
+	}
+	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := v.etcd.Get(probe, o.EtcdPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		v.close()
+		return nil, fmt.Errorf("etcd %v is not reachable: %w; check --etcd-servers (a local serve records its own in <data-dir>/etcd.json)", o.EtcdServers, err)
+	}
+	return v, nil
+}
+
+func (v *verifier) close() {
+	if v.etcd != nil {
+		_ = v.etcd.Close()
+	}
+}
+
+// listQuota lists one quota kind page by page, handing each page to each;
+// a page is dropped before the next is read.
+func listQuota[L client.ObjectList](ctx context.Context, v *verifier, newList func() L, each func(L) error) error {
+	cont := ""
+	for {
+		list := newList()
+		if err := v.quota.List(ctx, list, client.Limit(v.o.PageSize), client.Continue(cont)); err != nil {
+			return fmt.Errorf("listing %T: %w", list, err)
+		}
+		if err := each(list); err != nil {
+			return err
+		}
+		if cont = list.GetContinue(); cont == "" {
+			return nil
+		}
+	}
+}
+
+// listObjects lists every object of a resource, in all namespaces, page by
+// page. With full unset, only metadata is read.
+func (v *verifier) listObjects(ctx context.Context, gvr schema.GroupVersionResource, full bool, each func(obj map[string]any, m metav1.Object)) error {
+	opts := metav1.ListOptions{Limit: v.o.PageSize}
+	for {
+		var cont string
+		if full {
+			list, err := v.dynamic.Resource(gvr).List(ctx, opts)
+			if err != nil {
+				return fmt.Errorf("listing %s: %w", gvr, err)
+			}
+			for i := range list.Items {
+				each(list.Items[i].Object, &list.Items[i])
+			}
+			cont = list.GetContinue()
+		} else {
+			list, err := v.metadata.Resource(gvr).List(ctx, opts)
+			if err != nil {
+				return fmt.Errorf("listing %s: %w", gvr, err)
+			}
+			for i := range list.Items {
+				each(nil, &list.Items[i])
+			}
+			cont = list.GetContinue()
+		}
+		if cont == "" {
+			return nil
+		}
+		opts.Continue = cont
+	}
+}
+
+// servedVersion finds a served version of a group and resource; false when
+// the API server does not serve it.
+func (v *verifier) servedVersion(gr schema.GroupResource) (schema.GroupVersionResource, bool) {
+	gvrs, err := v.mapper.ResourcesFor(gr.WithVersion(""))
+	if err != nil || len(gvrs) == 0 {
+		return schema.GroupVersionResource{}, false
+	}
+	return gvrs[0], true
+}
+
+// rangePrefix reads every key under prefix, page by page, at one revision.
+func (v *verifier) rangePrefix(ctx context.Context, prefix string, each func(key string, value []byte)) error {
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(v.o.PageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := v.etcd.Get(ctx, from, opts...)
+		if err != nil {
+			return fmt.Errorf("reading etcd keys under %s: %w", prefix, err)
+		}
+		rev = resp.Header.Revision
+		for _, kv := range resp.Kvs {
+			each(string(kv.Key), kv.Value)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// Names of the engine's objects in the system namespace.
+const (
+	leaseName         = "quotaplane-quota-engine"
+	ledgerName        = "quotaplane-decision-ledger"
+	ledgerInflightKey = "inflight"
+)
+
+// leader describes who holds the engine's Lease.
+func (v *verifier) leader(ctx context.Context) (string, bool, error) {
+	lease, err := v.kube.CoordinationV1().Leases(v.o.SystemNamespace).Get(ctx, leaseName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "none (no Lease " + v.o.SystemNamespace + "/" + leaseName + ")", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("reading the engine's Lease: %w", err)
+	}
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	if holder == "" || lease.Spec.RenewTime == nil || lease.Spec.LeaseDurationSeconds == nil {
+		return "none (the Lease is released)", false, nil
+	}
+	age := time.Since(lease.Spec.RenewTime.Time).Round(time.Second)
+	if age > time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second {
+		return fmt.Sprintf("none (%s's Lease expired; last renewed %s ago)", holder, age), false, nil
+	}
+	return fmt.Sprintf("%s (Lease renewed %s ago)", holder, age), true, nil
+}

@@ -1,0 +1,320 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/journalkeys"
+	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// reading is one reading of the whole plane: the engine's state rebuilt from
+// storage, and compact indexes of what the checks need. It keeps no object.
+type reading struct {
+	eng *quota.Engine
+
+	// policies are the enforced ClaimCreationPolicies.
+	policies []*enforcedPolicy
+	// generations are every policy's generation, by name.
+	generations map[string]int64
+
+	// ledger are the engine's in-flight grants: claim UID → namespace/name;
+	// ledgerClaims says, of those stored, whether each is granted.
+	ledger       map[string]string
+	ledgerClaims map[string]bool
+
+	// journal are admission's grants whose claims are not written, by the
+	// claim's namespace/name.
+	journal map[string]*journalGrant
+	// inFlight are the policies with a grant in the journal, by object UID.
+	inFlight map[string][]string
+	// failOpen are the fail-open records, by object UID.
+	failOpen map[string]*FailOpen
+
+	// claimsByObject are the claims that name an object, by its UID.
+	claimsByObject map[string][]*objectClaim
+	// objects are the objects to look up, by resource and UID: whether
+	// each was found stored.
+	objects map[schema.GroupResource]map[string]bool
+	// listed are the resources already listed whole.
+	listed map[schema.GroupResource]bool
+}
+
+func newReading() *reading {
+	return &reading{
+		eng:            quota.NewEngine(),
+		generations:    map[string]int64{},
+		ledger:         map[string]string{},
+		ledgerClaims:   map[string]bool{},
+		journal:        map[string]*journalGrant{},
+		inFlight:       map[string][]string{},
+		failOpen:       map[string]*FailOpen{},
+		claimsByObject: map[string][]*objectClaim{},
+		objects:        map[schema.GroupResource]map[string]bool{},
+		listed:         map[schema.GroupResource]bool{},
+	}
+}
+
+// lookUp asks for an object to be looked up by UID.
+func (s *reading) lookUp(gr schema.GroupResource, uid string) {
+	if s.objects[gr] == nil {
+		s.objects[gr] = map[string]bool{}
+	}
+	if _, ok := s.objects[gr][uid]; !ok {
+		s.objects[gr][uid] = false
+	}
+}
+
+// stored reports whether an object looked up was found.
+func (s *reading) stored(gr schema.GroupResource, uid string) bool { return s.objects[gr][uid] }
+
+// enforcedPolicy is a Ready, enabled ClaimCreationPolicy, compiled.
+type enforcedPolicy struct {
+	name     string
+	created  int64 // creation time, in seconds
+	compiled *policy.Compiled
+	// apiVersion of the trigger, and the claim namespace the template fixes.
+	apiVersion, claimNamespace string
+	stats                      *PolicyStats
+}
+
+// journalGrant is a grant made at admission, as the engine records it in
+// etcd (internal/engine's pendingClaim); only the fields verify reads.
+type journalGrant struct {
+	Namespace string                          `json:"ns"`
+	Name      string                          `json:"n"`
+	Policy    string                          `json:"p"`
+	Resource  string                          `json:"r"`
+	ObjectUID string                          `json:"u"`
+	Spec      quotav1alpha1.ResourceClaimSpec `json:"s"`
+	Created   metav1.Time                     `json:"c"`
+
+	etcdKey string
+	// adopted: its claim is stored too (written between two of our reads)
+	// and is counted as the claim.
+	adopted bool
+}
+
+func (g *journalGrant) claimKey() string { return nsName(g.Namespace, g.Name) }
+
+// objectClaim is what the checks keep of a claim that names an object.
+type objectClaim struct {
+	key, uid, policy string
+	granted          bool
+	// object is "Kind namespace/name" from spec.resourceRef.
+	object string
+	gr     schema.GroupResource
+}
+
+// exemptGroups are never charged at admission (internal/admission/claimpolicy):
+// the quota API itself, and CRDs.
+var exemptGroups = map[string]bool{quotav1alpha1.GroupName: true, "apiextensions.k8s.io": true}
+
+// readPolicies keeps the enforced policies, compiled, and every policy's
+// generation.
+func (v *verifier) readPolicies(ctx context.Context, s *reading, r *Report) error {
+	return listQuota(ctx, v, func() *quotav1alpha1.ClaimCreationPolicyList { return &quotav1alpha1.ClaimCreationPolicyList{} }, func(list *quotav1alpha1.ClaimCreationPolicyList) error {
+		for i := range list.Items {
+			cp := &list.Items[i]
+			s.generations[cp.Name] = cp.Generation
+			stats := &PolicyStats{Name: cp.Name, Trigger: cp.Spec.Trigger.Resource.APIVersion + " " + cp.Spec.Trigger.Resource.Kind}
+			r.Policies = append(r.Policies, stats)
+			ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
+			compiled, err := policy.Compile(cp)
+			switch {
+			case cp.Spec.Disabled:
+				stats.NotEnforced = "disabled"
+			case ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != cp.Generation:
+				// Admission may still enforce its last valid version
+				// (status.enforced); verify judges only Ready policies.
+				stats.NotEnforced = "not Ready for its generation " + strconv.FormatInt(cp.Generation, 10) + "; its last valid version, if any, is not checked"
+			case err != nil:
+				stats.NotEnforced = "does not compile: " + err.Error()
+			case exemptGroups[compiled.Group]:
+				stats.NotEnforced = "admission never charges the " + compiled.Group + " group"
+			default:
+				stats.Enforced = true
+				ns := cp.Spec.Target.ResourceClaimTemplate.Metadata.Namespace
+				if strings.Contains(ns, "{{") {
+					ns = ""
+				}
+				s.policies = append(s.policies, &enforcedPolicy{name: cp.Name, created: cp.CreationTimestamp.Unix(), compiled: compiled,
+					apiVersion: cp.Spec.Trigger.Resource.APIVersion, claimNamespace: ns, stats: stats})
+			}
+		}
+		return nil
+	})
+}
+
+// readLedger reads the engine's in-flight grants from its ledger.
+func (v *verifier) readLedger(ctx context.Context, s *reading) error {
+	cm, err := v.kube.CoreV1().ConfigMaps(v.o.SystemNamespace).Get(ctx, ledgerName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // no engine has led yet
+	}
+	if err != nil {
+		return fmt.Errorf("reading the ledger %s/%s: %w", v.o.SystemNamespace, ledgerName, err)
+	}
+	if data := cm.Data[ledgerInflightKey]; data != "" {
+		if err := json.Unmarshal([]byte(data), &s.ledger); err != nil {
+			return fmt.Errorf("the ledger %s/%s has unreadable in-flight grants: %w", v.o.SystemNamespace, ledgerName, err)
+		}
+	}
+	return nil
+}
+
+// readJournal reads admission's grants in flight and the fail-open records
+// from etcd. An unreadable grant is a discrepancy: the next engine leader
+// cannot read the journal either.
+func (v *verifier) readJournal(ctx context.Context, s *reading, r *Report) error {
+	if v.etcd == nil {
+		return nil
+	}
+	err := v.rangePrefix(ctx, journalkeys.AdmissionGrantsPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
+		g := &journalGrant{etcdKey: key}
+		if err := json.Unmarshal(value, g); err != nil {
+			r.add(Discrepancy{Check: CheckJournalUnreadable, ID: string(CheckJournalUnreadable) + "/" + key,
+				Problem: fmt.Sprintf("the grant made at admission at etcd key %s cannot be decoded (%v): the next engine leader cannot read the journal and will not start deciding", key, err),
+				Repair:  fmt.Sprintf("delete the key (etcdctl del %s) with no engine replica running, then check the bucket of its consumer", key)})
+			return
+		}
+		s.journal[g.claimKey()] = g
+		s.inFlight[g.ObjectUID] = append(s.inFlight[g.ObjectUID], g.Policy)
+	})
+	if err != nil {
+		return err
+	}
+	return v.rangePrefix(ctx, journalkeys.FailOpenPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
+		f := &FailOpen{Key: key}
+		if err := json.Unmarshal(value, &f.FailOpenRecord); err != nil {
+			f.Unreadable = err.Error()
+		}
+		uid := f.UID
+		if uid == "" {
+			uid = strings.TrimPrefix(key, journalkeys.FailOpenPrefix(v.o.EtcdPrefix))
+		}
+		s.failOpen[uid] = f
+	})
+}
+
+// readQuota feeds the engine every registration, grant and claim, as a new
+// leader does (internal/engine term.go): a claim stored Granted, or listed
+// in flight in the ledger, is restored as granted; every other claim waits
+// and holds nothing. Admission's grants count once: as their key, or as
+// their claim once it is written.
+func (v *verifier) readQuota(ctx context.Context, s *reading, r *Report) error {
+	err := listQuota(ctx, v, func() *quotav1alpha1.ResourceRegistrationList { return &quotav1alpha1.ResourceRegistrationList{} }, func(list *quotav1alpha1.ResourceRegistrationList) error {
+		for i := range list.Items {
+			s.eng.UpsertRegistration(toRegistration(&list.Items[i]))
+		}
+		r.Counts.Registrations += len(list.Items)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = listQuota(ctx, v, func() *quotav1alpha1.ResourceGrantList { return &quotav1alpha1.ResourceGrantList{} }, func(list *quotav1alpha1.ResourceGrantList) error {
+		for i := range list.Items {
+			s.eng.UpsertGrant(toGrant(&list.Items[i]))
+		}
+		r.Counts.Grants += len(list.Items)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = listQuota(ctx, v, func() *quotav1alpha1.ResourceClaimList { return &quotav1alpha1.ResourceClaimList{} }, func(list *quotav1alpha1.ResourceClaimList) error {
+		for i := range list.Items {
+			v.claim(s, r, &list.Items[i])
+		}
+		r.Counts.Claims += len(list.Items)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, g := range s.journal {
+		if !g.adopted {
+			s.eng.RestoreGranted(toClaim("admission:"+g.claimKey(), g.Namespace, g.Name, g.Created.Time, g.Spec))
+		}
+		if gr, ok := v.resourceOf(g.Resource, g.Spec.ResourceRef); ok {
+			s.lookUp(gr, g.ObjectUID)
+		}
+	}
+	r.Counts.JournalGrants, r.Counts.LedgerGrants = len(s.journal), len(s.ledger)
+	return nil
+}
+
+// claim feeds one stored claim to the engine and indexes it by the object
+// it names.
+func (v *verifier) claim(s *reading, r *Report, c *quotav1alpha1.ResourceClaim) {
+	uid := string(c.UID)
+	qc := toClaim(uid, c.Namespace, c.Name, c.CreationTimestamp.Time, c.Spec)
+	granted := isGranted(c)
+	_, inflight := s.ledger[uid]
+	if inflight {
+		s.ledgerClaims[uid] = granted
+	}
+	if granted || inflight {
+		s.eng.RestoreGranted(qc)
+	} else {
+		s.eng.AddClaim(qc)
+	}
+
+	objectUID := c.Annotations[engine.AnnotationResourceUID]
+	if objectUID == "" {
+		return
+	}
+	admittedAs := c.Annotations[engine.AnnotationGrantKey]
+	if admittedAs == "" {
+		admittedAs = nsName(c.Namespace, c.Name)
+	}
+	if g := s.journal[admittedAs]; g != nil && g.ObjectUID == objectUID && granted {
+		g.adopted = true
+	}
+	r.Counts.AdmissionClaims++
+	pol := c.Annotations[engine.AnnotationPolicy]
+	if gen, err := strconv.ParseInt(c.Annotations[engine.AnnotationPolicyGeneration], 10, 64); err != nil {
+		r.Counts.UnknownGeneration++
+	} else if current, ok := s.generations[pol]; ok && gen < current {
+		r.Counts.EarlierGeneration++
+	}
+	oc := &objectClaim{key: nsName(c.Namespace, c.Name), uid: uid, policy: pol, granted: granted, object: "an object"}
+	if ref := c.Spec.ResourceRef; ref != nil {
+		oc.object = kindName(ref.Kind, ref.Namespace, ref.Name)
+	}
+	oc.gr, _ = v.resourceOf(c.Annotations[engine.AnnotationResource], c.Spec.ResourceRef)
+	s.claimsByObject[objectUID] = append(s.claimsByObject[objectUID], oc)
+	s.lookUp(oc.gr, objectUID)
+}
+
+// resourceOf is the resource of the object a claim names: from its
+// resource.version.group annotation, else from spec.resourceRef's kind.
+func (v *verifier) resourceOf(annotation string, ref *quotav1alpha1.ResourceRef) (schema.GroupResource, bool) {
+	if gvr, ok := engine.ParseGVR(annotation); ok {
+		return gvr.GroupResource(), true
+	}
+	if ref == nil {
+		return schema.GroupResource{}, false
+	}
+	m, err := v.mapper.RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	if err != nil {
+		return schema.GroupResource{}, false
+	}
+	return m.Resource.GroupResource(), true
+}
+
+// sinceAdmission is how long ago a grant was made at admission.
+func (g *journalGrant) sinceAdmission(now time.Time) time.Duration { return now.Sub(g.Created.Time) }

@@ -1,0 +1,232 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/journalkeys"
+	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/internal/verify"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// TestCleanWorld: registrations, grants, a policy on Secrets, Secrets
+// created through admission, claims created directly, and one Secret
+// admitted fail-open: verify finds nothing and lists the fail-open Secret
+// apart. Without etcd it says what it could not read, and that Secret is
+// then indistinguishable from damage.
+func TestCleanWorld(t *testing.T) {
+	c := quotatest.NewClient(t, srv.Config)
+	f := quotatest.NewFixture(t, c)
+	p := f.SecretsPolicy(10)
+	afterPolicySecond(p)
+	for i := range 3 {
+		s := createSecret(t, c, f.NS, fmt.Sprintf("s%d", i))
+		claimOf(t, f, string(s.UID))
+	}
+	// Not governed: the policy's constraint names the fixture's namespace.
+	other := quotatest.NewFixture(t, c)
+	createSecret(t, c, other.NS, "elsewhere")
+
+	f.Register("projects")
+	f.Grant("projects", map[string][]quotatest.Bucket{"projects": {{Amount: 5}}})
+	f.Claim("direct-1", quotatest.R("projects", 1))
+	f.Claim("direct-2", quotatest.R("projects", 2))
+	for _, n := range []string{"direct-1", "direct-2"} {
+		if cond := f.Decided(n); cond.Status != metav1.ConditionTrue {
+			t.Fatalf("claim %s: %s", n, cond.Message)
+		}
+	}
+
+	// A Secret admitted without a claim, recorded fail-open as admission
+	// records it.
+	setDisabled(t, f, p, true)
+	fo := createSecret(t, c, f.NS, "fail-open")
+	setDisabled(t, f, p, false)
+	putJSON(t, etcdClient(t, srv), journalkeys.FailOpenKey(etcdPrefix, string(fo.UID)), journalkeys.FailOpenRecord{
+		Resource: "secrets.v1", Namespace: f.NS, Name: fo.Name, UID: string(fo.UID), Policies: []string{p.Name},
+		Reason: "quota could not be decided; admitted because every matching policy is fail-open", Time: time.Now().UTC().Format(time.RFC3339),
+	})
+
+	f.WaitBucket(quotatest.N(10, 3, 7), "secrets")
+	f.WaitBucket(quotatest.N(5, 3, 2), "projects")
+
+	r := audit(t, srv, false)
+	wantDiscrepancies(t, r, nil)
+	if code := verify.ExitCode(r, nil); code != verify.ExitClean {
+		t.Errorf("exit code %d, want %d", code, verify.ExitClean)
+	}
+	if len(r.FailOpen) != 1 || r.FailOpen[0].UID != string(fo.UID) || r.FailOpen[0].Unreadable != "" {
+		t.Errorf("fail-open objects %+v, want only Secret %s/%s", r.FailOpen, f.NS, fo.Name)
+	}
+	st := policyStats(t, r, p.Name)
+	if !st.Enforced || st.Governed != 4 || st.Claimed != 3 || st.FailOpen != 1 || st.Unclaimed != 0 || st.NotGoverned < 1 || st.Ambiguous != 0 {
+		t.Errorf("policy %s: %+v; want 4 governed Secrets (3 claimed, 1 fail-open) and the other namespace's not governed", p.Name, st)
+	}
+	var text strings.Builder
+	r.Print(&text)
+	for _, want := range []string{"No discrepancies.", "Admitted fail-open", fo.Name} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the printed report does not say %q", want)
+		}
+	}
+
+	// Without etcd: the fail-open record is not read, and verify says so.
+	r = audit(t, srv, true)
+	text.Reset()
+	r.Print(&text)
+	if r.Etcd != "" || !strings.Contains(text.String(), "fail-open records: NOT CHECKED") {
+		t.Errorf("without etcd the report does not say that the journal and fail-open records were not checked")
+	}
+	wantDiscrepancies(t, r, []found{{verify.CheckUnclaimedObject, fo.Name}}, fo.Name)
+	if len(r.Discrepancies) == 1 && !strings.Contains(r.Discrepancies[0].Problem, "fail-open records were not read") {
+		t.Errorf("the discrepancy does not say that fail-open records were not read: %s", r.Discrepancies[0].Problem)
+	}
+}
+
+// TestDamagedStore damages a store on purpose, each damage of another kind,
+// while no engine replica decides (as fsck wants an unmounted disk), and
+// checks that verify names each one and nothing else. Then a new engine
+// term repairs what the repair texts say it repairs, and verify agrees with
+// the engine's own rebuild.
+func TestDamagedStore(t *testing.T) {
+	o := quotatest.FastEngineOptions()
+	s, err := testserver.Start(testserver.Options{Engine: &o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Stop() }()
+	ctx := context.Background()
+	c := quotatest.NewClient(t, s.Config)
+	etcd := etcdClient(t, s)
+	f := quotatest.NewFixture(t, c)
+	p := f.SecretsPolicy(10)
+	afterPolicySecond(p)
+	claims := map[string]*quotav1alpha1.ResourceClaim{}
+	for i := range 4 {
+		name := fmt.Sprintf("s%d", i)
+		claims[name] = claimOf(t, f, string(createSecret(t, c, f.NS, name).UID))
+	}
+	f.Register("projects")
+	f.Grant("projects", map[string][]quotatest.Bucket{"projects": {{Amount: 5}}})
+	f.WaitBucket(quotatest.N(10, 4, 6), "secrets")
+	f.WaitBucket(quotatest.N(5, 0, 5), "projects")
+	wantDiscrepancies(t, audit(t, s, false), nil)
+
+	// A governed Secret without a claim: created while the policy was off.
+	setDisabled(t, f, p, true)
+	createSecret(t, c, f.NS, "unclaimed")
+	setDisabled(t, f, p, false)
+
+	// No engine replica decides from here on: another holder takes the Lease.
+	kube := kubernetes.NewForConfigOrDie(s.Config)
+	lease, err := kube.CoordinationV1().Leases(o.SystemNamespace).Get(ctx, "quotaplane-quota-engine", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease.Spec.HolderIdentity = ptr.To("another-replica")
+	lease.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	if _, err := kube.CoordinationV1().Leases(o.SystemNamespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The engine has stopped once admission cannot decide any more (one
+	// attempt each: client-go retries a 504 by itself).
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}
+		err := kube.CoreV1().RESTClient().Post().Namespace(f.NS).Resource("secrets").Param("dryRun", "All").MaxRetries(0).Body(probe).Do(ctx).Error()
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Fatal("the engine still decided 30 s after losing its Lease")
+	}
+	time.Sleep(time.Second) // its writers finish
+
+	// An orphan: a claim that names, by UID, a Secret that never existed.
+	orphan := f.ClaimObject("orphan", quotatest.R("secrets", 1))
+	orphan.Annotations = map[string]string{engine.AnnotationPolicy: p.Name, engine.AnnotationResource: "secrets.v1", engine.AnnotationResourceUID: string(uuid.NewUUID())}
+	orphan.Spec.ResourceRef = &quotav1alpha1.ResourceRef{Kind: "Secret", Namespace: f.NS, Name: "ghost"}
+	if err := c.Create(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	// A granted claim removed straight from etcd: its Secret has no claim,
+	// and its bucket still counts it.
+	claimKey := fmt.Sprintf("%s/%s/resourceclaims/%s/%s", etcdPrefix, quotav1alpha1.GroupName, f.NS, claims["s1"].Name)
+	if resp, err := etcd.Delete(ctx, claimKey); err != nil || resp.Deleted != 1 {
+		t.Fatalf("deleting %s from etcd: %v", claimKey, err)
+	}
+	// A grant made at admission ten minutes ago whose claim was never
+	// written, for a Secret never stored.
+	staleKey := journalkeys.AdmissionGrantsPrefix(etcdPrefix) + f.NS + "/stale"
+	putJSON(t, etcd, staleKey, map[string]any{
+		"ns": f.NS, "n": "stale", "p": p.Name, "r": "secrets.v1", "u": string(uuid.NewUUID()),
+		"s": quotav1alpha1.ResourceClaimSpec{ConsumerRef: f.Org,
+			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: f.RT("projects"), Amount: 1}},
+			ResourceRef: &quotav1alpha1.ResourceRef{Kind: "Secret", Namespace: f.NS, Name: "never-stored"}},
+		"c": metav1.NewTime(time.Now().Add(-10 * time.Minute)),
+	})
+
+	secretsBucket, projectsBucket := f.BucketName("secrets"), f.BucketName("projects")
+	names := []string{"/s1 ", "unclaimed", "orphan", secretsBucket, projectsBucket, f.NS + "/stale"}
+	r := audit(t, s, false)
+	wantDiscrepancies(t, r, []found{
+		{verify.CheckBucketMismatch, projectsBucket}, // the stale grant counts: 1 allocated, 0 shown
+		{verify.CheckBucketMismatch, secretsBucket},  // the removed claim: 3 allocated, 4 shown
+		{verify.CheckInFlightOverdue, f.NS + "/stale"},
+		{verify.CheckOrphanClaim, "orphan"},
+		{verify.CheckUnclaimedObject, "/s1 "},
+		{verify.CheckUnclaimedObject, "unclaimed"},
+	}, names...)
+	if code := verify.ExitCode(r, nil); code != verify.ExitDiscrepancies {
+		t.Errorf("exit code %d, want %d", code, verify.ExitDiscrepancies)
+	}
+	for _, d := range r.Discrepancies {
+		if d.Check == verify.CheckBucketMismatch && strings.Contains(d.Problem, secretsBucket) &&
+			!strings.Contains(d.Problem, "shows limit 10 and allocated 4; the stored grants and claims give limit 10 and allocated 3") {
+			t.Errorf("the secrets bucket's numbers: %s", d.Problem)
+		}
+	}
+
+	// The repair of the in-flight and bucket damage: a new engine term (a
+	// user restarts serve; here the Lease is given back). It releases the
+	// stale grant and rebuilds every bucket from storage.
+	if err := kube.CoordinationV1().Leases(o.SystemNamespace).Delete(ctx, "quotaplane-quota-engine", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := etcd.Get(ctx, staleKey, clientv3.WithCountOnly())
+		return err == nil && resp.Count == 0, nil
+	})
+	if err != nil {
+		t.Fatal("the new engine term did not release the stale grant")
+	}
+	// An engine that ties unowned claims to their objects deletes the
+	// orphan; otherwise the new term grants it. verify must agree either way.
+	orphanStored := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(orphan), &quotav1alpha1.ResourceClaim{})), nil
+	}) != nil
+	want := []found{{verify.CheckUnclaimedObject, "/s1 "}, {verify.CheckUnclaimedObject, "unclaimed"}}
+	if orphanStored {
+		f.WaitBucket(quotatest.N(10, 4, 6), "secrets")
+		want = append([]found{{verify.CheckOrphanClaim, "orphan"}}, want...)
+	} else {
+		f.WaitBucket(quotatest.N(10, 3, 7), "secrets")
+	}
+	f.WaitBucket(quotatest.N(5, 0, 5), "projects")
+	wantDiscrepancies(t, audit(t, s, false), want, names...)
+}
