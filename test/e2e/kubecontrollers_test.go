@@ -1,14 +1,9 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,12 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
 // leadingLog and stoppedLog are what a replica logs when it wins the
@@ -63,118 +57,62 @@ func TestKubeControllersLeaderElected(t *testing.T) {
 	}
 	t.Logf("two replicas ready after %s", time.Since(began).Round(time.Millisecond))
 
-	first := waitLeaseHolder(t, replicas[0].client, replicas, nil)
+	first := waitLeaseHolder(t, replicas[0].Client, replicas, nil)
 	second := replicas[0]
 	if second == first {
 		second = replicas[1]
 	}
-	t.Logf("replica %s holds the Lease as %s", first.name, first.identity)
-	if got := strings.Count(first.stderr.String(), leadingLog); got != 1 {
-		t.Errorf("replica %s holds the Lease and started the controllers %d times; want once", first.name, got)
+	t.Logf("replica %s holds the Lease as %s", first.Name, first.Identity)
+	if got := strings.Count(first.Stderr.String(), leadingLog); got != 1 {
+		t.Errorf("replica %s holds the Lease and started the controllers %d times; want once", first.Name, got)
 	}
-	if strings.Contains(second.stderr.String(), leadingLog) {
-		t.Errorf("replica %s started the controllers without holding the Lease", second.name)
+	if strings.Contains(second.Stderr.String(), leadingLog) {
+		t.Errorf("replica %s started the controllers without holding the Lease", second.Name)
 	}
-	t.Logf("garbage collected in %s", collectsGarbage(t, second.client, "one").Round(time.Millisecond))
+	t.Logf("garbage collected in %s", collectsGarbage(t, second.Client, "one").Round(time.Millisecond))
 
 	// A paused holder loses the Lease and, once resumed, stops its controllers.
-	if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := first.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
-	waitLeaseHolder(t, second.client, replicas, second)
-	t.Logf("replica %s took the Lease over %s after %s was paused", second.name, time.Since(paused).Round(time.Millisecond), first.name)
-	if err := first.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	waitLeaseHolder(t, second.Client, replicas, second)
+	t.Logf("replica %s took the Lease over %s after %s was paused", second.Name, time.Since(paused).Round(time.Millisecond), first.Name)
+	if err := first.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
-		return strings.Contains(first.stderr.String(), stoppedLog), nil
+		return strings.Contains(first.Stderr.String(), stoppedLog), nil
 	})
 	if err != nil {
-		t.Fatalf("replica %s, resumed without the Lease, did not stop its controllers within 15s", first.name)
+		t.Fatalf("replica %s, resumed without the Lease, did not stop its controllers within 15s", first.Name)
 	}
-	if holder := waitLeaseHolder(t, first.client, replicas, nil); holder != second {
-		t.Fatalf("the resumed replica %s took the Lease back from %s", first.name, second.name)
+	if holder := waitLeaseHolder(t, first.Client, replicas, nil); holder != second {
+		t.Fatalf("the resumed replica %s took the Lease back from %s", first.Name, second.Name)
 	}
-	t.Logf("garbage collected in %s", collectsGarbage(t, first.client, "two").Round(time.Millisecond))
+	t.Logf("garbage collected in %s", collectsGarbage(t, first.Client, "two").Round(time.Millisecond))
 
 	// The holder is killed; the other replica campaigned again and takes over.
-	if err := second.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := second.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-second.exited
+	<-second.Exited
 	killed := time.Now()
-	waitLeaseHolder(t, first.client, replicas, first)
-	t.Logf("replica %s took the Lease back %s after %s was killed", first.name, time.Since(killed).Round(time.Millisecond), second.name)
-	if got := strings.Count(first.stderr.String(), leadingLog); got != 2 {
-		t.Errorf("replica %s started the controllers %d times; want twice (two terms)", first.name, got)
+	waitLeaseHolder(t, first.Client, replicas, first)
+	t.Logf("replica %s took the Lease back %s after %s was killed", first.Name, time.Since(killed).Round(time.Millisecond), second.Name)
+	if got := strings.Count(first.Stderr.String(), leadingLog); got != 2 {
+		t.Errorf("replica %s started the controllers %d times; want twice (two terms)", first.Name, got)
 	}
-	t.Logf("garbage collected in %s", collectsGarbage(t, first.client, "three").Round(time.Millisecond))
+	t.Logf("garbage collected in %s", collectsGarbage(t, first.Client, "three").Round(time.Millisecond))
 	t.Logf("whole test %s after the build", time.Since(began).Round(time.Millisecond))
 }
 
 // replica is one `quotaplane serve` process on an external etcd.
-type replica struct {
-	name     string
-	identity string
-	cmd      *exec.Cmd
-	stderr   *syncBuffer
-	exited   chan struct{} // closed once the process has been waited for
-	exitErr  error
-	client   kubernetes.Interface
-	config   *rest.Config
-}
+type replica = quotatest.Replica
 
-// startReplica starts serve on etcdURL with short leader election timings
-// and waits for its banner.
 func startReplica(t *testing.T, bin, name, etcdURL string) *replica {
 	t.Helper()
-	dataDir := filepath.Join(t.TempDir(), name)
-	r := &replica{name: name, identity: engine.StableIdentity("serve", dataDir), stderr: &syncBuffer{}, exited: make(chan struct{})}
-	r.cmd = exec.Command(bin, "serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(freePort(t)),
-		"--etcd-servers", etcdURL,
-		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms")
-	r.cmd.Stderr = r.stderr
-	stdout, err := r.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	banner := make(chan struct{})
-	go func() {
-		s := bufio.NewScanner(stdout)
-		if s.Scan() {
-			close(banner)
-		}
-		for s.Scan() {
-		}
-		r.exitErr = r.cmd.Wait()
-		close(r.exited)
-	}()
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Kill()
-		select {
-		case <-r.exited:
-		case <-time.After(10 * time.Second):
-		}
-	})
-	select {
-	case <-banner:
-	case <-r.exited:
-		t.Fatalf("replica %s exited before it was ready: %v\n%s", name, r.exitErr, r.stderr.tail())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("replica %s was not ready within 2 minutes\n%s", name, r.stderr.tail())
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Timeout = 5 * time.Second
-	r.config = cfg
-	r.client = kubernetes.NewForConfigOrDie(cfg)
-	return r
+	return quotatest.StartReplica(t, bin, name, etcdURL)
 }
 
 // waitLeaseHolder waits until the controllers' Lease is held by want, or by
@@ -190,7 +128,7 @@ func waitLeaseHolder(t *testing.T, c kubernetes.Interface, replicas []*replica, 
 		}
 		seen = *lease.Spec.HolderIdentity
 		for _, r := range replicas {
-			if r.identity == seen && (want == nil || r == want) {
+			if r.Identity == seen && (want == nil || r == want) {
 				holder = r
 				return true, nil
 			}
@@ -234,30 +172,4 @@ func collectsGarbage(t *testing.T, c kubernetes.Interface, name string) time.Dur
 		t.Fatalf("the dependent of a deleted owner in %s still exists after 20s: no garbage collector runs", ns)
 	}
 	return time.Since(began)
-}
-
-// syncBuffer is a bytes.Buffer a process writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) tail() string {
-	out := s.String()
-	if len(out) > 4000 {
-		out = out[len(out)-4000:]
-	}
-	return out
 }

@@ -63,9 +63,9 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 	}
 	var leader, other *replica
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		h := engineHolder(replicas[0].client)
+		h := engineHolder(replicas[0].Client)
 		for i, r := range replicas {
-			if r.identity == h {
+			if r.Identity == h {
 				leader, other = r, replicas[1-i]
 			}
 		}
@@ -73,15 +73,15 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 	}); err != nil {
 		t.Fatal("no replica leads the engine")
 	}
-	cm, err := leader.client.CoreV1().ConfigMaps(ns).Get(ctx, engine.LedgerName, metav1.GetOptions{})
+	cm, err := leader.Client.CoreV1().ConfigMaps(ns).Get(ctx, engine.LedgerName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("replica %s leads the engine at epoch %s", leader.name, cm.Data["epoch"])
+	t.Logf("replica %s leads the engine at epoch %s", leader.Name, cm.Data["epoch"])
 
-	leader.config.QPS, leader.config.Burst = 500, 1000
-	other.config.QPS, other.config.Burst = 500, 1000
-	f := quotatest.NewFixture(t, quotatest.NewClient(t, leader.config))
+	leader.Config.QPS, leader.Config.Burst = 500, 1000
+	other.Config.QPS, other.Config.Burst = 500, 1000
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, leader.Config))
 	f.SecretsPolicy(limit)
 	// Half the quota taken while the first leader leads.
 	for i := range limit / 2 {
@@ -91,14 +91,14 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 	}
 
 	// Pause the leader, delete its ledger, let the other replica take over.
-	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := leader.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			_ = leader.cmd.Process.Signal(syscall.SIGCONT)
+			_ = leader.Cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
 	t.Cleanup(resume)
@@ -111,24 +111,24 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return engineHolder(other.client) == other.identity, nil
+		return engineHolder(other.Client) == other.Identity, nil
 	}); err != nil {
-		t.Fatalf("replica %s did not take the engine over", other.name)
+		t.Fatalf("replica %s did not take the engine over", other.Name)
 	}
 	var newEpoch string
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		cm, err := other.client.CoreV1().ConfigMaps(ns).Get(ctx, engine.LedgerName, metav1.GetOptions{})
+		cm, err := other.Client.CoreV1().ConfigMaps(ns).Get(ctx, engine.LedgerName, metav1.GetOptions{})
 		if err == nil {
 			newEpoch = cm.Data["epoch"]
 		}
-		return err == nil && cm.Data["holder"] == other.identity, nil
+		return err == nil && cm.Data["holder"] == other.Identity, nil
 	}); err != nil {
 		t.Fatal("the new leader wrote no ledger")
 	}
-	t.Logf("replica %s took over with a new ledger at epoch %s", other.name, newEpoch)
+	t.Logf("replica %s took over with a new ledger at epoch %s", other.Name, newEpoch)
 
 	// Resume the old leader and send creates to both replicas at once.
-	clients := []client.Client{quotatest.NewClient(t, leader.config), quotatest.NewClient(t, other.config)}
+	clients := []client.Client{quotatest.NewClient(t, leader.Config), quotatest.NewClient(t, other.Config)}
 	resume()
 	var stored atomic.Int64
 	var wg sync.WaitGroup

@@ -1,0 +1,132 @@
+package quotatest
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/quotaplane/quotaplane/internal/engine"
+)
+
+// Replica is one `quotaplane serve` process on an external etcd.
+type Replica struct {
+	Name     string
+	Identity string // its leader-election identity
+	DataDir  string
+	Cmd      *exec.Cmd
+	Stderr   *SyncBuffer
+	Exited   chan struct{} // closed once the process has been waited for
+	ExitErr  error
+	Client   kubernetes.Interface
+	Config   *rest.Config
+}
+
+// StartReplica starts serve on etcdURL with short leader election timings
+// and waits for its banner. The process is killed when the test ends.
+func StartReplica(t testing.TB, bin, name, etcdURL string) *Replica {
+	t.Helper()
+	return startReplicaIn(t, bin, name, filepath.Join(t.TempDir(), name), etcdURL)
+}
+
+// Restart starts the replica again on its data directory after it exited.
+func (r *Replica) Restart(t testing.TB, bin, etcdURL string) *Replica {
+	t.Helper()
+	return startReplicaIn(t, bin, r.Name, r.DataDir, etcdURL)
+}
+
+func startReplicaIn(t testing.TB, bin, name, dataDir, etcdURL string) *Replica {
+	t.Helper()
+	r := &Replica{Name: name, DataDir: dataDir, Identity: engine.StableIdentity("serve", dataDir), Stderr: &SyncBuffer{}, Exited: make(chan struct{})}
+	r.Cmd = exec.Command(bin, "serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(FreePort(t)),
+		"--etcd-servers", etcdURL,
+		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms")
+	r.Cmd.Stderr = r.Stderr
+	stdout, err := r.Cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	banner := make(chan struct{})
+	go func() {
+		s := bufio.NewScanner(stdout)
+		if s.Scan() {
+			close(banner)
+		}
+		for s.Scan() {
+		}
+		r.ExitErr = r.Cmd.Wait()
+		close(r.Exited)
+	}()
+	t.Cleanup(func() {
+		_ = r.Cmd.Process.Kill()
+		select {
+		case <-r.Exited:
+		case <-time.After(10 * time.Second):
+		}
+	})
+	select {
+	case <-banner:
+	case <-r.Exited:
+		t.Fatalf("replica %s exited before it was ready: %v\n%s", name, r.ExitErr, r.Stderr.Tail())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("replica %s was not ready within 2 minutes\n%s", name, r.Stderr.Tail())
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 5 * time.Second
+	r.Config = cfg
+	r.Client = kubernetes.NewForConfigOrDie(cfg)
+	return r
+}
+
+// FreePort returns a free loopback port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// SyncBuffer is a bytes.Buffer a process writes to while the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Tail is the last 4,000 bytes written.
+func (s *SyncBuffer) Tail() string {
+	out := s.String()
+	if len(out) > 4000 {
+		out = out[len(out)-4000:]
+	}
+	return out
+}
