@@ -13,6 +13,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/config/crd"
+	"github.com/quotaplane/quotaplane/internal/journalkeys"
 )
 
 // Storage is direct access to the etcd of the API server the engine runs in
@@ -74,7 +75,7 @@ func (j *journal) ledgerKey() string {
 // pendingPrefix holds the grants made at admission whose claims are not
 // written yet. It is outside every API resource's key range.
 func (j *journal) pendingPrefix() string {
-	return path.Join(j.s.Prefix, "quotaplane", "admission-grants") + "/"
+	return journalkeys.AdmissionGrantsPrefix(j.s.Prefix)
 }
 
 func (j *journal) pendingKey(claimKey string) string {
@@ -284,25 +285,8 @@ func (j *journal) commit(ctx context.Context, ops []clientv3.Op, conds []clientv
 }
 
 // FailOpenRecord says that an object was admitted without its quota being
-// decided, because every policy that governs it is failurePolicy: Ignore and
-// the quota plane could not decide. quotaplane verify lists these apart from
-// damage.
-type FailOpenRecord struct {
-	// Resource is the object's resource.version.group.
-	Resource  string   `json:"resource"`
-	Namespace string   `json:"namespace,omitempty"`
-	Name      string   `json:"name"`
-	UID       string   `json:"uid"`
-	Policies  []string `json:"policies"`
-	Reason    string   `json:"reason"`
-	Time      string   `json:"time"`
-}
-
-// FailOpenPrefix holds the records of objects admitted fail-open, one key
-// per object UID, outside every API resource's key range.
-func FailOpenPrefix(etcdPrefix string) string {
-	return path.Join(etcdPrefix, "quotaplane", "fail-open") + "/"
-}
+// decided (docs/admission.md); quotaplane verify lists these apart from damage.
+type FailOpenRecord = journalkeys.FailOpenRecord
 
 // RecordFailOpen writes the record of a create admitted fail-open. It is
 // not fenced: any replica may admit fail-open, leader or not. It returns an
@@ -316,6 +300,6 @@ func (h *Handle) RecordFailOpen(ctx context.Context, r FailOpenRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.Client.Put(ctx, FailOpenPrefix(s.Prefix)+r.UID, string(v))
+	_, err = s.Client.Put(ctx, journalkeys.FailOpenKey(s.Prefix, r.UID), string(v))
 	return err
 }

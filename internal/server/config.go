@@ -27,6 +27,7 @@ import (
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/journalkeys"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
@@ -114,6 +115,11 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		servers = []string{c.etcd.ClientURL()}
 	}
 	c.EtcdServers = servers
+	// quotaplane verify --data-dir reads admission's journal from here.
+	if err := journalkeys.WriteEtcdFile(opts.DataDir, journalkeys.EtcdLocation{Servers: servers, Prefix: opts.EtcdPrefix,
+		CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile}); err != nil {
+		return nil, err
+	}
 
 	if opts.QuotaEngine != nil {
 		// The engine writes admission's grants straight into etcd, fenced by

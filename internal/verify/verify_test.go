@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -13,30 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/journalkeys"
 )
-
-// The engine writes fail-open records with its own type until it uses
-// journalkeys: both must name the same keys and read the same JSON.
-func TestJournalKeysMatchTheEngine(t *testing.T) {
-	if got, want := journalkeys.FailOpenPrefix("/registry"), engine.FailOpenPrefix("/registry"); got != want {
-		t.Errorf("journalkeys.FailOpenPrefix = %q, the engine writes under %q", got, want)
-	}
-	written := engine.FailOpenRecord{Resource: "secrets.v1", Namespace: "ns", Name: "s", UID: "u-1", Policies: []string{"p"}, Reason: "why", Time: "2026-01-02T03:04:05Z"}
-	data, err := json.Marshal(written)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var read journalkeys.FailOpenRecord
-	if err := json.Unmarshal(data, &read); err != nil {
-		t.Fatal(err)
-	}
-	want := journalkeys.FailOpenRecord{Resource: "secrets.v1", Namespace: "ns", Name: "s", UID: "u-1", Policies: []string{"p"}, Reason: "why", Time: "2026-01-02T03:04:05Z"}
-	if diff := cmp.Diff(want, read); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-}
 
 func TestOptionsFromDataDir(t *testing.T) {
 	dir := t.TempDir()
