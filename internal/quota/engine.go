@@ -549,27 +549,6 @@ func (e *Engine) DecideUpTo(max int) (out []Changed, more bool) {
 	return out, false
 }
 
-// DecideOne decides a single waiting claim now, ahead of its consumer's
-// queue, and returns its decision. Admission uses it for a claim it is about
-// to create; the claim must have been added.
-func (e *Engine) DecideOne(uid string) (Decision, bool) {
-	cs, ok := e.claims[uid]
-	if !ok {
-		return Decision{}, false
-	}
-	if cs.decision.Outcome == Granted {
-		return cs.decision, true
-	}
-	d := e.evaluate(cs)
-	if d.Outcome == Granted {
-		e.consumers[cs.claim.Consumer].remove(cs)
-		e.allocate(cs, d)
-	} else {
-		cs.decision = d
-	}
-	return d, true
-}
-
 func (e *Engine) allocate(cs *claimState, d Decision) {
 	c := cs.claim
 	for i, r := range c.Requests {
