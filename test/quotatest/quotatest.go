@@ -5,6 +5,7 @@ package quotatest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,10 +15,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,7 +46,100 @@ func NewClient(t testing.TB, cfg *rest.Config) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	configs.Store(c, rest.CopyConfig(cfg))
 	return c
+}
+
+// configs remembers the configuration of each client NewClient made.
+var configs sync.Map
+
+// WaitPolicyInForce waits until admission enforces generation of the
+// policy named policy: a server-side dry run of creating obj (an object of
+// the policy's trigger kind, resource gvr) answers with the warning
+// admission gives for a dry run it would charge, naming that policy and
+// generation. Nothing is created or consumed.
+func (f *Fixture) WaitPolicyInForce(gvr schema.GroupVersionResource, obj client.Object, policy string, generation int64) {
+	f.T.Helper()
+	f.waitAdmission(gvr, obj, fmt.Sprintf("ClaimCreationPolicy %s (generation %d) would charge", policy, generation), true)
+}
+
+// WaitPolicyNotInForce waits until a dry run of creating obj is admitted
+// without admission naming policy: it does not charge that kind any more.
+func (f *Fixture) WaitPolicyNotInForce(gvr schema.GroupVersionResource, obj client.Object, policy string) {
+	f.T.Helper()
+	f.waitAdmission(gvr, obj, "ClaimCreationPolicy "+policy+" ", false)
+}
+
+func (f *Fixture) waitAdmission(gvr schema.GroupVersionResource, obj client.Object, warningText string, want bool) {
+	f.T.Helper()
+	v, ok := configs.Load(f.C)
+	if !ok {
+		f.T.Fatal("waiting on admission needs a fixture whose client NewClient made")
+	}
+	cfg := rest.CopyConfig(v.(*rest.Config))
+	warned := &warningRecorder{}
+	cfg.WarningHandler = warned
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	if u.GetAPIVersion() == "" {
+		gvks, _, err := Scheme.ObjectKinds(obj)
+		if err != nil {
+			f.T.Fatal(err)
+		}
+		u.SetGroupVersionKind(gvks[0])
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		warned.reset()
+		_, last = dyn.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return last == nil && warned.contains(warningText) == want, nil
+	})
+	if err != nil {
+		f.T.Fatalf("admission still answers a dry run of %s %s/%s with error %v and warnings %q after 30s; waited for %q present=%v",
+			gvr.Resource, obj.GetNamespace(), obj.GetName(), last, warned.all(), warningText, want)
+	}
+}
+
+// warningRecorder collects the warnings a server sends.
+type warningRecorder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, text)
+}
+
+func (w *warningRecorder) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = nil
+}
+
+func (w *warningRecorder) contains(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, g := range w.got {
+		if strings.Contains(g, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *warningRecorder) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.got...)
 }
 
 var counter atomic.Int64
@@ -123,7 +220,7 @@ func (f *Fixture) SecretsPolicy(limit int64) *quotav1alpha1.ClaimCreationPolicy 
 		f.T.Fatal(err)
 	}
 	f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
-	time.Sleep(500 * time.Millisecond) // admission's policy cache
+	f.WaitPolicyInForce(corev1.SchemeGroupVersion.WithResource("secrets"), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "in-force-probe", Namespace: f.NS}}, p.Name, p.Generation)
 	return p
 }
 

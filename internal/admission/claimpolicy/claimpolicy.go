@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -253,6 +255,13 @@ func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.
 		return apierrors.NewTimeoutError(msg, 2)
 	case res.Granted:
 		p.reports.resultAll(applying, resultGranted)
+		if a.IsDryRun() {
+			// What a create would cost, for whoever asks with a dry run.
+			for i, f := range applying {
+				warning.AddWarning(ctx, "", fmt.Sprintf("dry run: ClaimCreationPolicy %s (generation %d) would charge %s",
+					f.name, f.generation, requestsText(claims[i])))
+			}
+		}
 		return nil
 	}
 	for i, d := range res.Decisions {
@@ -307,4 +316,14 @@ func ignoreAll(policies []*inForce) bool {
 		}
 	}
 	return true
+}
+
+// requestsText is what a claim asks for, as "2 of example.com/cpus for
+// Organization acme".
+func requestsText(c *quotav1alpha1.ResourceClaim) string {
+	var parts []string
+	for _, r := range c.Spec.Requests {
+		parts = append(parts, fmt.Sprintf("%d of %s", r.Amount, r.ResourceType))
+	}
+	return strings.Join(parts, ", ") + " to " + consumerName(c.Spec.ConsumerRef)
 }

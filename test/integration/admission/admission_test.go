@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -63,7 +65,11 @@ func (w *world) policy(name, apiVersion, kind, rt string, amount intstr.IntOrStr
 	return p
 }
 
-func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.ConditionStatus) metav1.Condition {
+// waitReady waits for the policy's Ready condition at its generation; when
+// it is True, also until admission enforces that generation (a dry run of a
+// create of its kind names it) — probe, when given, is the object to try;
+// when False, until admission no longer charges under it.
+func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.ConditionStatus, probe ...client.Object) metav1.Condition {
 	w.T.Helper()
 	var cond metav1.Condition
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -80,9 +86,31 @@ func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.Co
 	if err != nil {
 		w.T.Fatalf("policy %s never had Ready=%s: %+v", p.Name, status, p.Status.Conditions)
 	}
-	// Admission reads policies from its own cache: give it a moment.
-	time.Sleep(300 * time.Millisecond)
+	gvr, obj := w.probe(p)
+	if len(probe) > 0 {
+		obj = probe[0]
+	}
+	if status == metav1.ConditionTrue {
+		w.WaitPolicyInForce(gvr, obj, p.Name, p.Generation)
+	} else {
+		w.WaitPolicyNotInForce(gvr, obj, p.Name)
+	}
 	return cond
+}
+
+// probe is an object of the policy's trigger kind in the world's namespace,
+// and its resource.
+func (w *world) probe(p *quotav1alpha1.ClaimCreationPolicy) (schema.GroupVersionResource, client.Object) {
+	gv, err := schema.ParseGroupVersion(p.Spec.Trigger.Resource.APIVersion)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gv.WithKind(p.Spec.Trigger.Resource.Kind))
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gv.WithKind(p.Spec.Trigger.Resource.Kind))
+	u.SetNamespace(w.NS)
+	u.SetName("in-force-probe")
+	return gvr, u
 }
 
 func (w *world) secret(name string, labels ...string) error {
@@ -202,7 +230,7 @@ func TestFalseConstraintCreatesNoClaim(t *testing.T) {
 	p := w.policy("labelled", "v1", "Secret", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.Trigger.Constraints = append(p.Spec.Trigger.Constraints, quotav1alpha1.Constraint{Expression: `has(trigger.metadata.labels) && "tier" in trigger.metadata.labels && trigger.metadata.labels["tier"] == "paid"`})
 	})
-	w.waitReady(p, metav1.ConditionTrue)
+	w.waitReady(p, metav1.ConditionTrue, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.NS, Labels: map[string]string{"tier": "paid"}}})
 	for i := range 3 {
 		if err := w.secret(fmt.Sprintf("free-%d", i)); err != nil {
 			t.Fatal(err)
@@ -266,7 +294,8 @@ func TestTwoPoliciesOnOneKind(t *testing.T) {
 
 func TestAmountComputedFromTheObject(t *testing.T) {
 	w := newWorld(t, 10)
-	w.waitReady(w.policy("cpus", "v1", "ConfigMap", "secrets", intstr.FromString("{{ int(trigger.data.cpus) * 2 }}")), metav1.ConditionTrue)
+	w.waitReady(w.policy("cpus", "v1", "ConfigMap", "secrets", intstr.FromString("{{ int(trigger.data.cpus) * 2 }}")), metav1.ConditionTrue,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.NS}, Data: map[string]string{"cpus": "1"}})
 	cm := func(name, cpus string) error {
 		return w.C.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS}, Data: map[string]string{"cpus": cpus}})
 	}

@@ -42,14 +42,16 @@ func TestCRDKindAsTrigger(t *testing.T) {
 	dc := dynamic.NewForConfigOrDie(srv.Config)
 	widgets := dc.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"})
 	w := newWorld(t, 2)
-	w.waitReady(w.policy("widgets", "example.com/v1", "Widget", "secrets", intstr.FromString("{{ trigger.spec.size }}")), metav1.ConditionTrue)
-	create := func(name string, size int64) error {
-		u := &unstructured.Unstructured{Object: map[string]any{
+	widget := func(name string, size int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "example.com/v1", "kind": "Widget",
 			"metadata": map[string]any{"name": name, "namespace": w.NS},
 			"spec":     map[string]any{"size": size},
 		}}
-		_, err := widgets.Namespace(w.NS).Create(ctx, u, metav1.CreateOptions{})
+	}
+	w.waitReady(w.policy("widgets", "example.com/v1", "Widget", "secrets", intstr.FromString("{{ trigger.spec.size }}")), metav1.ConditionTrue, widget("probe", 1))
+	create := func(name string, size int64) error {
+		_, err := widgets.Namespace(w.NS).Create(ctx, widget(name, size), metav1.CreateOptions{})
 		return err
 	}
 	// The CRD may take a moment to be served.

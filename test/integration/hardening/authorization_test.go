@@ -128,7 +128,7 @@ func TestATenantCannotSpendAnotherTenantsQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &world{f}
-	w.waitReady(p, metav1.ConditionTrue)
+	w.waitReady(p, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: b.ns, Labels: map[string]string{"org": beta}}})
 	err = b.c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "steal", Namespace: b.ns, Labels: map[string]string{"org": acme}}})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("beta creating a ConfigMap charged to acme: want 403, got %v", err)

@@ -126,7 +126,7 @@ func TestClaimNamesThatCollideAreRefused(t *testing.T) {
 	ok := w.policy("after", func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q && trigger.metadata.name.startsWith('after')", w.NS)}}
 	})
-	w.waitReady(ok, metav1.ConditionTrue)
+	w.waitReady(ok, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-probe", Namespace: w.NS}})
 	start := time.Now()
 	if err := w.configMap(w.NS, "after-1"); err != nil {
 		t.Fatalf("a create after the collisions: %v", err)

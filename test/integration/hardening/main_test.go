@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,8 +78,10 @@ func (w *world) policy(name string, mutate ...func(*quotav1alpha1.ClaimCreationP
 	return p
 }
 
-// waitReady waits for the policy's Ready condition at its generation.
-func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.ConditionStatus) metav1.Condition {
+// waitReady waits for the policy's Ready condition at its generation and,
+// when it is True, until admission enforces that generation (a dry run of a
+// create of its kind names it). probe, when given, is the object to dry-run.
+func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.ConditionStatus, probe ...client.Object) metav1.Condition {
 	w.T.Helper()
 	var cond metav1.Condition
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -94,15 +98,29 @@ func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.Co
 	if err != nil {
 		w.T.Fatalf("policy %s never had Ready=%s: %+v", p.Name, status, p.Status.Conditions)
 	}
-	w.waitAdmissionSees(p)
+	if status == metav1.ConditionTrue {
+		gvr, obj := w.probe(p)
+		if len(probe) > 0 {
+			obj = probe[0]
+		}
+		w.WaitPolicyInForce(gvr, obj, p.Name, p.Generation)
+	}
 	return cond
 }
 
-// waitAdmissionSees waits until admission charges a probe create under p:
-// admission reads policies from its own cache. The probe is deleted.
-func (w *world) waitAdmissionSees(p *quotav1alpha1.ClaimCreationPolicy) {
-	w.T.Helper()
-	time.Sleep(300 * time.Millisecond)
+// probe is an object of the policy's trigger kind in the world's namespace,
+// and its resource.
+func (w *world) probe(p *quotav1alpha1.ClaimCreationPolicy) (schema.GroupVersionResource, client.Object) {
+	gv, err := schema.ParseGroupVersion(p.Spec.Trigger.Resource.APIVersion)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gv.WithKind(p.Spec.Trigger.Resource.Kind))
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gv.WithKind(p.Spec.Trigger.Resource.Kind))
+	u.SetNamespace(w.NS)
+	u.SetName("in-force-probe")
+	return gvr, u
 }
 
 func (w *world) configMap(ns, name string, labels ...string) error {

@@ -122,7 +122,7 @@ func TestAnExpressionFailingOnTheObjectRefuses(t *testing.T) {
 		p.Spec.FailurePolicy = quotav1alpha1.FailurePolicyIgnore
 		p.Spec.Trigger.Constraints = append(p.Spec.Trigger.Constraints, quotav1alpha1.Constraint{Expression: `trigger.data.tier == "gold"`})
 	})
-	w.waitReady(p, metav1.ConditionTrue)
+	w.waitReady(p, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.NS}, Data: map[string]string{"tier": "gold"}})
 	err := w.configMap(w.NS, "no-data")
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("a ConfigMap without the field the policy reads: want 403, got %v", err)
@@ -146,8 +146,13 @@ func TestRenderedClaimsAreCheckedAsTheAPIWould(t *testing.T) {
 	bad := w.policy("bad-name", func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.Target.ResourceClaimTemplate.Metadata.Name = "Claim_{{ trigger.metadata.name }}"
 	})
-	w.waitReady(bad, metav1.ConditionTrue)
-	err := w.configMap(w.NS, "x")
+	w.WaitCondition(bad, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
+	var err error
+	eventually(t, 30*time.Second, "admission enforcing "+bad.Name, func() bool {
+		err = w.C.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: w.NS}}, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), bad.Name)
+	})
+	err = w.configMap(w.NS, "x")
 	mustContain(t, err, bad.Name, "metadata.name", "not created")
 	if err := w.C.Delete(context.Background(), bad); err != nil {
 		t.Fatal(err)
@@ -155,11 +160,12 @@ func TestRenderedClaimsAreCheckedAsTheAPIWould(t *testing.T) {
 	nowhere := w.policy("nowhere", func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.Target.ResourceClaimTemplate.Metadata.Namespace = "does-not-exist-" + w.ID
 	})
-	w.waitReady(nowhere, metav1.ConditionTrue)
-	eventually(t, 10*time.Second, "the old policy gone from admission", func() bool {
-		err = w.configMap(w.NS, "y")
-		return err != nil && !apierrors.IsNotFound(err) && contains(err.Error(), nowhere.Name)
+	w.WaitCondition(nowhere, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
+	eventually(t, 30*time.Second, "admission enforcing "+nowhere.Name+" alone", func() bool {
+		err = w.C.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "y", Namespace: w.NS}}, client.DryRunAll)
+		return err != nil && contains(err.Error(), nowhere.Name)
 	})
+	err = w.configMap(w.NS, "y")
 	mustContain(t, err, nowhere.Name, "does-not-exist-"+w.ID, "does not exist")
 	stored, _ := w.uncharged(w.NS, w.NS)
 	if stored != 0 {

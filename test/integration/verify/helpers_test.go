@@ -163,7 +163,12 @@ func setDisabled(t *testing.T, f *quotatest.Fixture, p *quotav1alpha1.ClaimCreat
 		ready = metav1.ConditionFalse
 	}
 	f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, ready)
-	time.Sleep(500 * time.Millisecond) // admission's policy cache
+	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "in-force-probe", Namespace: f.NS}}
+	if disabled {
+		f.WaitPolicyNotInForce(corev1.SchemeGroupVersion.WithResource("secrets"), probe, p.Name)
+	} else {
+		f.WaitPolicyInForce(corev1.SchemeGroupVersion.WithResource("secrets"), probe, p.Name, p.Generation)
+	}
 }
 
 // putJSON writes v as JSON at an etcd key, behind the API server's back.
