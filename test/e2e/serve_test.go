@@ -151,6 +151,7 @@ func TestServe(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
+	quotatest.Exclusive(t) // it measures start-up time
 	dataDir := filepath.Join(t.TempDir(), "data")
 	port := freePort(t)
 	p := startServe(t, bin, dataDir, port)

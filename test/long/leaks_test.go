@@ -36,6 +36,7 @@ func TestClaimsDeletedInFlightLeakNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for a minute; skipped with -short")
 	}
+	quotatest.Exclusive(t)
 	ctx := context.Background()
 	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
 	f.RegisterClaimedBy([]string{"units"}, quotav1alpha1.ClaimingResource{Kind: "ConfigMap"})

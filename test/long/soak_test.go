@@ -50,6 +50,7 @@ func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for 5 minutes")
 	}
+	quotatest.Exclusive(t)
 	bin := quotatest.BuildBinary(t)
 	etcdConfig, err := etcd.Options{Dir: filepath.Join(t.TempDir(), "etcd"), UnsafeNoFsync: true}.Complete()
 	if err != nil {

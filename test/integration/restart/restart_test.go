@@ -104,6 +104,7 @@ func TestRestartRebuildsBucketsFromClaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 10,000 claims")
 	}
+	quotatest.Exclusive(t)
 	n := claimsFromEnv(10_000)
 	dir := t.TempDir()
 	s := startWithEngine(t, dir)
