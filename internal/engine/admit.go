@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -110,7 +111,7 @@ func (t *term) evaluate(claims []*quotav1alpha1.ResourceClaim) AdmitResult {
 	uids := make([]string, len(claims))
 	res := AdmitResult{}
 	for i, c := range claims {
-		qc := toClaim(c)
+		qc := convert.Claim(c)
 		qc.UID = "dry-run-" + rand.String(12)
 		qc.Created = time.Now()
 		uids[i] = qc.UID
@@ -175,7 +176,7 @@ func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 			return refuse(&NameTakenError{Claim: k, Policy: p.Policy, By: "a stored ResourceClaim"})
 		}
 		seen[k] = p.Policy
-		qc := toClaim(c)
+		qc := convert.Claim(c)
 		qc.UID, qc.Created = provisionalID(k), now.Time
 		t.eng.AddClaim(qc)
 		ids = append(ids, qc.UID)
@@ -272,7 +273,7 @@ func (t *term) holdPending(p *pendingClaim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, CreationTimestamp: p.Created}, Spec: p.Spec}
-	qc := toClaim(c)
+	qc := convert.Claim(c)
 	qc.UID = provisionalID(p.key())
 	t.pending[p.key()] = p
 	t.eng.RestoreGranted(qc)
@@ -284,7 +285,7 @@ func (t *term) holdPending(p *pendingClaim) {
 func (t *term) adoptLocked(c *quotav1alpha1.ResourceClaim) bool {
 	k := grantKeyOf(c)
 	p, ok := t.pending[k]
-	if !ok || c.Annotations[AnnotationResourceUID] != p.ObjectUID || !isGranted(c) {
+	if !ok || c.Annotations[AnnotationResourceUID] != p.ObjectUID || !convert.IsGranted(c) {
 		return false
 	}
 	uid := string(c.UID)

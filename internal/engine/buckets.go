@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -61,7 +62,7 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 			Spec: quotav1alpha1.AllowanceBucketSpec{
 				ConsumerRef:  quotav1alpha1.ConsumerRef{APIGroup: id.Consumer.APIGroup, Kind: id.Consumer.Kind, Name: id.Consumer.Name, Namespace: id.Consumer.Namespace},
 				ResourceType: quotav1alpha1.ResourceType(id.ResourceType),
-				Dimensions:   apiDimensions(st.Dims),
+				Dimensions:   convert.APIDimensions(st.Dims),
 			},
 		}
 		if err := t.r.client.Create(ctx, stored); err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -134,7 +135,7 @@ func key(ns, name string) string {
 
 func (t *term) registrationChanged(r *quotav1alpha1.ResourceRegistration) {
 	t.mu.Lock()
-	t.eng.UpsertRegistration(toRegistration(r))
+	t.eng.UpsertRegistration(convert.Registration(r))
 	t.mu.Unlock()
 	t.enqueueAllPolicies()
 	t.kickNow()
@@ -162,7 +163,7 @@ func (t *term) registrationDeleted(r *quotav1alpha1.ResourceRegistration) {
 func (t *term) grantChanged(g *quotav1alpha1.ResourceGrant) {
 	t.mu.Lock()
 	t.grantKeys[string(g.UID)] = key(g.Namespace, g.Name)
-	t.eng.UpsertGrant(toGrant(g))
+	t.eng.UpsertGrant(convert.Grant(g))
 	t.mu.Unlock()
 	t.kickNow()
 }
@@ -189,10 +190,10 @@ func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 	}
 	t.claimKeys[uid] = key(c.Namespace, c.Name)
 	_, recorded := t.inflight[uid]
-	if isGranted(c) || recorded {
-		t.eng.RestoreGranted(toClaim(c))
+	if convert.IsGranted(c) || recorded {
+		t.eng.RestoreGranted(convert.Claim(c))
 	} else {
-		t.eng.AddClaim(toClaim(c))
+		t.eng.AddClaim(convert.Claim(c))
 		if t.ready {
 			t.firstSeen[uid] = time.Now()
 		}
@@ -237,9 +238,9 @@ func (t *term) claimDeleted(c *quotav1alpha1.ResourceClaim) {
 // must not start the next write at once.
 func (t *term) bucketObjectChanged(b *quotav1alpha1.AllowanceBucket) {
 	t.buckets.AddAfter(quota.BucketID{
-		Consumer:     consumerID(b.Spec.ConsumerRef),
+		Consumer:     convert.ConsumerID(b.Spec.ConsumerRef),
 		ResourceType: string(b.Spec.ResourceType),
-		Dims:         dimensions(b.Spec.Dimensions).Key(),
+		Dims:         convert.Dimensions(b.Spec.Dimensions).Key(),
 	}, bucketWriteDelay)
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -32,7 +33,7 @@ func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) erro
 	err := listQuota(ctx, v, func() *quotav1alpha1.AllowanceBucketList { return &quotav1alpha1.AllowanceBucketList{} }, func(list *quotav1alpha1.AllowanceBucketList) error {
 		for i := range list.Items {
 			b := &list.Items[i]
-			id := bucketID(b)
+			id := convert.BucketID(b)
 			where := nsName(b.Namespace, b.Name)
 			want, exists := s.eng.Bucket(id)
 			if !exists || b.Namespace != placement.Namespace(id.Consumer) || b.Name != quota.BucketName(id) {
@@ -188,9 +189,9 @@ func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.Gr
 		if ns == "" {
 			ns = v.o.SystemNamespace
 		}
-		requests := toClaim("", "", "", time.Time{}, rendered.Spec).Requests
+		requests := claimFrom("", "", "", time.Time{}, rendered.Spec).Requests
 		repair += fmt.Sprintf("; or create the claim it makes — a ResourceClaim in namespace %s for %s requesting %s, with spec.resourceRef naming the %s, an ownerReference to it, and the annotations %s=%s, %s=%s, %s=%s",
-			ns, consumerID(rendered.Spec.ConsumerRef), describeRequests(requests), kind,
+			ns, convert.ConsumerID(rendered.Spec.ConsumerRef), describeRequests(requests), kind,
 			engine.AnnotationPolicy, p.name, engine.AnnotationResource, engine.FormatGVR(gvr), engine.AnnotationResourceUID, uid)
 	}
 	r.add(Discrepancy{Check: CheckUnclaimedObject, ID: fmt.Sprintf("%s/%s/%s", CheckUnclaimedObject, uid, p.name), Problem: problem, Repair: repair})
@@ -286,7 +287,7 @@ func (v *verifier) checkInFlight(s *reading, r *Report) {
 		}
 		r.add(Discrepancy{Check: CheckInFlightOverdue, ID: string(CheckInFlightOverdue) + "/" + g.etcdKey,
 			Problem: fmt.Sprintf("the grant made at admission for claim %s (%s, uid %s, ClaimCreationPolicy %s: %s of %s) has been held since %s, %s past its deadline of %s; its quota is held and its claim was never written",
-				g.claimKey(), object, g.ObjectUID, g.Policy, describeRequests(toClaim("", "", "", time.Time{}, g.Spec).Requests), consumerID(g.Spec.ConsumerRef),
+				g.claimKey(), object, g.ObjectUID, g.Policy, describeRequests(claimFrom("", "", "", time.Time{}, g.Spec).Requests), convert.ConsumerID(g.Spec.ConsumerRef),
 				g.Created.UTC().Format(time.RFC3339), (g.sinceAdmission(now) - admissionDeadline - deadlineMargin).Round(time.Second), admissionDeadline+deadlineMargin),
 			Repair: repair + "; " + outcome})
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/journalkeys"
 	"github.com/quotaplane/quotaplane/internal/policy"
@@ -132,14 +133,23 @@ func (v *verifier) readPolicies(ctx context.Context, s *reading, r *Report) erro
 			stats := &PolicyStats{Name: cp.Name, Trigger: cp.Spec.Trigger.Resource.APIVersion + " " + cp.Spec.Trigger.Resource.Kind}
 			r.Policies = append(r.Policies, stats)
 			ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
+			judged := ready != nil && ready.ObservedGeneration == cp.Generation
+			if judged && ready.Status != metav1.ConditionTrue && !cp.Spec.Disabled && cp.Status.Enforced != nil {
+				// Judged invalid: admission enforces the last valid
+				// version (docs/admission.md), and so is it judged here.
+				e := cp.Status.Enforced
+				cp = cp.DeepCopy()
+				cp.Generation = e.Generation
+				cp.Spec.Trigger, cp.Spec.Target, cp.Spec.FailurePolicy = e.Trigger, e.Target, e.FailurePolicy
+				ready = &metav1.Condition{Status: metav1.ConditionTrue, ObservedGeneration: e.Generation}
+				stats.Trigger = cp.Spec.Trigger.Resource.APIVersion + " " + cp.Spec.Trigger.Resource.Kind + " (last valid generation " + strconv.FormatInt(e.Generation, 10) + ")"
+			}
 			compiled, err := policy.Compile(cp)
 			switch {
 			case cp.Spec.Disabled:
 				stats.NotEnforced = "disabled"
 			case ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != cp.Generation:
-				// Admission may still enforce its last valid version
-				// (status.enforced); verify judges only Ready policies.
-				stats.NotEnforced = "not Ready for its generation " + strconv.FormatInt(cp.Generation, 10) + "; its last valid version, if any, is not checked"
+				stats.NotEnforced = "not judged yet at generation " + strconv.FormatInt(cp.Generation, 10) + ", or never valid"
 			case err != nil:
 				stats.NotEnforced = "does not compile: " + err.Error()
 			case exemptGroups[compiled.Group]:
@@ -217,7 +227,7 @@ func (v *verifier) readJournal(ctx context.Context, s *reading, r *Report) error
 func (v *verifier) readQuota(ctx context.Context, s *reading, r *Report) error {
 	err := listQuota(ctx, v, func() *quotav1alpha1.ResourceRegistrationList { return &quotav1alpha1.ResourceRegistrationList{} }, func(list *quotav1alpha1.ResourceRegistrationList) error {
 		for i := range list.Items {
-			s.eng.UpsertRegistration(toRegistration(&list.Items[i]))
+			s.eng.UpsertRegistration(convert.Registration(&list.Items[i]))
 		}
 		r.Counts.Registrations += len(list.Items)
 		return nil
@@ -227,7 +237,7 @@ func (v *verifier) readQuota(ctx context.Context, s *reading, r *Report) error {
 	}
 	err = listQuota(ctx, v, func() *quotav1alpha1.ResourceGrantList { return &quotav1alpha1.ResourceGrantList{} }, func(list *quotav1alpha1.ResourceGrantList) error {
 		for i := range list.Items {
-			s.eng.UpsertGrant(toGrant(&list.Items[i]))
+			s.eng.UpsertGrant(convert.Grant(&list.Items[i]))
 		}
 		r.Counts.Grants += len(list.Items)
 		return nil
@@ -247,7 +257,7 @@ func (v *verifier) readQuota(ctx context.Context, s *reading, r *Report) error {
 	}
 	for _, g := range s.journal {
 		if !g.adopted {
-			s.eng.RestoreGranted(toClaim("admission:"+g.claimKey(), g.Namespace, g.Name, g.Created.Time, g.Spec))
+			s.eng.RestoreGranted(claimFrom("admission:"+g.claimKey(), g.Namespace, g.Name, g.Created.Time, g.Spec))
 		}
 		if gr, ok := v.resourceOf(g.Resource, g.Spec.ResourceRef); ok {
 			s.lookUp(gr, g.ObjectUID)
@@ -261,8 +271,8 @@ func (v *verifier) readQuota(ctx context.Context, s *reading, r *Report) error {
 // it names.
 func (v *verifier) claim(s *reading, r *Report, c *quotav1alpha1.ResourceClaim) {
 	uid := string(c.UID)
-	qc := toClaim(uid, c.Namespace, c.Name, c.CreationTimestamp.Time, c.Spec)
-	granted := isGranted(c)
+	qc := claimFrom(uid, c.Namespace, c.Name, c.CreationTimestamp.Time, c.Spec)
+	granted := convert.IsGranted(c)
 	_, inflight := s.ledger[uid]
 	if inflight {
 		s.ledgerClaims[uid] = granted

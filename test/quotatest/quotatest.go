@@ -496,3 +496,49 @@ func FastEngineOptions() engine.Options {
 	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
 	return o
 }
+
+// WaitPolicyReady waits for the policy's Ready condition at its generation;
+// when it is True, also until admission enforces that generation, and when
+// False, until admission no longer charges under it (WaitPolicyInForce,
+// WaitPolicyNotInForce). probe, when given, is the object whose create is
+// dry-run; by default an object of the trigger kind in the fixture's
+// namespace.
+func (f *Fixture) WaitPolicyReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.ConditionStatus, probe ...client.Object) metav1.Condition {
+	f.T.Helper()
+	var cond metav1.Condition
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := f.C.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return false, nil
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.PolicyConditionReady)
+		if c == nil || c.Status != status || c.ObservedGeneration != p.Generation {
+			return false, nil
+		}
+		cond = *c
+		return true, nil
+	})
+	if err != nil {
+		f.T.Fatalf("policy %s never had Ready=%s: %+v", p.Name, status, p.Status.Conditions)
+	}
+	gv, err := schema.ParseGroupVersion(p.Spec.Trigger.Resource.APIVersion)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gv.WithKind(p.Spec.Trigger.Resource.Kind))
+	var obj client.Object
+	if len(probe) > 0 {
+		obj = probe[0]
+	} else {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gv.WithKind(p.Spec.Trigger.Resource.Kind))
+		u.SetNamespace(f.NS)
+		u.SetName("in-force-probe")
+		obj = u
+	}
+	if status == metav1.ConditionTrue {
+		f.WaitPolicyInForce(gvr, obj, p.Name, p.Generation)
+	} else {
+		f.WaitPolicyNotInForce(gvr, obj, p.Name)
+	}
+	return cond
+}

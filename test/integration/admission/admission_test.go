@@ -12,8 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -65,52 +63,10 @@ func (w *world) policy(name, apiVersion, kind, rt string, amount intstr.IntOrStr
 	return p
 }
 
-// waitReady waits for the policy's Ready condition at its generation; when
-// it is True, also until admission enforces that generation (a dry run of a
-// create of its kind names it) — probe, when given, is the object to try;
-// when False, until admission no longer charges under it.
+// waitReady waits until the policy is judged and admission acts on it.
 func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.ConditionStatus, probe ...client.Object) metav1.Condition {
 	w.T.Helper()
-	var cond metav1.Condition
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := w.C.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-			return false, nil
-		}
-		c := meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.PolicyConditionReady)
-		if c == nil || c.Status != status || c.ObservedGeneration != p.Generation {
-			return false, nil
-		}
-		cond = *c
-		return true, nil
-	})
-	if err != nil {
-		w.T.Fatalf("policy %s never had Ready=%s: %+v", p.Name, status, p.Status.Conditions)
-	}
-	gvr, obj := w.probe(p)
-	if len(probe) > 0 {
-		obj = probe[0]
-	}
-	if status == metav1.ConditionTrue {
-		w.WaitPolicyInForce(gvr, obj, p.Name, p.Generation)
-	} else {
-		w.WaitPolicyNotInForce(gvr, obj, p.Name)
-	}
-	return cond
-}
-
-// probe is an object of the policy's trigger kind in the world's namespace,
-// and its resource.
-func (w *world) probe(p *quotav1alpha1.ClaimCreationPolicy) (schema.GroupVersionResource, client.Object) {
-	gv, err := schema.ParseGroupVersion(p.Spec.Trigger.Resource.APIVersion)
-	if err != nil {
-		w.T.Fatal(err)
-	}
-	gvr, _ := meta.UnsafeGuessKindToResource(gv.WithKind(p.Spec.Trigger.Resource.Kind))
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gv.WithKind(p.Spec.Trigger.Resource.Kind))
-	u.SetNamespace(w.NS)
-	u.SetName("in-force-probe")
-	return gvr, u
+	return w.WaitPolicyReady(p, status, probe...)
 }
 
 func (w *world) secret(name string, labels ...string) error {
@@ -317,12 +273,14 @@ func TestCreateRejectedByALaterStepLeavesNoAllocation(t *testing.T) {
 	if err := w.C.Create(context.Background(), rq); err != nil {
 		t.Fatal(err)
 	}
+	// Its admission step enforces it once its own cache has the status: a
+	// dry run (which consumes nothing) tells when.
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		err := w.C.Get(ctx, client.ObjectKeyFromObject(rq), rq)
-		return err == nil && len(rq.Status.Hard) > 0, nil
+		err := w.C.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.NS}}, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "exceeded quota: none"), nil
 	})
 	if err != nil {
-		t.Fatal("the ResourceQuota never got a status")
+		t.Fatal("the ResourceQuota was never enforced")
 	}
 	for i := range 3 {
 		if err := w.secret(fmt.Sprintf("s-%d", i)); err == nil || !strings.Contains(err.Error(), "exceeded quota: none") {

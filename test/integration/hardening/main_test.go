@@ -16,8 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,49 +76,10 @@ func (w *world) policy(name string, mutate ...func(*quotav1alpha1.ClaimCreationP
 	return p
 }
 
-// waitReady waits for the policy's Ready condition at its generation and,
-// when it is True, until admission enforces that generation (a dry run of a
-// create of its kind names it). probe, when given, is the object to dry-run.
+// waitReady waits until the policy is judged and admission acts on it.
 func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.ConditionStatus, probe ...client.Object) metav1.Condition {
 	w.T.Helper()
-	var cond metav1.Condition
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := w.C.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-			return false, nil
-		}
-		c := meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.PolicyConditionReady)
-		if c == nil || c.Status != status || c.ObservedGeneration != p.Generation {
-			return false, nil
-		}
-		cond = *c
-		return true, nil
-	})
-	if err != nil {
-		w.T.Fatalf("policy %s never had Ready=%s: %+v", p.Name, status, p.Status.Conditions)
-	}
-	if status == metav1.ConditionTrue {
-		gvr, obj := w.probe(p)
-		if len(probe) > 0 {
-			obj = probe[0]
-		}
-		w.WaitPolicyInForce(gvr, obj, p.Name, p.Generation)
-	}
-	return cond
-}
-
-// probe is an object of the policy's trigger kind in the world's namespace,
-// and its resource.
-func (w *world) probe(p *quotav1alpha1.ClaimCreationPolicy) (schema.GroupVersionResource, client.Object) {
-	gv, err := schema.ParseGroupVersion(p.Spec.Trigger.Resource.APIVersion)
-	if err != nil {
-		w.T.Fatal(err)
-	}
-	gvr, _ := meta.UnsafeGuessKindToResource(gv.WithKind(p.Spec.Trigger.Resource.Kind))
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gv.WithKind(p.Spec.Trigger.Resource.Kind))
-	u.SetNamespace(w.NS)
-	u.SetName("in-force-probe")
-	return gvr, u
+	return w.WaitPolicyReady(p, status, probe...)
 }
 
 func (w *world) configMap(ns, name string, labels ...string) error {

@@ -94,7 +94,19 @@ func TestAnInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	cond := w.waitReady(p, metav1.ConditionFalse)
+	// Judged invalid; admission goes on enforcing the last valid version.
+	var cond metav1.Condition
+	eventually(t, 30*time.Second, "the edit judged invalid", func() bool {
+		if err := w.C.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.PolicyConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != p.Generation {
+			return false
+		}
+		cond = *c
+		return true
+	})
 	mustContain(t, fmt.Errorf("%s", cond.Message), "not registered", fmt.Sprintf("generation %d", valid), "stays enforced")
 	if p.Status.Enforced == nil || p.Status.Enforced.Generation != valid {
 		t.Fatalf("status.enforced = %+v, want generation %d", p.Status.Enforced, valid)

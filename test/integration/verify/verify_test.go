@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -229,4 +230,39 @@ func TestDamagedStore(t *testing.T) {
 	}
 	f.WaitBucket(quotatest.N(5, 0, 5), "projects")
 	wantDiscrepancies(t, audit(t, s, false), want, names...)
+}
+
+// TestLastValidVersionIsJudged: a policy whose latest edit is invalid is
+// still enforced by admission in its last valid version; verify judges the
+// objects by that version too, so a governed object whose claim is removed
+// behind the engine's back is found.
+func TestLastValidVersionIsJudged(t *testing.T) {
+	c := quotatest.NewClient(t, srv.Config)
+	f := quotatest.NewFixture(t, c)
+	p := f.SecretsPolicy(10)
+	afterPolicySecond(p)
+	s := createSecret(t, c, f.NS, "charged")
+	claim := claimOf(t, f, string(s.UID))
+	// An edit the engine judges invalid: a resource type nobody registered.
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Target.ResourceClaimTemplate.Spec.Requests[0].ResourceType = "nobody.example.com/registered"
+	if err := c.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, metav1.ConditionFalse)
+	f.WaitBucket(quotatest.N(10, 1, 9), "secrets")
+	if r := audit(t, srv, false); len(discrepancies(t, r)) != 0 {
+		t.Fatalf("a clean plane with an invalid edit: %+v", r.Discrepancies)
+	}
+	// The claim removed straight from etcd: the Secret is uncharged.
+	if _, err := etcdClient(t, srv).Delete(context.Background(), etcdPrefix+"/quota.miloapis.com/resourceclaims/"+claim.Namespace+"/"+claim.Name); err != nil {
+		t.Fatal(err)
+	}
+	r := audit(t, srv, false)
+	got := discrepancies(t, r, "charged")
+	if !slices.Contains(got, found{verify.CheckUnclaimedObject, "charged"}) {
+		t.Fatalf("the Secret governed by the last valid version, its claim removed, is not reported: %+v", got)
+	}
 }

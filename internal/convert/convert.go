@@ -1,0 +1,91 @@
+// Package convert turns the quota API's objects into the values the pure
+// arithmetic of internal/quota works on. The engine and quotaplane verify
+// both use it, so that verify rebuilds exactly what the engine computes.
+package convert
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// ConsumerID is the one identity of a consumer.
+func ConsumerID(r quotav1alpha1.ConsumerRef) quota.ConsumerID {
+	return quota.ConsumerID{APIGroup: r.APIGroup, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+}
+
+// Dimensions is a canonical dimension set.
+func Dimensions(in []quotav1alpha1.Dimension) quota.Dimensions {
+	if len(in) == 0 {
+		return nil
+	}
+	d := make([]quota.Dim, len(in))
+	for i, p := range in {
+		d[i] = quota.Dim{Key: p.Key, Value: p.Value}
+	}
+	return quota.NewDimensions(d...)
+}
+
+// APIDimensions is the API form of a dimension set.
+func APIDimensions(in quota.Dimensions) []quotav1alpha1.Dimension {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]quotav1alpha1.Dimension, len(in))
+	for i, p := range in {
+		out[i] = quotav1alpha1.Dimension{Key: p.Key, Value: p.Value}
+	}
+	return out
+}
+
+// Registration converts a ResourceRegistration.
+func Registration(r *quotav1alpha1.ResourceRegistration) quota.Registration {
+	out := quota.Registration{
+		Name:         r.Name,
+		Created:      r.CreationTimestamp.Time,
+		ResourceType: string(r.Spec.ResourceType),
+		ConsumerType: quota.GroupKind{Group: r.Spec.ConsumerType.APIGroup, Kind: r.Spec.ConsumerType.Kind},
+		BaseUnit:     r.Spec.BaseUnit,
+		Deleting:     r.DeletionTimestamp != nil,
+	}
+	for _, c := range r.Spec.ClaimingResources {
+		out.Claiming = append(out.Claiming, quota.GroupKind{Group: c.APIGroup, Kind: c.Kind})
+	}
+	return out
+}
+
+// Grant converts a ResourceGrant.
+func Grant(g *quotav1alpha1.ResourceGrant) quota.Grant {
+	out := quota.Grant{UID: string(g.UID), Namespace: g.Namespace, Name: g.Name, Consumer: ConsumerID(g.Spec.ConsumerRef)}
+	for _, a := range g.Spec.Allowances {
+		al := quota.Allowance{ResourceType: string(a.ResourceType)}
+		for _, b := range a.Buckets {
+			al.Buckets = append(al.Buckets, quota.GrantBucket{Amount: b.Amount, Dims: Dimensions(b.Dimensions)})
+		}
+		out.Allowances = append(out.Allowances, al)
+	}
+	return out
+}
+
+// Claim converts a ResourceClaim.
+func Claim(c *quotav1alpha1.ResourceClaim) quota.Claim {
+	out := quota.Claim{UID: string(c.UID), Namespace: c.Namespace, Name: c.Name, Created: c.CreationTimestamp.Time, Consumer: ConsumerID(c.Spec.ConsumerRef)}
+	for _, r := range c.Spec.Requests {
+		out.Requests = append(out.Requests, quota.Request{ResourceType: string(r.ResourceType), Amount: r.Amount, Dims: Dimensions(r.Dimensions)})
+	}
+	if ref := c.Spec.ResourceRef; ref != nil {
+		out.ResourceRef = &quota.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
+	}
+	return out
+}
+
+// IsGranted reports whether a stored claim's status says it is granted.
+func IsGranted(c *quotav1alpha1.ResourceClaim) bool {
+	return meta.IsStatusConditionTrue(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
+}
+
+// BucketID is the identity of the bucket an AllowanceBucket shows.
+func BucketID(b *quotav1alpha1.AllowanceBucket) quota.BucketID {
+	return quota.BucketID{Consumer: ConsumerID(b.Spec.ConsumerRef), ResourceType: string(b.Spec.ResourceType), Dims: Dimensions(b.Spec.Dimensions).Key()}
+}
