@@ -57,6 +57,9 @@ func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
 	if err != nil {
 		return err
 	}
+	if err := runner.CheckStore(ctx); err != nil {
+		return err
+	}
 	if o.MetricsAddress != "" {
 		l, err := net.Listen("tcp", o.MetricsAddress)
 		if err != nil {

@@ -75,3 +75,15 @@ func (r *Replica) WriteClaimAsIs(ctx context.Context, c *quotav1alpha1.ResourceC
 	}
 	return nil
 }
+
+// WriteGrantsRaw records grants for the claims ns/names in one journal
+// write, as given (duplicates included), and reports whether an error it
+// returns is one the committer answers and goes past instead of retrying.
+func (r *Replica) WriteGrantsRaw(ctx context.Context, ns string, names ...string) (err error, permanent bool) {
+	var ps []*pendingClaim
+	for _, n := range names {
+		ps = append(ps, &pendingClaim{Namespace: ns, Name: n, Created: metav1.Now()})
+	}
+	err = r.j.write(ctx, &journalOps{grants: ps}, map[string]error{})
+	return err, isPermanent(err)
+}

@@ -273,3 +273,32 @@ func TestJournalClaimReadsBackIdentically(t *testing.T) {
 		t.Fatalf("the claim read back differs from the one written:\nwrote %+v\nread  %+v", want, got)
 	}
 }
+
+// TestAnInvalidJournalWriteIsPermanent: a write etcd refuses as invalid (one
+// key twice in a transaction) is classified as permanent, so the committer
+// answers its requests with the error and goes on, instead of retrying it
+// for the rest of the term; a valid write after it succeeds.
+func TestAnInvalidJournalWriteIsPermanent(t *testing.T) {
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(srv.Config)
+	ns := "fence-dup-" + fmt.Sprint(time.Now().UnixNano())
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	r := engine.NewReplica(kube, &engine.Storage{Client: etcd, Prefix: "/registry"}, ns, "a")
+	if err := r.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err, permanent := r.WriteGrantsRaw(ctx, ns, "same", "same")
+	if err == nil || !permanent {
+		t.Fatalf("one key twice in a transaction: err %v, permanent %v; want a permanent error", err, permanent)
+	}
+	if err, _ := r.WriteGrantsRaw(ctx, ns, "next"); err != nil {
+		t.Fatalf("a valid write after the invalid one: %v", err)
+	}
+}

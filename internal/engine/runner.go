@@ -130,6 +130,27 @@ func Start(opts Options) func(ctx context.Context, cfg *rest.Config) error {
 	}
 }
 
+// CheckStore refuses, before campaigning, to run an engine without
+// admission's journal on a store where quotaplane serve's engine has run
+// (ErrJournalInUse): the ledger says so. The same check is made again at
+// every stamp, for a serve that appears later.
+func (r *Runner) CheckStore(ctx context.Context) error {
+	if r.opts.Handle != nil && r.opts.Handle.storage.Load() != nil {
+		return nil
+	}
+	cm, err := r.kube.CoreV1().ConfigMaps(r.opts.SystemNamespace).Get(ctx, LedgerName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the ledger %s/%s: %w", r.opts.SystemNamespace, LedgerName, err)
+	}
+	if cm.Data[ledgerJournalKey] == "true" {
+		return ErrJournalInUse
+	}
+	return nil
+}
+
 // Run campaigns for leadership until ctx is done. While leader it decides;
 // when it loses leadership, or finds the ledger taken over, it stops deciding
 // at once and campaigns again. It returns an error only when it must not run

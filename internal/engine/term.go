@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -320,8 +321,14 @@ func isPermanent(err error) bool {
 	if err == nil || errors.Is(err, errDeposed) {
 		return false
 	}
-	// status.Code looks through wrapped errors.
-	switch status.Code(err) {
+	// The etcd client turns the server's gRPC errors into its own type;
+	// status.Code covers a raw gRPC status. Both look through wrapping.
+	code := status.Code(err)
+	var etcdErr rpctypes.EtcdError
+	if errors.As(err, &etcdErr) {
+		code = etcdErr.Code()
+	}
+	switch code {
 	case codes.InvalidArgument, codes.FailedPrecondition, codes.ResourceExhausted, codes.OutOfRange:
 		return true
 	}

@@ -6,6 +6,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quotaplane/quotaplane/test/manifests"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -246,4 +249,48 @@ func TestServe(t *testing.T) {
 	}
 	mustKubectl(t, kubeconfig, "", "delete", "namespace", "walkthrough", "--wait=true", "--timeout=90s")
 	p2.stop(t)
+}
+
+// TestControllerRefusesServe: quotaplane controller pointed at a quotaplane
+// serve would decide without admission's journal; it exits at once, saying
+// why, and serve's engine goes on deciding.
+func TestControllerRefusesServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	p := startServe(t, bin, dataDir, freePort(t))
+	kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
+	// serve's engine has stamped its ledger once the ledger exists.
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		out, err := kubectl(t, kubeconfig, "", "get", "configmap", "-n", "quotaplane-system", "quotaplane-decision-ledger", "-o", "jsonpath={.data.admission-journal}")
+		return err == nil && out == "true", nil
+	}); err != nil {
+		t.Fatal("serve's ledger never said its journal is in use")
+	}
+	cmd := exec.Command(bin, "controller", "--kubeconfig", kubeconfig, "--metrics-bind-address", "")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("quotaplane controller against serve exited 0; want a refusal")
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("quotaplane controller against serve still runs after 30s\n%s", stderr.String())
+	}
+	for _, want := range []string{"quotaplane serve", "journal", "refuses"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	mustKubectl(t, kubeconfig, "", "get", "resourceclaims", "-A")
+	p.stop(t)
 }

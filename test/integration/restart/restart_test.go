@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -149,4 +150,47 @@ func TestRestartRebuildsBucketsFromClaims(t *testing.T) {
 		t.Errorf("first decision after restart took %s; goal < 10 s at 10k claims", firstDecision)
 	}
 	checkBuckets(t, c, fixtures)
+}
+
+// TestEnforcementSurvivesRestart: a policy whose latest edit is invalid is
+// enforced in its last valid version — also by a server (with admission)
+// started again on the same data: nothing left over from before the restart
+// switches enforcement off.
+func TestEnforcementSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	start := func() *testserver.Server {
+		o := quotatest.FastEngineOptions()
+		o.Identity = "restart-test_0_y"
+		s, err := testserver.Start(testserver.Options{DataDir: dir, Engine: &o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := start()
+	c := quotatest.NewClient(t, s.Config)
+	f := quotatest.NewFixture(t, c)
+	p := f.SecretsPolicy(5)
+	valid := p.Generation
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Target.ResourceClaimTemplate.Spec.Requests[0].ResourceType = "nobody.example.com/registered"
+	if err := c.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, metav1.ConditionFalse)
+	if err := s.StopKeep(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = start()
+	defer s.Stop()
+	f.C = quotatest.NewClient(t, s.Config)
+	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "in-force-probe", Namespace: f.NS}}
+	f.WaitPolicyInForce(corev1.SchemeGroupVersion.WithResource("secrets"), probe, p.Name, valid)
+	if err := f.C.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "after-restart", Namespace: f.NS}}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitBucket(quotatest.N(5, 1, 4), "secrets")
 }
