@@ -38,7 +38,7 @@ func (t *term) writeClaimStatus(ctx context.Context, stored *quotav1alpha1.Resou
 	if string(stored.UID) != uid {
 		return nil
 	}
-	want := claimStatus(stored, c, d)
+	want := claimStatus(stored, c, d, t.sealer)
 	if !claimStatusEqual(stored.Status, want) {
 		updated := stored.DeepCopy()
 		updated.Status = want
@@ -70,7 +70,7 @@ func (t *term) writeClaimStatus(ctx context.Context, stored *quotav1alpha1.Resou
 
 // claimStatus renders a decision as the status of a claim, keeping the
 // transition times of what did not change.
-func claimStatus(stored *quotav1alpha1.ResourceClaim, c quota.Claim, d quota.Decision) quotav1alpha1.ResourceClaimStatus {
+func claimStatus(stored *quotav1alpha1.ResourceClaim, c quota.Claim, d quota.Decision, s *sealer) quotav1alpha1.ResourceClaimStatus {
 	status := quotav1alpha1.ResourceClaimStatus{
 		ObservedGeneration: stored.Generation,
 		Conditions:         append([]metav1.Condition(nil), stored.Status.Conditions...),
@@ -87,6 +87,9 @@ func claimStatus(stored *quotav1alpha1.ResourceClaim, c quota.Claim, d quota.Dec
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, quotav1alpha1.ClaimReasonPending, d.Message
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
+	if d.Outcome == quota.Granted {
+		status.DecisionSeal = s.seal(stored)
+	}
 
 	previous := map[quotav1alpha1.ResourceType]quotav1alpha1.RequestAllocation{}
 	for _, a := range stored.Status.Allocations {
@@ -115,7 +118,7 @@ func claimStatus(stored *quotav1alpha1.ResourceClaim, c quota.Claim, d quota.Dec
 }
 
 func claimStatusEqual(a, b quotav1alpha1.ResourceClaimStatus) bool {
-	if a.ObservedGeneration != b.ObservedGeneration || len(a.Allocations) != len(b.Allocations) || len(a.Conditions) != len(b.Conditions) {
+	if a.ObservedGeneration != b.ObservedGeneration || a.DecisionSeal != b.DecisionSeal || len(a.Allocations) != len(b.Allocations) || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}
 	for i := range a.Allocations {

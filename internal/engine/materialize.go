@@ -114,7 +114,7 @@ func (t *term) writeAdmitted(ctx context.Context, p *pendingClaim, gvr schema.Gr
 			Kind:       ref.Kind, Name: ref.Name, UID: types.UID(p.ObjectUID),
 		}}
 	}
-	c.Status = claimStatus(c, qc, d)
+	c.Status = claimStatus(c, qc, d, t.sealer)
 	written := t.writeJournal(ctx, &journalOps{creates: []*quotav1alpha1.ResourceClaim{c}})
 	if written.err != nil {
 		return fmt.Errorf("writing claim %s: %w", k, written.err)

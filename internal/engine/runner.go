@@ -248,7 +248,12 @@ func (r *Runner) lead(ctx context.Context) error {
 			}
 		}
 	}
+	seal, err := r.loadSealer(ctx)
+	if err != nil {
+		return err
+	}
 	t := newTerm(r, l, j, recorded.Inflight)
+	t.sealer = seal
 	// Taking over from this replica's previous process (same identity, first
 	// term here): its requests died with it, so the creates of its pending
 	// grants have ended. From any other leader, they may still be running.

@@ -69,6 +69,8 @@ type term struct {
 
 	// objects ties claims without a valid owner to their objects.
 	objects *objectWatch
+	// sealer signs and checks Granted decisions.
+	sealer *sealer
 	// ctx is the term's context, for the informers objects starts.
 	ctx context.Context
 }
@@ -191,8 +193,13 @@ func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 	}
 	t.claimKeys[uid] = key(c.Namespace, c.Name)
 	_, recorded := t.inflight[uid]
-	if convert.IsGranted(c) || recorded {
+	// A Granted status counts only when an engine sealed it; any other is
+	// decided again (and its status rewritten), never free quota.
+	if (convert.IsGranted(c) && t.sealer.trusted(c)) || recorded {
 		t.eng.RestoreGranted(convert.Claim(c))
+		if c.Status.DecisionSeal == "" {
+			defer t.claims.Add(uid) // granted before seals existed: seal it now
+		}
 	} else {
 		t.eng.AddClaim(convert.Claim(c))
 		if t.ready {

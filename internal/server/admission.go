@@ -27,7 +27,7 @@ var quotaPlugins = []string{registration.PluginName, claimguard.PluginName, clai
 // enforced at admission (the plugin is registered but disabled).
 func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *engine.Handle, systemNamespace string) {
 	registration.Register(o.Plugins)
-	claimguard.Register(o.Plugins, systemNamespace)
+	claimguard.Register(o.Plugins, systemNamespace, handle != nil)
 	if handle != nil {
 		claimpolicy.Register(o.Plugins, handle, systemNamespace)
 	} else {

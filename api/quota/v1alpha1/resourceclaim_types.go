@@ -143,6 +143,15 @@ type ResourceClaimStatus struct {
 	// +listMapKey=resourceType
 	// +kubebuilder:validation:MaxItems=20
 	Allocations []RequestAllocation `json:"allocations,omitempty"`
+
+	// decisionSeal proves that the quota engine made the Granted decision:
+	// a keyed hash of the claim's UID, consumer and requests under a key
+	// only the engine holds. A Granted status without a valid seal is not
+	// counted when the engine rebuilds its state; the claim is decided
+	// again. Written by the engine only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	DecisionSeal string `json:"decisionSeal,omitempty"`
 }
 
 // ResourceClaim asks to consume quota on behalf of a consumer. A claim is

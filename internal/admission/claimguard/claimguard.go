@@ -9,8 +9,8 @@
 //     (its ownerReference or the annotations that name the object removed),
 //     while its object exists, by anyone but the garbage collector and the
 //     engine — the refusal names the object that holds it;
-//   - the engine's decision ledger cannot be deleted or edited by anyone but
-//     the engine (its fence).
+//   - the engine's decision ledger (its fence) and the key sealing its
+//     decisions cannot be deleted or edited by anyone but the engine.
 //
 // The garbage collector, the namespace controller and the quota engine run
 // inside serve and reach the API as the server's own loopback user; that user
@@ -39,16 +39,21 @@ import (
 // PluginName is the admission plugin's name.
 const PluginName = "QuotaClaimGuard"
 
-// Register adds the plugin to plugins.
-func Register(plugins *admission.Plugins, systemNamespace string) {
+// Register adds the plugin to plugins. engineInProcess says whether serve
+// runs the quota engine itself: only then are the engine's own records (a
+// claim's status, the ledger, the seal key) reserved to serve's identity; a
+// serve without its engine leaves them to the external engine and to RBAC.
+func Register(plugins *admission.Plugins, systemNamespace string, engineInProcess bool) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
-		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete), systemNamespace: systemNamespace}, nil
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete), systemNamespace: systemNamespace,
+			engineInProcess: engineInProcess}, nil
 	})
 }
 
 type plugin struct {
 	*admission.Handler
 	systemNamespace string
+	engineInProcess bool
 	dynamic         dynamic.Interface
 	authorizer      authorizer.Authorizer
 }
@@ -82,6 +87,15 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	switch {
 	case gr == claimsResource:
 		return p.validateClaim(ctx, a)
+	case !p.engineInProcess:
+		return nil
+	case gr.Group == "" && gr.Resource == "secrets" && a.GetNamespace() == p.systemNamespace && a.GetName() == engine.SealSecretName:
+		if a.GetOperation() == admission.Create || isServer(a.GetUserInfo()) {
+			return nil
+		}
+		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf(
+			"the Secret %s/%s holds the key that seals the quota engine's decisions; only the engine writes it",
+			a.GetNamespace(), a.GetName()))
 	case gr.Group == "" && gr.Resource == "configmaps" && a.GetNamespace() == p.systemNamespace && a.GetName() == engine.LedgerName:
 		if a.GetOperation() == admission.Create || isServer(a.GetUserInfo()) {
 			return nil
@@ -107,7 +121,7 @@ func (p *plugin) validateClaim(ctx context.Context, a admission.Attributes) erro
 		if err := claimpolicy.AuthorizeClaim(ctx, p.authorizer, u, c.Spec.ConsumerRef); err != nil {
 			return apierrors.NewForbidden(claimsResource, a.GetName(), err)
 		}
-	case a.GetSubresource() == "status":
+	case a.GetSubresource() == "status" && p.engineInProcess:
 		return apierrors.NewForbidden(claimsResource, a.GetName(), fmt.Errorf(
 			"the status of a ResourceClaim is its quota decision and is written by the quota engine only; nothing else may set it"))
 	case a.GetOperation() == admission.Update && a.GetSubresource() == "":

@@ -2,18 +2,24 @@ package hardening
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -162,4 +168,80 @@ func TestATenantCannotSpendAnotherTenantsQuota(t *testing.T) {
 		}
 		return seen == 2
 	})
+}
+
+// TestAForgedGrantIsNotCounted: a Granted status nobody decided — written
+// straight into storage while no engine leads, where the API would refuse it
+// — is not counted when the next leader rebuilds: the claim is decided
+// again (denied, the limit being taken) and the bucket holds only the
+// decided claim.
+func TestAForgedGrantIsNotCounted(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 1)
+	w.Claim("decided", quotatest.R("units", 1))
+	if cond := w.Decided("decided"); cond.Status != metav1.ConditionTrue {
+		t.Fatalf("the first claim: %+v", cond)
+	}
+	w.Claim("forged", quotatest.R("units", 1))
+	if cond := w.Decided("forged"); cond.Status != metav1.ConditionFalse {
+		t.Fatalf("the second claim, over the limit: %+v", cond)
+	}
+
+	// No engine leads: another holder takes the Lease.
+	kube := kubernetes.NewForConfigOrDie(srv.Config)
+	ns := quotatest.FastEngineOptions().SystemNamespace
+	setLease := func(holder string, seconds int32) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			l, err := kube.CoordinationV1().Leases(ns).Get(ctx, "quotaplane-quota-engine", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = ptr.To(holder), ptr.To(seconds)
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			_, err = kube.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLease("someone-else", 3600)
+	t.Cleanup(func() { setLease("someone-else", 1) })
+	eventually(t, 20*time.Second, "the engine to stop leading", func() bool {
+		mf, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		return err == nil && strings.Contains(string(mf), "milo_quota_engine_leader 0")
+	})
+
+	// The forged decision, straight into etcd (the API refuses it).
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	k := "/registry/quota.miloapis.com/resourceclaims/" + w.NS + "/forged"
+	got, err := etcd.Get(ctx, k)
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("reading the claim from etcd: %v", err)
+	}
+	c := &quotav1alpha1.ResourceClaim{}
+	if err := json.Unmarshal(got.Kvs[0].Value, c); err != nil {
+		t.Fatal(err)
+	}
+	c.Status.Conditions = []metav1.Condition{{Type: quotav1alpha1.ClaimConditionGranted, Status: metav1.ConditionTrue,
+		Reason: quotav1alpha1.ClaimReasonQuotaAvailable, Message: "forged", LastTransitionTime: metav1.Now()}}
+	c.Status.DecisionSeal = "forged-seal"
+	v, _ := json.Marshal(c)
+	if _, err := etcd.Put(ctx, k, string(v)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The engine leads again and rebuilds.
+	setLease("someone-else", 1)
+	eventually(t, 30*time.Second, "the forged claim decided again (denied)", func() bool {
+		cl := w.GetClaim("forged")
+		cond := meta.FindStatusCondition(cl.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == quotav1alpha1.ClaimReasonQuotaExceeded
+	})
+	w.WaitBucket(quotatest.N(1, 1, 0), "units")
 }

@@ -46,6 +46,7 @@ func TestCleanWorld(t *testing.T) {
 
 	f.Register("projects")
 	f.Grant("projects", map[string][]quotatest.Bucket{"projects": {{Amount: 5}}})
+	f.WaitBucket(quotatest.N(5, 0, 5), "projects") // decided against the grant, not before it
 	f.Claim("direct-1", quotatest.R("projects", 1))
 	f.Claim("direct-2", quotatest.R("projects", 2))
 	for _, n := range []string{"direct-1", "direct-2"} {
