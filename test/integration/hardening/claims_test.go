@@ -10,12 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -182,6 +180,4 @@ func TestAClaimHeldByItsObjectCannotBeRemoved(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the orphaned claim deleted", func() bool { return len(w.claimsIn(w.NS)) == 0 })
 	w.WaitBucket(quotatest.N(3, 0, 3), "units")
-	_ = engine.AnnotationResourceUID
-	_ = intstr.FromInt32
 }
