@@ -44,17 +44,7 @@ func TestMain(m *testing.M) {
 // first recorded before. The claims it writes are read back through the API
 // server exactly as written.
 func TestJournalIsFenced(t *testing.T) {
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(srv.Config)
-	ns := "fence-" + fmt.Sprint(time.Now().UnixNano())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	ctx, kube, ns, etcd := journalWorld(t, "fence-")
 	storage := &engine.Storage{Client: etcd, Prefix: "/registry"}
 
 	a := engine.NewReplica(kube, storage, ns, "a")
@@ -135,17 +125,7 @@ func TestJournalIsFenced(t *testing.T) {
 // The first replica must still be deposed: the fence checks the ledger's
 // identity and holder, not only its epoch.
 func TestFenceSurvivesTheLedgerDeleted(t *testing.T) {
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(srv.Config)
-	ns := "fence-deleted-" + fmt.Sprint(time.Now().UnixNano())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	ctx, kube, ns, etcd := journalWorld(t, "fence-deleted-")
 	storage := &engine.Storage{Client: etcd, Prefix: "/registry"}
 
 	a := engine.NewReplica(kube, storage, ns, "a")
@@ -184,23 +164,13 @@ func TestFenceSurvivesTheLedgerDeleted(t *testing.T) {
 // pointed at a quotaplane serve would ignore admission's journal; it refuses
 // to take the ledger over, saying why.
 func TestAnEngineWithoutTheJournalRefusesServesStore(t *testing.T) {
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(srv.Config)
-	ns := "fence-journal-" + fmt.Sprint(time.Now().UnixNano())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	ctx, kube, ns, etcd := journalWorld(t, "fence-journal-")
 	serve := engine.NewReplica(kube, &engine.Storage{Client: etcd, Prefix: "/registry"}, ns, "serve")
 	if err := serve.Stamp(ctx); err != nil {
 		t.Fatal(err)
 	}
 	controller := engine.NewReplica(kube, nil, ns, "controller")
-	err = controller.Stamp(ctx)
+	err := controller.Stamp(ctx)
 	if !errors.Is(err, engine.ErrJournalInUse) {
 		t.Fatalf("an engine without the journal stamped serve's ledger (err %v); want ErrJournalInUse", err)
 	}
@@ -219,21 +189,11 @@ func TestAnEngineWithoutTheJournalRefusesServesStore(t *testing.T) {
 // to storage reads back through the API server field for field — metadata,
 // owner, spec and the decided status — in the version the CRD stores.
 func TestJournalClaimReadsBackIdentically(t *testing.T) {
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(srv.Config)
-	ns := "readback-" + fmt.Sprint(time.Now().UnixNano())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, kube, ns, etcd := journalWorld(t, "readback-")
 	owner, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
 	r := engine.NewReplica(kube, &engine.Storage{Client: etcd, Prefix: "/registry"}, ns, "a")
 	if err := r.Stamp(ctx); err != nil {
 		t.Fatal(err)
@@ -279,17 +239,7 @@ func TestJournalClaimReadsBackIdentically(t *testing.T) {
 // answers its requests with the error and goes on, instead of retrying it
 // for the rest of the term; a valid write after it succeeds.
 func TestAnInvalidJournalWriteIsPermanent(t *testing.T) {
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(srv.Config)
-	ns := "fence-dup-" + fmt.Sprint(time.Now().UnixNano())
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	ctx, kube, ns, etcd := journalWorld(t, "fence-dup-")
 	r := engine.NewReplica(kube, &engine.Storage{Client: etcd, Prefix: "/registry"}, ns, "a")
 	if err := r.Stamp(ctx); err != nil {
 		t.Fatal(err)
@@ -301,4 +251,22 @@ func TestAnInvalidJournalWriteIsPermanent(t *testing.T) {
 	if err, _ := r.WriteGrantsRaw(ctx, ns, "next"); err != nil {
 		t.Fatalf("a valid write after the invalid one: %v", err)
 	}
+}
+
+// journalWorld is a fresh namespace for a ledger, the admin client, and a
+// client of the server's etcd (closed when the test ends).
+func journalWorld(t *testing.T, prefix string) (context.Context, kubernetes.Interface, string, *clientv3.Client) {
+	t.Helper()
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(srv.Config)
+	ns := prefix + fmt.Sprint(time.Now().UnixNano())
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = etcd.Close() })
+	return ctx, kube, ns, etcd
 }

@@ -176,3 +176,22 @@ func (s *Server) StopKeep() error {
 		return errors.New("server did not stop within a minute")
 	}
 }
+
+// Main runs a test package's tests against one server started with o,
+// quietly, and stops it after them; *srv is set before any test runs. Use it
+// as the package's TestMain: func TestMain(m *testing.M) { testserver.Main(m, &srv, opts) }.
+func Main(m interface{ Run() int }, srv **Server, o Options) {
+	Quiet()
+	s, err := Start(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting quotaplane:", err)
+		os.Exit(1)
+	}
+	*srv = s
+	code := m.Run()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping quotaplane:", err)
+		code = 1
+	}
+	os.Exit(code)
+}

@@ -5,8 +5,6 @@
 package long
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/quotaplane/quotaplane/internal/testserver"
@@ -16,15 +14,6 @@ import (
 var srv *testserver.Server
 
 func TestMain(m *testing.M) {
-	testserver.Quiet()
 	o := quotatest.FastEngineOptions()
-	var err error
-	srv, err = testserver.Start(testserver.Options{Engine: &o})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting quotaplane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, &srv, testserver.Options{Engine: &o})
 }

@@ -3,8 +3,6 @@
 package admission
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/quotaplane/quotaplane/internal/testserver"
@@ -14,15 +12,6 @@ import (
 var srv *testserver.Server
 
 func TestMain(m *testing.M) {
-	testserver.Quiet()
 	o := quotatest.FastEngineOptions()
-	var err error
-	srv, err = testserver.Start(testserver.Options{Engine: &o})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting quotaplane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, &srv, testserver.Options{Engine: &o})
 }

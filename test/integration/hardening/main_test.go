@@ -7,7 +7,6 @@ package hardening
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,17 +27,8 @@ import (
 var srv *testserver.Server
 
 func TestMain(m *testing.M) {
-	testserver.Quiet()
 	o := quotatest.FastEngineOptions()
-	var err error
-	srv, err = testserver.Start(testserver.Options{Engine: &o})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting quotaplane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
+	testserver.Main(m, &srv, testserver.Options{Engine: &o})
 }
 
 // world is one test's resource type "units" (claimed by ConfigMaps and
