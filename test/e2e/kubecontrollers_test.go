@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -40,20 +38,12 @@ func TestKubeControllersLeaderElected(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	began := time.Now()
-	etcdConfig, err := etcd.Options{Dir: filepath.Join(t.TempDir(), "etcd"), UnsafeNoFsync: true}.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcdServer, err := etcdConfig.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcdServer.Stop) // after the replicas
+	etcdURL := quotatest.StartEtcd(t)
 
 	// One after the other: the first installs the CRDs.
 	replicas := []*replica{
-		startReplica(t, bin, "a", etcdServer.ClientURL()),
-		startReplica(t, bin, "b", etcdServer.ClientURL()),
+		startReplica(t, bin, "a", etcdURL),
+		startReplica(t, bin, "b", etcdURL),
 	}
 	t.Logf("two replicas ready after %s", time.Since(began).Round(time.Millisecond))
 
@@ -81,7 +71,7 @@ func TestKubeControllersLeaderElected(t *testing.T) {
 	if err := first.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
 		return strings.Contains(first.Stderr.String(), stoppedLog), nil
 	})
 	if err != nil {

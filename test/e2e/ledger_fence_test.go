@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,7 +21,6 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -39,18 +37,10 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 	}
 	const limit = 40
 	bin := buildBinary(t)
-	etcdConfig, err := etcd.Options{Dir: filepath.Join(t.TempDir(), "etcd"), UnsafeNoFsync: true}.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcdServer, err := etcdConfig.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcdServer.Stop)
+	etcdURL := quotatest.StartEtcd(t)
 	replicas := []*replica{
-		startReplica(t, bin, "a", etcdServer.ClientURL()),
-		startReplica(t, bin, "b", etcdServer.ClientURL()),
+		startReplica(t, bin, "a", etcdURL),
+		startReplica(t, bin, "b", etcdURL),
 	}
 	ctx := t.Context()
 	ns := engine.DefaultOptions().SystemNamespace
@@ -102,7 +92,7 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 		}
 	}
 	t.Cleanup(resume)
-	kv, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdServer.ClientURL()}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	kv, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,6 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -52,16 +51,7 @@ func TestSoak(t *testing.T) {
 	}
 	quotatest.Exclusive(t)
 	bin := quotatest.BuildBinary(t)
-	etcdConfig, err := etcd.Options{Dir: filepath.Join(t.TempDir(), "etcd"), UnsafeNoFsync: true}.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcdServer, err := etcdConfig.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcdServer.Stop)
-	etcdURL := etcdServer.ClientURL()
+	etcdURL := quotatest.StartEtcd(t)
 	replicas := []*quotatest.Replica{
 		quotatest.StartReplica(t, bin, "a", etcdURL),
 		quotatest.StartReplica(t, bin, "b", etcdURL),
@@ -263,7 +253,7 @@ func TestSoak(t *testing.T) {
 	// last changes settle); every uncharged object is a recorded fail-open.
 	var out string
 	var code int
-	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 90*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 90*time.Second, true, func(context.Context) (bool, error) {
 		code, out = runVerify(t, bin, filepath.Join(replicas[1].DataDir, "admin.kubeconfig"), etcdURL)
 		return code == 0, nil
 	})

@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/server/etcd"
 )
 
 // Replica is one `quotaplane serve` process on an external etcd.
@@ -129,4 +132,40 @@ func (s *SyncBuffer) Tail() string {
 		out = out[len(out)-4000:]
 	}
 	return out
+}
+
+// StartEtcd starts an etcd (embedded in the test process, on loopback) for
+// serve replicas to share, stopped when the test ends, and returns its URL.
+func StartEtcd(t testing.TB) string {
+	t.Helper()
+	cfg, err := etcd.Options{Dir: filepath.Join(t.TempDir(), "etcd"), UnsafeNoFsync: true}.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop) // after the replicas, whose cleanups run first
+	return s.ClientURL()
+}
+
+// TakeEngineLease makes holder the quota engine's leader for seconds: with
+// another holder, no replica of the engine decides (and with 1 second, the
+// engine takes its Lease back at once).
+func TakeEngineLease(t testing.TB, kube kubernetes.Interface, systemNamespace, holder string, seconds int32) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := kube.CoordinationV1().Leases(systemNamespace).Get(t.Context(), "quotaplane-quota-engine", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &holder, &seconds
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		_, err = kube.CoordinationV1().Leases(systemNamespace).Update(t.Context(), l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -52,16 +51,7 @@ func TestUndecidedCreates(t *testing.T) {
 	// Another holder takes the engine's Lease: the engine stops deciding.
 	kube := kubernetes.NewForConfigOrDie(s.Config)
 	ctx := context.Background()
-	lease, err := kube.CoordinationV1().Leases(o.SystemNamespace).Get(ctx, "quotaplane-quota-engine", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease.Spec.HolderIdentity = ptr.To("another-replica")
-	lease.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
-	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	if _, err := kube.CoordinationV1().Leases(o.SystemNamespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	quotatest.TakeEngineLease(t, kube, o.SystemNamespace, "another-replica", 3600)
 
 	// One attempt per create: client-go itself retries a 504 that carries
 	// Retry-After, which is what a user's kubectl gets.

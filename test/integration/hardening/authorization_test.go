@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -190,22 +189,7 @@ func TestAForgedGrantIsNotCounted(t *testing.T) {
 	// No engine leads: another holder takes the Lease.
 	kube := kubernetes.NewForConfigOrDie(srv.Config)
 	ns := quotatest.FastEngineOptions().SystemNamespace
-	setLease := func(holder string, seconds int32) {
-		t.Helper()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			l, err := kube.CoordinationV1().Leases(ns).Get(ctx, "quotaplane-quota-engine", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = ptr.To(holder), ptr.To(seconds)
-			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-			_, err = kube.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	setLease := func(holder string, seconds int32) { quotatest.TakeEngineLease(t, kube, ns, holder, seconds) }
 	setLease("someone-else", 3600)
 	t.Cleanup(func() { setLease("someone-else", 1) })
 	eventually(t, 20*time.Second, "the engine to stop leading", func() bool {

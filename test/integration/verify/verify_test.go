@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -137,16 +136,7 @@ func TestDamagedStore(t *testing.T) {
 
 	// No engine replica decides from here on: another holder takes the Lease.
 	kube := kubernetes.NewForConfigOrDie(s.Config)
-	lease, err := kube.CoordinationV1().Leases(o.SystemNamespace).Get(ctx, "quotaplane-quota-engine", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease.Spec.HolderIdentity = ptr.To("another-replica")
-	lease.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
-	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	if _, err := kube.CoordinationV1().Leases(o.SystemNamespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	quotatest.TakeEngineLease(t, kube, o.SystemNamespace, "another-replica", 3600)
 	// The engine has stopped once admission cannot decide any more (one
 	// attempt each: client-go retries a 504 by itself).
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
