@@ -542,3 +542,25 @@ func (f *Fixture) WaitPolicyReady(p *quotav1alpha1.ClaimCreationPolicy, status m
 	}
 	return cond
 }
+
+// Policy creates a ClaimCreationPolicy named <fixture id>-name: each create of
+// kind (apiVersion) in the fixture's namespace claims amount of the
+// fixture's resource type rt for the fixture's organization. mutate edits it
+// before it is created.
+func (f *Fixture) Policy(name, apiVersion, kind, rt string, amount intstr.IntOrString, mutate ...func(*quotav1alpha1.ClaimCreationPolicy)) *quotav1alpha1.ClaimCreationPolicy {
+	f.T.Helper()
+	p := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-" + name}}
+	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: apiVersion, Kind: kind}
+	p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", f.NS)}}
+	p.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
+		ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: f.Org.APIGroup, Kind: f.Org.Kind, Name: f.Org.Name},
+		Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: string(f.RT(rt)), Amount: amount}},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	if err := f.C.Create(context.Background(), p); err != nil {
+		f.T.Fatal(err)
+	}
+	return p
+}

@@ -44,31 +44,6 @@ func newWorldOn(t *testing.T, cfg *rest.Config, limit int64) *world {
 	return &world{f}
 }
 
-// policy makes creates of kind (in this world's namespace) claim amount of rt.
-func (w *world) policy(name, apiVersion, kind, rt string, amount intstr.IntOrString, mutate ...func(*quotav1alpha1.ClaimCreationPolicy)) *quotav1alpha1.ClaimCreationPolicy {
-	w.T.Helper()
-	p := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: w.ID + "-" + name}}
-	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: apiVersion, Kind: kind}
-	p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", w.NS)}}
-	p.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
-		ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: w.Org.APIGroup, Kind: w.Org.Kind, Name: w.Org.Name},
-		Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: string(w.RT(rt)), Amount: amount}},
-	}
-	for _, m := range mutate {
-		m(p)
-	}
-	if err := w.C.Create(context.Background(), p); err != nil {
-		w.T.Fatal(err)
-	}
-	return p
-}
-
-// waitReady waits until the policy is judged and admission acts on it.
-func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.ConditionStatus, probe ...client.Object) metav1.Condition {
-	w.T.Helper()
-	return w.WaitPolicyReady(p, status, probe...)
-}
-
 func (w *world) secret(name string, labels ...string) error {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS, Labels: map[string]string{}}}
 	for i := 0; i+1 < len(labels); i += 2 {
@@ -78,8 +53,8 @@ func (w *world) secret(name string, labels ...string) error {
 }
 
 func (w *world) secretsPolicy() *quotav1alpha1.ClaimCreationPolicy {
-	p := w.policy("secrets", "v1", "Secret", "secrets", intstr.FromInt32(1))
-	w.waitReady(p, metav1.ConditionTrue)
+	p := w.Policy("secrets", "v1", "Secret", "secrets", intstr.FromInt32(1))
+	w.WaitPolicyReady(p, metav1.ConditionTrue)
 	return p
 }
 
@@ -183,10 +158,10 @@ func TestDryRunConsumesNothing(t *testing.T) {
 
 func TestFalseConstraintCreatesNoClaim(t *testing.T) {
 	w := newWorld(t, 1)
-	p := w.policy("labelled", "v1", "Secret", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
+	p := w.Policy("labelled", "v1", "Secret", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.Trigger.Constraints = append(p.Spec.Trigger.Constraints, quotav1alpha1.Constraint{Expression: `has(trigger.metadata.labels) && "tier" in trigger.metadata.labels && trigger.metadata.labels["tier"] == "paid"`})
 	})
-	w.waitReady(p, metav1.ConditionTrue, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.NS, Labels: map[string]string{"tier": "paid"}}})
+	w.WaitPolicyReady(p, metav1.ConditionTrue, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.NS, Labels: map[string]string{"tier": "paid"}}})
 	for i := range 3 {
 		if err := w.secret(fmt.Sprintf("free-%d", i)); err != nil {
 			t.Fatal(err)
@@ -203,8 +178,8 @@ func TestFalseConstraintCreatesNoClaim(t *testing.T) {
 
 func TestBrokenTemplateNeverDenies(t *testing.T) {
 	w := newWorld(t, 1)
-	p := w.policy("broken", "v1", "Secret", "secrets", intstr.FromString("{{ trigger.spec.size + }}"))
-	c := w.waitReady(p, metav1.ConditionFalse)
+	p := w.Policy("broken", "v1", "Secret", "secrets", intstr.FromString("{{ trigger.spec.size + }}"))
+	c := w.WaitPolicyReady(p, metav1.ConditionFalse)
 	if c.Reason != "InvalidTemplate" || !strings.Contains(c.Message, "amount") {
 		t.Errorf("Ready condition %+v should name the broken template", c)
 	}
@@ -217,8 +192,8 @@ func TestBrokenTemplateNeverDenies(t *testing.T) {
 
 func TestDisabledPolicy(t *testing.T) {
 	w := newWorld(t, 1)
-	p := w.policy("off", "v1", "Secret", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) { p.Spec.Disabled = true })
-	if c := w.waitReady(p, metav1.ConditionFalse); c.Reason != "Disabled" {
+	p := w.Policy("off", "v1", "Secret", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) { p.Spec.Disabled = true })
+	if c := w.WaitPolicyReady(p, metav1.ConditionFalse); c.Reason != "Disabled" {
 		t.Errorf("Ready %+v", c)
 	}
 	for i := range 3 {
@@ -232,8 +207,8 @@ func TestTwoPoliciesOnOneKind(t *testing.T) {
 	w := newWorld(t, 5)
 	w.RegisterClaimedBy([]string{"bytes"}, claimingKinds...)
 	w.Grant("g-bytes", map[string][]quotatest.Bucket{"bytes": {{Amount: 2}}})
-	w.waitReady(w.policy("count", "v1", "Secret", "secrets", intstr.FromInt32(1)), metav1.ConditionTrue)
-	w.waitReady(w.policy("bytes", "v1", "Secret", "bytes", intstr.FromInt32(1)), metav1.ConditionTrue)
+	w.WaitPolicyReady(w.Policy("count", "v1", "Secret", "secrets", intstr.FromInt32(1)), metav1.ConditionTrue)
+	w.WaitPolicyReady(w.Policy("bytes", "v1", "Secret", "bytes", intstr.FromInt32(1)), metav1.ConditionTrue)
 	for i := range 2 {
 		if err := w.secret(fmt.Sprintf("s%d", i)); err != nil {
 			t.Fatal(err)
@@ -250,7 +225,7 @@ func TestTwoPoliciesOnOneKind(t *testing.T) {
 
 func TestAmountComputedFromTheObject(t *testing.T) {
 	w := newWorld(t, 10)
-	w.waitReady(w.policy("cpus", "v1", "ConfigMap", "secrets", intstr.FromString("{{ int(trigger.data.cpus) * 2 }}")), metav1.ConditionTrue,
+	w.WaitPolicyReady(w.Policy("cpus", "v1", "ConfigMap", "secrets", intstr.FromString("{{ int(trigger.data.cpus) * 2 }}")), metav1.ConditionTrue,
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.NS}, Data: map[string]string{"cpus": "1"}})
 	cm := func(name, cpus string) error {
 		return w.C.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS}, Data: map[string]string{"cpus": cpus}})

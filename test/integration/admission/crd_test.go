@@ -49,7 +49,7 @@ func TestCRDKindAsTrigger(t *testing.T) {
 			"spec":     map[string]any{"size": size},
 		}}
 	}
-	w.waitReady(w.policy("widgets", "example.com/v1", "Widget", "secrets", intstr.FromString("{{ trigger.spec.size }}")), metav1.ConditionTrue, widget("probe", 1))
+	w.WaitPolicyReady(w.Policy("widgets", "example.com/v1", "Widget", "secrets", intstr.FromString("{{ trigger.spec.size }}")), metav1.ConditionTrue, widget("probe", 1))
 	create := func(name string, size int64) error {
 		_, err := widgets.Namespace(w.NS).Create(ctx, widget(name, size), metav1.CreateOptions{})
 		return err

@@ -39,11 +39,11 @@ func TestUndecidedCreates(t *testing.T) {
 	}
 	defer func() { _ = s.Stop() }()
 	w := newWorldOn(t, s.Config, 5)
-	w.waitReady(w.policy("secrets", "v1", "Secret", "secrets", intstr.FromInt32(1)), metav1.ConditionTrue)
-	failOpen := w.policy("configmaps", "v1", "ConfigMap", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
+	w.WaitPolicyReady(w.Policy("secrets", "v1", "Secret", "secrets", intstr.FromInt32(1)), metav1.ConditionTrue)
+	failOpen := w.Policy("configmaps", "v1", "ConfigMap", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.FailurePolicy = quotav1alpha1.FailurePolicyIgnore
 	})
-	w.waitReady(failOpen, metav1.ConditionTrue)
+	w.WaitPolicyReady(failOpen, metav1.ConditionTrue)
 	if err := w.secret("decided"); err != nil {
 		t.Fatalf("a create while the engine leads: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -115,9 +116,17 @@ func TestATenantCannotSpendAnotherTenantsQuota(t *testing.T) {
 		t.Fatalf("beta claiming its own cores: %v", err)
 	}
 	// A forged decision is refused: only the engine writes a claim's status.
-	forged := own.DeepCopy()
-	forged.Status.Conditions = []metav1.Condition{{Type: quotav1alpha1.ClaimConditionGranted, Status: metav1.ConditionTrue, Reason: "QuotaAvailable", Message: "forged", LastTransitionTime: metav1.Now()}}
-	if err := b.c.Status().Update(ctx, forged); !apierrors.IsForbidden(err) {
+	// (Sent at the claim's current version: a stale one is refused by the
+	// storage's own conflict check before admission is asked.)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		forged := &quotav1alpha1.ResourceClaim{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(own), forged); err != nil {
+			return err
+		}
+		forged.Status.Conditions = []metav1.Condition{{Type: quotav1alpha1.ClaimConditionGranted, Status: metav1.ConditionTrue, Reason: "QuotaAvailable", Message: "forged", LastTransitionTime: metav1.Now()}}
+		return b.c.Status().Update(ctx, forged)
+	})
+	if !apierrors.IsForbidden(err) {
 		t.Fatalf("beta writing its claim's status: want 403, got %v", err)
 	}
 
@@ -133,7 +142,7 @@ func TestATenantCannotSpendAnotherTenantsQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &world{f}
-	w.waitReady(p, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: b.ns, Labels: map[string]string{"org": beta}}})
+	w.WaitPolicyReady(p, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: b.ns, Labels: map[string]string{"org": beta}}})
 	err = b.c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "steal", Namespace: b.ns, Labels: map[string]string{"org": acme}}})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("beta creating a ConfigMap charged to acme: want 403, got %v", err)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -31,7 +32,7 @@ func TestClaimsInAnotherNamespaceOutliveTheGarbageCollector(t *testing.T) {
 	p := w.policy("central", func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.Target.ResourceClaimTemplate.Metadata.Namespace = central
 	})
-	w.waitReady(p, metav1.ConditionTrue)
+	w.WaitPolicyReady(p, metav1.ConditionTrue)
 	for _, n := range []string{"a", "b"} {
 		if err := w.configMap(w.NS, n); err != nil {
 			t.Fatalf("configmap %s within the limit: %v", n, err)
@@ -83,7 +84,7 @@ func TestClaimNamesThatCollideAreRefused(t *testing.T) {
 	p := w.policy("literal", func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.Target.ResourceClaimTemplate.Metadata.Name = "fixed"
 	})
-	w.waitReady(p, metav1.ConditionTrue)
+	w.WaitPolicyReady(p, metav1.ConditionTrue)
 	if err := w.configMap(w.NS, "first"); err != nil {
 		t.Fatalf("first create: %v", err)
 	}
@@ -112,8 +113,8 @@ func TestClaimNamesThatCollideAreRefused(t *testing.T) {
 		p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "Secret"}
 		p.Spec.Target.ResourceClaimTemplate.Metadata.Name = "twin-{{ trigger.metadata.name }}"
 	}
-	w.waitReady(w.policy("twin-a", twin), metav1.ConditionTrue)
-	w.waitReady(w.policy("twin-b", twin), metav1.ConditionTrue)
+	w.WaitPolicyReady(w.policy("twin-a", twin), metav1.ConditionTrue)
+	w.WaitPolicyReady(w.policy("twin-b", twin), metav1.ConditionTrue)
 	err := w.C.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: w.NS}})
 	if !apierrors.IsConflict(err) {
 		t.Fatalf("two policies rendering one claim name: want 409, got %v", err)
@@ -124,7 +125,7 @@ func TestClaimNamesThatCollideAreRefused(t *testing.T) {
 	ok := w.policy("after", func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q && trigger.metadata.name.startsWith('after')", w.NS)}}
 	})
-	w.waitReady(ok, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-probe", Namespace: w.NS}})
+	w.WaitPolicyReady(ok, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-probe", Namespace: w.NS}})
 	start := time.Now()
 	if err := w.configMap(w.NS, "after-1"); err != nil {
 		t.Fatalf("a create after the collisions: %v", err)
@@ -140,7 +141,7 @@ func TestClaimNamesThatCollideAreRefused(t *testing.T) {
 // object with --cascade=orphan does not leave quota held for nothing.
 func TestAClaimHeldByItsObjectCannotBeRemoved(t *testing.T) {
 	w := newWorld(t, 3)
-	w.waitReady(w.policy("held"), metav1.ConditionTrue)
+	w.WaitPolicyReady(w.policy("held"), metav1.ConditionTrue)
 	if err := w.configMap(w.NS, "holder"); err != nil {
 		t.Fatal(err)
 	}
@@ -164,9 +165,15 @@ func TestAClaimHeldByItsObjectCannotBeRemoved(t *testing.T) {
 		t.Fatalf("removing a claim's ownerReference: want 403, got %v", err)
 	}
 	mustContain(t, err, "ConfigMap "+w.NS+"/holder", "ownerReference")
-	forged := claim.DeepCopy()
-	meta.SetStatusCondition(&forged.Status.Conditions, metav1.Condition{Type: quotav1alpha1.ClaimConditionGranted, Status: metav1.ConditionFalse, Reason: "Forged", Message: "x"})
-	if err := w.C.Status().Update(context.Background(), forged); !apierrors.IsForbidden(err) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error { // at the current version (see the tenant test)
+		forged := &quotav1alpha1.ResourceClaim{}
+		if err := w.C.Get(context.Background(), client.ObjectKeyFromObject(&claim), forged); err != nil {
+			return err
+		}
+		meta.SetStatusCondition(&forged.Status.Conditions, metav1.Condition{Type: quotav1alpha1.ClaimConditionGranted, Status: metav1.ConditionFalse, Reason: "Forged", Message: "x"})
+		return w.C.Status().Update(context.Background(), forged)
+	})
+	if !apierrors.IsForbidden(err) {
 		t.Fatalf("writing a claim's status as a user: want 403, got %v", err)
 	}
 	w.WaitBucket(quotatest.N(3, 1, 2), "units")

@@ -6,7 +6,6 @@ package hardening
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -49,26 +48,7 @@ func newWorld(t *testing.T, limit int64) *world {
 // policy charges one unit per ConfigMap created in the world's namespace.
 func (w *world) policy(name string, mutate ...func(*quotav1alpha1.ClaimCreationPolicy)) *quotav1alpha1.ClaimCreationPolicy {
 	w.T.Helper()
-	p := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: w.ID + "-" + name}}
-	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "ConfigMap"}
-	p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", w.NS)}}
-	p.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
-		ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: w.Org.APIGroup, Kind: w.Org.Kind, Name: w.Org.Name},
-		Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: string(w.RT("units")), Amount: intstr.FromInt32(1)}},
-	}
-	for _, m := range mutate {
-		m(p)
-	}
-	if err := w.C.Create(context.Background(), p); err != nil {
-		w.T.Fatal(err)
-	}
-	return p
-}
-
-// waitReady waits until the policy is judged and admission acts on it.
-func (w *world) waitReady(p *quotav1alpha1.ClaimCreationPolicy, status metav1.ConditionStatus, probe ...client.Object) metav1.Condition {
-	w.T.Helper()
-	return w.WaitPolicyReady(p, status, probe...)
+	return w.Policy(name, "v1", "ConfigMap", "units", intstr.FromInt32(1), mutate...)
 }
 
 func (w *world) configMap(ns, name string, labels ...string) error {

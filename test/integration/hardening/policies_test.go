@@ -29,7 +29,7 @@ func TestPolicyEditsOpenNoWindow(t *testing.T) {
 	const n = 15
 	w := newWorld(t, 100)
 	p := w.policy("edited")
-	w.waitReady(p, metav1.ConditionTrue)
+	w.WaitPolicyReady(p, metav1.ConditionTrue)
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*n)
 	for i := range n {
@@ -82,7 +82,7 @@ func TestPolicyEditsOpenNoWindow(t *testing.T) {
 func TestAnInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	w := newWorld(t, 5)
 	p := w.policy("kept")
-	w.waitReady(p, metav1.ConditionTrue)
+	w.WaitPolicyReady(p, metav1.ConditionTrue)
 	valid := p.Generation
 	// A resource type nobody registered: compiles, is judged invalid.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -134,7 +134,7 @@ func TestAnExpressionFailingOnTheObjectRefuses(t *testing.T) {
 		p.Spec.FailurePolicy = quotav1alpha1.FailurePolicyIgnore
 		p.Spec.Trigger.Constraints = append(p.Spec.Trigger.Constraints, quotav1alpha1.Constraint{Expression: `trigger.data.tier == "gold"`})
 	})
-	w.waitReady(p, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.NS}, Data: map[string]string{"tier": "gold"}})
+	w.WaitPolicyReady(p, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.NS}, Data: map[string]string{"tier": "gold"}})
 	err := w.configMap(w.NS, "no-data")
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("a ConfigMap without the field the policy reads: want 403, got %v", err)
