@@ -111,6 +111,11 @@ func TestAnInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	if p.Status.Enforced == nil || p.Status.Enforced.Generation != valid {
 		t.Fatalf("status.enforced = %+v, want generation %d", p.Status.Enforced, valid)
 	}
+	// The API answers from etcd; admission from its informer, which may not
+	// have seen the judgement yet. Wait until admission says which version it
+	// enforces.
+	w.WaitPolicyInForce(corev1.SchemeGroupVersion.WithResource("configmaps"),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "in-force-probe", Namespace: w.NS}}, p.Name, valid)
 	if err := w.configMap(w.NS, "after-invalid-edit"); err != nil {
 		t.Fatalf("a create under the last valid version: %v", err)
 	}
