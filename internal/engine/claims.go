@@ -84,7 +84,7 @@ func claimStatus(stored *quotav1alpha1.ResourceClaim, c quota.Claim, d quota.Dec
 	case quota.ValidationFailed:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.ClaimReasonValidationFailed, d.Message
 	default:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, quotav1alpha1.ClaimReasonPending, d.Message
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, quotav1alpha1.ClaimReasonPendingEvaluation, d.Message
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if d.Outcome == quota.Granted {

@@ -27,7 +27,7 @@ func (t *term) writeStatus(ctx context.Context, k statusKey) error {
 }
 
 func activeCondition(v quota.Validity, generation int64) metav1.Condition {
-	c := metav1.Condition{Type: "Active", Status: metav1.ConditionTrue, Reason: v.Reason, Message: v.Message, ObservedGeneration: generation}
+	c := metav1.Condition{Type: quotav1alpha1.GrantConditionActive, Status: metav1.ConditionTrue, Reason: v.Reason, Message: v.Message, ObservedGeneration: generation}
 	if !v.Valid {
 		c.Status = metav1.ConditionFalse
 	}
@@ -72,7 +72,7 @@ func (t *term) writeRegistration(ctx context.Context, name string) error {
 	v := t.eng.RegistrationValidity(name)
 	grants, claims := t.eng.RegistrationUsers(string(r.Spec.ResourceType))
 	t.mu.Unlock()
-	if v.Reason == "Deleting" && grants+claims > 0 {
+	if v.Cause == quota.CauseDeleting && grants+claims > 0 {
 		v.Message += "; still used by " + plural(grants, "grant") + " and " + plural(claims, "claim") + ", which are flagged invalid"
 	}
 	c := activeCondition(v, r.Generation)

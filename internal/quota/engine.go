@@ -166,13 +166,13 @@ func (e *Engine) RegistrationValidity(name string) Validity {
 	r, ok := e.regs[name]
 	switch {
 	case !ok:
-		return Validity{Reason: "NotFound", Message: "registration is not known"}
+		return Validity{Reason: ReasonRegistrationPending, Cause: CauseNotFound, Message: "registration is not known"}
 	case r.Deleting:
-		return Validity{Reason: "Deleting", Message: fmt.Sprintf("registration of %s is being deleted; grants and claims of %s are no longer valid", r.ResourceType, r.ResourceType)}
+		return Validity{Reason: ReasonRegistrationPending, Cause: CauseDeleting, Message: fmt.Sprintf("registration of %s is being deleted; grants and claims of %s are no longer valid", r.ResourceType, r.ResourceType)}
 	case e.active[r.ResourceType] != name:
-		return Validity{Reason: "DuplicateResourceType", Message: fmt.Sprintf("resource type %s is already registered by ResourceRegistration %s; delete this duplicate", r.ResourceType, e.active[r.ResourceType])}
+		return Validity{Reason: ReasonValidationFailed, Cause: CauseDuplicateResourceType, Message: fmt.Sprintf("resource type %s is already registered by ResourceRegistration %s; delete this duplicate", r.ResourceType, e.active[r.ResourceType])}
 	}
-	return Validity{Valid: true, Reason: "Active", Message: fmt.Sprintf("%s is registered for %s consumers", r.ResourceType, r.ConsumerType)}
+	return Validity{Valid: true, Reason: ReasonRegistrationActive, Message: fmt.Sprintf("%s is registered for %s consumers", r.ResourceType, r.ConsumerType)}
 }
 
 // activeRegistration returns the active registration of a resource type.
@@ -210,18 +210,18 @@ func (e *Engine) ValidateGrant(g Grant) Validity {
 	seen := map[string]bool{}
 	for _, a := range g.Allowances {
 		if seen[a.ResourceType] {
-			return Validity{Reason: "DuplicateResourceType", Message: fmt.Sprintf("resource type %s is listed twice; merge its buckets into one allowance", a.ResourceType)}
+			return Validity{Reason: ReasonValidationFailed, Cause: CauseDuplicateResourceType, Message: fmt.Sprintf("resource type %s is listed twice; merge its buckets into one allowance", a.ResourceType)}
 		}
 		seen[a.ResourceType] = true
 		r, ok := e.activeRegistration(a.ResourceType)
 		if !ok {
-			return Validity{Reason: "ResourceTypeNotRegistered", Message: fmt.Sprintf("resource type %s is not registered; create a ResourceRegistration for it or fix the allowance", a.ResourceType)}
+			return Validity{Reason: ReasonValidationFailed, Cause: CauseResourceTypeNotRegistered, Message: fmt.Sprintf("resource type %s is not registered; create a ResourceRegistration for it or fix the allowance", a.ResourceType)}
 		}
 		if (GroupKind{g.Consumer.APIGroup, g.Consumer.Kind}) != r.ConsumerType {
-			return Validity{Reason: "ConsumerTypeMismatch", Message: fmt.Sprintf("consumer %s cannot receive %s: ResourceRegistration %s grants it to %s consumers", g.Consumer, a.ResourceType, r.Name, r.ConsumerType)}
+			return Validity{Reason: ReasonValidationFailed, Cause: CauseConsumerTypeMismatch, Message: fmt.Sprintf("consumer %s cannot receive %s: ResourceRegistration %s grants it to %s consumers", g.Consumer, a.ResourceType, r.Name, r.ConsumerType)}
 		}
 	}
-	return Validity{Valid: true, Reason: "Active", Message: "grant is valid and counts towards its consumer's limits"}
+	return Validity{Valid: true, Reason: ReasonGrantActive, Message: "grant is valid and counts towards its consumer's limits"}
 }
 
 // UpsertGrant adds or replaces a grant. An invalid grant contributes nothing.

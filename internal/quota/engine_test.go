@@ -250,7 +250,7 @@ func TestDuplicateRegistrationIsInactive(t *testing.T) {
 	if v := e.RegistrationValidity("first"); !v.Valid {
 		t.Errorf("first: %+v", v)
 	}
-	if v := e.RegistrationValidity("second"); v.Valid || v.Reason != "DuplicateResourceType" || !strings.Contains(v.Message, "first") {
+	if v := e.RegistrationValidity("second"); v.Valid || v.Reason != ReasonValidationFailed || v.Cause != CauseDuplicateResourceType || !strings.Contains(v.Message, "first") {
 		t.Errorf("second: %+v", v)
 	}
 }
@@ -261,7 +261,7 @@ func TestInvalidGrantContributesNothing(t *testing.T) {
 	proj := ConsumerID{APIGroup: OrganizationGroup, Kind: "Project", Name: "x"}
 	e.UpsertGrant(grant("bad", proj, "x.io/p", GrantBucket{Amount: 5}))
 	v, _ := e.GrantValidity("bad")
-	if v.Valid || v.Reason != "ConsumerTypeMismatch" {
+	if v.Valid || v.Reason != ReasonValidationFailed || v.Cause != CauseConsumerTypeMismatch {
 		t.Errorf("validity %+v", v)
 	}
 	if _, ok := e.Bucket(BucketID{proj, "x.io/p", ""}); ok {
@@ -270,7 +270,7 @@ func TestInvalidGrantContributesNothing(t *testing.T) {
 	// The registration disappears: a valid grant becomes invalid and its limit goes.
 	e.UpsertGrant(grant("good", org, "x.io/p", GrantBucket{Amount: 5}))
 	e.RemoveRegistration("p")
-	if v, _ := e.GrantValidity("good"); v.Valid || v.Reason != "ResourceTypeNotRegistered" {
+	if v, _ := e.GrantValidity("good"); v.Valid || v.Reason != ReasonValidationFailed || v.Cause != CauseResourceTypeNotRegistered {
 		t.Errorf("after the registration is deleted: %+v", v)
 	}
 }

@@ -78,7 +78,7 @@ const (
 	// ReasonClaimDenied marks a request that would fit but is not allocated
 	// because another request of the same claim was denied (all or nothing).
 	ReasonClaimDenied = "ClaimDenied"
-	ReasonPending     = "Pending"
+	ReasonPending     = "PendingEvaluation"
 )
 
 // RequestResult is the outcome of one request.
@@ -126,7 +126,30 @@ type GrantContribution struct {
 
 // Validity is the outcome of validating a grant or a registration.
 type Validity struct {
-	Valid   bool
-	Reason  string
+	Valid bool
+	// Reason is the condition reason users and tools match on
+	// (RegistrationActive, GrantActive, ValidationFailed, ...).
+	Reason string
+	// Cause is the precise cause (one of the Cause constants), kept out of
+	// Reason so that tools written for the reference reasons work unchanged.
+	Cause   string
 	Message string
 }
+
+// Reasons of the Active condition of registrations and grants.
+const (
+	ReasonRegistrationActive  = "RegistrationActive"
+	ReasonRegistrationPending = "RegistrationPending"
+	ReasonGrantActive         = "GrantActive"
+	ReasonGrantPending        = "GrantPending"
+)
+
+// Causes of an invalid registration or grant (Validity.Cause); the message
+// says the same in words.
+const (
+	CauseNotFound                  = "NotFound"
+	CauseDeleting                  = "Deleting"
+	CauseDuplicateResourceType     = "DuplicateResourceType"
+	CauseResourceTypeNotRegistered = "ResourceTypeNotRegistered"
+	CauseConsumerTypeMismatch      = "ConsumerTypeMismatch"
+)

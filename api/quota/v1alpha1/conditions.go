@@ -15,14 +15,31 @@ const (
 	// registrations (unregistered type, consumer type mismatch, resourceRef
 	// kind not allowed, duplicate resource type).
 	ClaimReasonValidationFailed = "ValidationFailed"
-	// ClaimReasonPending: Granted=Unknown; not decided yet.
-	ClaimReasonPending = "Pending"
+	// ClaimReasonPendingEvaluation: Granted=Unknown; not decided yet.
+	ClaimReasonPendingEvaluation = "PendingEvaluation"
 
 	// GrantConditionActive is True when a grant counts towards its consumer's limits.
 	GrantConditionActive = "Active"
+	// GrantReasonActive: Active=True; the grant counts towards its
+	// consumer's limits.
+	GrantReasonActive = "GrantActive"
+	// GrantReasonPending: Active=Unknown; not judged yet.
+	GrantReasonPending = "GrantPending"
+	// GrantReasonValidationFailed: Active=False; an allowance names an
+	// unregistered resource type or a consumer of another type, or a
+	// resource type twice. The message says which.
+	GrantReasonValidationFailed = "ValidationFailed"
 	// RegistrationConditionActive is True when a registration is the one in
 	// force for its resource type.
 	RegistrationConditionActive = "Active"
+	// RegistrationReasonActive: Active=True; the registration in force.
+	RegistrationReasonActive = "RegistrationActive"
+	// RegistrationReasonPending: Active=False; not in force and nothing to
+	// fix: being deleted (the message counts its remaining users).
+	RegistrationReasonPending = "RegistrationPending"
+	// RegistrationReasonValidationFailed: Active=False; another, older
+	// registration holds the resource type.
+	RegistrationReasonValidationFailed = "ValidationFailed"
 	// BucketConditionOverLimit is True when allocated exceeds limit, for
 	// example after a grant was lowered. Nothing is revoked.
 	BucketConditionOverLimit = "OverLimit"

@@ -182,7 +182,7 @@ func TestGrantAndRegistrationConditions(t *testing.T) {
 	if err := f.C.Create(context.Background(), bad); err != nil {
 		t.Fatal(err)
 	}
-	if c := f.WaitCondition(bad, quotav1alpha1.GrantConditionActive, metav1.ConditionFalse); c.Reason != "ConsumerTypeMismatch" {
+	if c := f.WaitCondition(bad, quotav1alpha1.GrantConditionActive, metav1.ConditionFalse); c.Reason != quotav1alpha1.GrantReasonValidationFailed || !strings.Contains(c.Message, "cannot receive") {
 		t.Errorf("bad grant: %+v", c)
 	}
 
@@ -194,7 +194,7 @@ func TestGrantAndRegistrationConditions(t *testing.T) {
 	if err := f.C.Delete(context.Background(), reg); err != nil {
 		t.Fatal(err)
 	}
-	if c := f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionFalse); c.Reason != "ResourceTypeNotRegistered" {
+	if c := f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionFalse); c.Reason != quotav1alpha1.GrantReasonValidationFailed || !strings.Contains(c.Message, "not registered") {
 		t.Errorf("grant after its registration was deleted: %+v", c)
 	}
 }
