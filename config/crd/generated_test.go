@@ -30,10 +30,13 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 			t.Fatalf("controller-gen %v: %v\n%s", args, err, b)
 		}
 	}
-	gen("object:headerFile=hack/boilerplate.go.txt", "paths=./api/...", "output:object:dir="+filepath.Join(out, "object"))
+	for _, pkg := range []string{"api/quota/v1alpha1", "api/resourcemanager/v1alpha1"} {
+		dir := filepath.Join(out, "object", filepath.FromSlash(pkg))
+		gen("object:headerFile=hack/boilerplate.go.txt", "paths=./"+pkg, "output:object:dir="+dir)
+		compare(t, filepath.Join(dir, "zz_generated.deepcopy.go"), filepath.Join(root, pkg, "zz_generated.deepcopy.go"))
+	}
 	gen("crd:crdVersions=v1", "paths=./api/...", "output:crd:dir="+filepath.Join(out, "crd"))
 
-	compare(t, filepath.Join(out, "object", "zz_generated.deepcopy.go"), filepath.Join(root, "api/quota/v1alpha1/zz_generated.deepcopy.go"))
 	fresh, _ := filepath.Glob(filepath.Join(out, "crd", "*.yaml"))
 	checkedIn, _ := filepath.Glob(filepath.Join(root, "config/crd/bases", "*.yaml"))
 	if len(fresh) != len(checkedIn) {

@@ -27,15 +27,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	resourcemanagerv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
-// Scheme holds the quota and core kinds.
+// Scheme holds the quota, tenancy and core kinds.
 var Scheme = runtime.NewScheme()
 
 func init() {
 	_ = quotav1alpha1.AddToScheme(Scheme)
+	_ = resourcemanagerv1alpha1.AddToScheme(Scheme)
 	_ = corev1.AddToScheme(Scheme)
 	_ = rbacv1.AddToScheme(Scheme)
 }
