@@ -15,17 +15,21 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimguard"
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
+	"github.com/quotaplane/quotaplane/internal/admission/tenancy"
 	"github.com/quotaplane/quotaplane/internal/engine"
 )
 
 // quotaPlugins are quotaplane's own admission plugins, run just before the
-// built-in ResourceQuota, after every other validating step.
-var quotaPlugins = []string{registration.PluginName, claimguard.PluginName, claimpolicy.PluginName}
+// built-in ResourceQuota, after every other validating step. Tenancy comes
+// first: a Project's label and ownerReference are set before a
+// ClaimCreationPolicy renders its claims.
+var quotaPlugins = []string{tenancy.PluginName, registration.PluginName, claimguard.PluginName, claimpolicy.PluginName}
 
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
 // enforced at admission (the plugin is registered but disabled).
 func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *engine.Handle, systemNamespace string) {
+	tenancy.Register(o.Plugins)
 	registration.Register(o.Plugins)
 	claimguard.Register(o.Plugins, systemNamespace, handle != nil)
 	if handle != nil {
