@@ -35,7 +35,7 @@ func newServeCommand() *cobra.Command {
 			le := &o.KubeControllers
 			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = engineOpts.LeaseDuration, engineOpts.RenewDeadline, engineOpts.RetryPeriod
 			ctx := genericapiserver.SetupSignalContext()
-			return server.Serve(ctx, o, []server.Component{engine.Start(engineOpts)}, cmd.OutOrStdout())
+			return server.Serve(ctx, o, server.QuotaComponents(engineOpts), cmd.OutOrStdout())
 		},
 	}
 	o.AddFlags(cmd.Flags())
