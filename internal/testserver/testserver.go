@@ -96,7 +96,7 @@ func Start(o Options) (*Server, error) {
 			eo.SystemNamespace = engine.DefaultOptions().SystemNamespace
 		}
 		opts.QuotaEngine, opts.SystemNamespace = eo.Handle, eo.SystemNamespace
-		components = append(components, engine.Start(eo))
+		components = append(components, server.QuotaComponents(eo)...)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
