@@ -1,0 +1,144 @@
+// Package examples runs the walkthrough in examples/README.md against a fresh
+// server, command by command, and checks each command's output against the
+// output the walkthrough shows.
+package examples
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// step is one "$ command" of a console block and the output shown under it.
+type step struct {
+	line    int
+	command string
+	want    []string
+}
+
+// readWalkthrough returns the steps of every ```console block, in order.
+func readWalkthrough(t *testing.T, path string) []step {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var steps []step
+	in := false
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		l := sc.Text()
+		switch {
+		case l == "```console":
+			in = true
+		case in && l == "```":
+			in = false
+		case in && strings.HasPrefix(l, "$ "):
+			steps = append(steps, step{line: n, command: strings.TrimPrefix(l, "$ ")})
+		case in && len(steps) > 0:
+			steps[len(steps)-1].want = append(steps[len(steps)-1].want, l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return steps
+}
+
+var spaces = regexp.MustCompile(`[ \t]+`)
+
+// normalize drops trailing blank lines and collapses runs of spaces, so that
+// a column's width is not part of the comparison.
+func normalize(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		out = append(out, strings.TrimSpace(spaces.ReplaceAllString(l, " ")))
+	}
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+// matches compares output with the walkthrough: equal line by line, except
+// that a shown line ending in "..." matches any line with that prefix.
+func matches(got, want []string) bool {
+	got, want = normalize(got), normalize(want)
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range want {
+		if p, ok := strings.CutSuffix(want[i], "..."); ok {
+			if !strings.HasPrefix(got[i], strings.TrimSpace(p)) {
+				return false
+			}
+			continue
+		}
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// readOnly commands are retried until their output matches (the engine and
+// the controllers converge asynchronously); any other command runs once.
+func readOnly(command string) bool {
+	return strings.HasPrefix(command, "kubectl get ")
+}
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// TestWalkthrough applies the starter set in examples/tenancy the way the
+// walkthrough does and checks every output it shows.
+func TestWalkthrough(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not installed: the walkthrough is checked with the kubectl users run")
+	}
+	quotatest.Exclusive(t)
+	testserver.Quiet()
+	eo := quotatest.FastEngineOptions()
+	srv, err := testserver.Start(testserver.Options{Engine: &eo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	root := repoRoot(t)
+	steps := readWalkthrough(t, filepath.Join(root, "examples", "README.md"))
+	if len(steps) < 10 {
+		t.Fatalf("the walkthrough has %d commands; want the whole walkthrough", len(steps))
+	}
+	for _, s := range steps {
+		deadline := time.Now().Add(45 * time.Second)
+		for {
+			cmd := exec.Command("sh", "-c", s.command)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+srv.Kubeconfig)
+			out, _ := cmd.CombinedOutput()
+			got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+			if string(out) == "" {
+				got = nil
+			}
+			if matches(got, s.want) {
+				break
+			}
+			if !readOnly(s.command) || time.Now().After(deadline) {
+				t.Fatalf("examples/README.md:%d: $ %s\ngot:\n%s\nwant:\n%s", s.line, s.command, out, strings.Join(s.want, "\n"))
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+}

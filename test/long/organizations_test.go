@@ -1,0 +1,182 @@
+package long
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// burst is how many organizations TestOrganizationBurst creates at once.
+const burst = 1000
+
+var organizations = schema.GroupVersionResource{Group: quota.OrganizationGroup, Version: "v1alpha1", Resource: "organizations"}
+
+// TestOrganizationBurst: 1,000 organizations created at once each get their
+// namespace and, from one GrantCreationPolicy, an Active grant. The time to
+// converge is measured against the same grants and namespaces written by
+// hand in the same run, and the memory the plane holds per organization is
+// measured (in-process heap after a GC). Deleting them all leaves nothing
+// behind. docs/benchmarks.md §6 has the figures.
+func TestOrganizationBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 2,000 tenants; skipped with -short")
+	}
+	quotatest.Exclusive(t)
+	ctx := context.Background()
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
+	dyn := dynamic.NewForConfigOrDie(srv.Config)
+	f.Register("projects")
+	rt := string(f.RT("projects"))
+
+	// Baseline: the same namespaces and grants, written by hand.
+	began := time.Now()
+	forEach(t, burst, func(i int) error {
+		consumer := fmt.Sprintf("%s-b%d", f.ID, i)
+		ns := "organization-" + consumer
+		if err := f.C.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"bench": f.ID + "-base"}}}); err != nil {
+			return err
+		}
+		return f.C.Create(ctx, grantFor(ns, consumer, rt, f.ID+"-base"))
+	})
+	waitActiveGrants(t, f.C, client.MatchingLabels{"bench": f.ID + "-base"}, burst)
+	byHand := time.Since(began)
+
+	p := &quotav1alpha1.GrantCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-projects"}}
+	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: quota.OrganizationGroup + "/v1alpha1", Kind: "Organization"}
+	p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("has(trigger.metadata.labels) && 'bench' in trigger.metadata.labels && trigger.metadata.labels['bench'] == %q", f.ID)}}
+	p.Spec.Target.ResourceGrantTemplate.Metadata = quotav1alpha1.TemplateMetadata{
+		Name: "projects", Namespace: "organization-{{ trigger.metadata.name }}", Labels: map[string]string{"bench": f.ID + "-policy"}}
+	p.Spec.Target.ResourceGrantTemplate.Spec = quotav1alpha1.ResourceGrantTemplateSpec{
+		ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: "{{ trigger.metadata.name }}"},
+		Allowances:  []quotav1alpha1.GrantTemplateAllowance{{ResourceType: quotav1alpha1.ResourceType(rt), Buckets: []quotav1alpha1.GrantTemplateBucket{{Amount: 5}}}},
+	}
+	if err := f.C.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
+
+	before := heapInUse()
+	began = time.Now()
+	forEach(t, burst, func(i int) error {
+		o := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": quota.OrganizationGroup + "/v1alpha1", "kind": "Organization",
+			"metadata": map[string]any{"name": fmt.Sprintf("%s-o%d", f.ID, i), "labels": map[string]any{"bench": f.ID}},
+			"spec":     map[string]any{"type": "Standard"},
+		}}
+		_, err := dyn.Resource(organizations).Create(ctx, o, metav1.CreateOptions{})
+		return err
+	})
+	created := time.Since(began)
+	waitActiveGrants(t, f.C, client.MatchingLabels{"bench": f.ID + "-policy"}, burst)
+	byPolicy := time.Since(began)
+	perTenK := (heapInUse() - before) * 10_000 / burst
+	t.Logf("%d organizations: created in %s, %d Active grants by policy after %s; the same namespaces and grants written by hand: %s (ratio %.2f); heap +%d MiB per 10,000 organizations",
+		burst, created.Round(time.Millisecond), burst, byPolicy.Round(time.Millisecond), byHand.Round(time.Millisecond),
+		byPolicy.Seconds()/byHand.Seconds(), perTenK>>20)
+
+	// Deleting them all leaves nothing: no namespace, no grant.
+	began = time.Now()
+	if err := dyn.Resource(organizations).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "bench=" + f.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := dyn.Resource(organizations).List(ctx, metav1.ListOptions{LabelSelector: "bench=" + f.ID})
+		return err == nil && len(l.Items) == 0, nil
+	}); err != nil {
+		t.Fatalf("organizations still there 5 minutes after they were deleted: %v", err)
+	}
+	grants := &quotav1alpha1.ResourceGrantList{}
+	if err := f.C.List(ctx, grants, client.MatchingLabels{"bench": f.ID + "-policy"}); err != nil || len(grants.Items) != 0 {
+		t.Fatalf("after deleting the organizations, %d of their grants are left (%v)", len(grants.Items), err)
+	}
+	t.Logf("%d organizations deleted, with their namespaces and grants, in %s", burst, time.Since(began).Round(time.Millisecond))
+	forEach(t, burst, func(i int) error {
+		return f.C.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("organization-%s-b%d", f.ID, i)}})
+	})
+}
+
+// grantFor is the grant the policy would make, written by hand.
+func grantFor(ns, consumer, rt, label string) *quotav1alpha1.ResourceGrant {
+	return &quotav1alpha1.ResourceGrant{
+		ObjectMeta: metav1.ObjectMeta{Name: "projects", Namespace: ns, Labels: map[string]string{"bench": label}},
+		Spec: quotav1alpha1.ResourceGrantSpec{
+			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: consumer},
+			Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(rt),
+				Buckets: []quotav1alpha1.GrantBucket{{Amount: 5}}}},
+		},
+	}
+}
+
+// forEach runs do(0..n-1) on 16 workers and fails the test on any error.
+func forEach(t *testing.T, n int, do func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := do(i); err != nil {
+					errs <- fmt.Errorf("item %d: %w", i, err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// waitActiveGrants waits until n grants with these labels are Active.
+func waitActiveGrants(t *testing.T, c client.Client, labels client.MatchingLabels, n int) {
+	t.Helper()
+	active := 0
+	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l := &quotav1alpha1.ResourceGrantList{}
+		if err := c.List(ctx, l, labels); err != nil {
+			return false, nil
+		}
+		active = 0
+		for _, g := range l.Items {
+			if meta.IsStatusConditionTrue(g.Status.Conditions, quotav1alpha1.GrantConditionActive) {
+				active++
+			}
+		}
+		return active == n, nil
+	}); err != nil {
+		t.Fatalf("%d of %d grants Active after 5 minutes", active, n)
+	}
+}
+
+// heapInUse is the in-process heap (server, etcd and controllers) after a
+// collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
