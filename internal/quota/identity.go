@@ -118,18 +118,32 @@ type Placement struct {
 	// SystemNamespace holds the buckets of consumers that have no namespace
 	// of their own.
 	SystemNamespace string
+	// OrganizationOf returns the organization of a Project, or "" when the
+	// project is not known. Nil: projects are not known.
+	OrganizationOf func(project string) string
 }
 
-// OrganizationGroup is the API group of the Organization consumer kind.
+// OrganizationGroup is the API group of the Organization and Project
+// consumer kinds.
 const OrganizationGroup = "resourcemanager.miloapis.com"
 
+// OrganizationNamespace is the namespace of an organization: its grants,
+// claims and buckets, and its projects' buckets.
+func OrganizationNamespace(organization string) string { return "organization-" + organization }
+
 // Namespace returns the namespace of a consumer's buckets: an Organization's
-// are in organization-<name>; a namespaced consumer's in its namespace;
-// every other consumer's in the system namespace.
+// are in organization-<name>; a Project's in its organization's namespace; a
+// namespaced consumer's in its namespace; every other consumer's (a project
+// not known) in the system namespace.
 func (p Placement) Namespace(c ConsumerID) string {
 	switch {
 	case c.APIGroup == OrganizationGroup && c.Kind == "Organization":
-		return "organization-" + c.Name
+		return OrganizationNamespace(c.Name)
+	case c.APIGroup == OrganizationGroup && c.Kind == "Project" && c.Namespace == "" && p.OrganizationOf != nil:
+		if org := p.OrganizationOf(c.Name); org != "" {
+			return OrganizationNamespace(org)
+		}
+		return p.SystemNamespace
 	case c.Namespace != "":
 		return c.Namespace
 	default:
