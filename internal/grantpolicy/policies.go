@@ -1,0 +1,506 @@
+package grantpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy"
+)
+
+// ConditionGrantsSynced says whether every grant a Ready policy renders
+// exists as rendered. Its reasons name what holds a grant back.
+const (
+	ConditionGrantsSynced = "GrantsSynced"
+
+	// ReasonGrantsSynced (True): no grant of the policy is held back.
+	ReasonGrantsSynced = "GrantsSynced"
+	// ReasonWaitingForNamespace (False): a grant's target namespace does
+	// not exist yet; it is made there once it does, never elsewhere.
+	ReasonWaitingForNamespace = "WaitingForNamespace"
+	// ReasonNameCollision (False): a grant's rendered name is held by a
+	// grant this policy did not make for that object; it is not touched.
+	ReasonNameCollision = "NameCollision"
+	// ReasonRenderFailed (False): a constraint or the template failed on
+	// an object (for example a field it reads is missing); the object's
+	// grants are left as they are.
+	ReasonRenderFailed = "RenderFailed"
+	// ReasonNotReconciling (False): the policy is not Ready; the grants
+	// it made are kept, and none is made, changed or removed.
+	ReasonNotReconciling = "NotReconciling"
+)
+
+// activePolicy is a Ready, enabled policy generation the engine acts on.
+// Trigger reconciles hold mu for reading while they write; deactivating
+// takes it for writing, so that once a policy is deactivated no write for
+// it is in flight or will start.
+type activePolicy struct {
+	name       string
+	uid        types.UID
+	generation int64
+	compiled   *policy.CompiledGrant
+	gvk        schema.GroupVersionKind
+	gvr        schema.GroupVersionResource
+	namespaced bool
+	informer   cache.SharedIndexInformer
+
+	mu   sync.RWMutex
+	live bool
+}
+
+func (a *activePolicy) same(b *activePolicy) bool {
+	return a.uid == b.uid && a.generation == b.generation && a.gvr == b.gvr && a.namespaced == b.namespaced
+}
+
+// problem is what holds one grant back.
+type problem struct{ reason, message string }
+
+func (c *controller) syncPolicy(ctx context.Context, name string) error {
+	obj, exists, err := c.policies.GetStore().GetByKey(name)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		// Deleted without the finalizer having run (it was removed by
+		// hand): the grants are found by label all the same.
+		c.deactivate(name)
+		c.forget(name)
+		return c.deleteAllGrants(ctx, name, nil)
+	}
+	p := obj.(*quotav1alpha1.GrantCreationPolicy)
+	if p.DeletionTimestamp != nil {
+		c.deactivate(name)
+		if err := c.deleteAllGrants(ctx, name, p); err != nil {
+			return err
+		}
+		c.forget(name)
+		if !controllerutil.ContainsFinalizer(p, Finalizer) {
+			return nil
+		}
+		updated := p.DeepCopy()
+		controllerutil.RemoveFinalizer(updated, Finalizer)
+		err := c.client.Patch(ctx, updated, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if !controllerutil.ContainsFinalizer(p, Finalizer) {
+		updated := p.DeepCopy()
+		controllerutil.AddFinalizer(updated, Finalizer)
+		if err := c.client.Patch(ctx, updated, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("adding the finalizer to GrantCreationPolicy %s: %w", name, err)
+		}
+		p = updated
+	}
+
+	ready, st, retry := c.evaluate(p)
+	if st != nil {
+		c.activate(ctx, st)
+	} else {
+		c.deactivate(name)
+	}
+	synced := c.syncedCondition(p, st != nil)
+	c.mu.Lock()
+	c.reasons[name] = ready.Reason
+	c.updatePolicyMetric()
+	c.mu.Unlock()
+	if retry > 0 {
+		c.queue.AddAfter(policyKey(name), retry)
+	}
+	return c.writePolicyStatus(ctx, p, ready, synced)
+}
+
+// evaluate judges a policy: its Ready condition, and the generation to act
+// on when it is Ready. retry is set when the policy waits for its trigger
+// kind to be served.
+func (c *controller) evaluate(p *quotav1alpha1.GrantCreationPolicy) (metav1.Condition, *activePolicy, time.Duration) {
+	res := p.Spec.Trigger.Resource
+	ready := metav1.Condition{Type: quotav1alpha1.PolicyConditionReady, Status: metav1.ConditionTrue, Reason: policy.ReasonReady,
+		ObservedGeneration: p.Generation, Message: fmt.Sprintf("a grant is kept for each %s whose constraints hold", res.Kind)}
+	invalid := func(msg string) (metav1.Condition, *activePolicy, time.Duration) {
+		ready.Status, ready.Reason = metav1.ConditionFalse, policy.ReasonValidationFailed
+		ready.Message = msg + "; the grants this policy made are kept, and none is made until this is fixed"
+		return ready, nil, 0
+	}
+	compiled, err := policy.CompileGrant(p, policy.Options{})
+	if err != nil {
+		return invalid(err.Error())
+	}
+	if p.Spec.Disabled {
+		ready.Status, ready.Reason = metav1.ConditionFalse, policy.ReasonDisabled
+		ready.Message = "spec.disabled is true: the grants this policy made are kept, and none is made, changed or removed until it is enabled"
+		return ready, nil, 0
+	}
+	registered := c.activeResourceTypes()
+	for _, rt := range compiled.LiteralResourceTypes {
+		if !registered[rt] {
+			return invalid(fmt.Sprintf("%s: resource type %s is not registered (no Active ResourceRegistration names it); create its ResourceRegistration and the policy becomes Ready",
+				allowanceField(p, rt), rt))
+		}
+	}
+	gv, err := schema.ParseGroupVersion(res.APIVersion)
+	if err != nil {
+		return invalid(fmt.Sprintf("spec.trigger.resource.apiVersion: %v", err))
+	}
+	gvk := gv.WithKind(res.Kind)
+	mapping, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		c.resetMapper()
+		ready.Status, ready.Reason = metav1.ConditionFalse, policy.ReasonValidationFailed
+		ready.Message = fmt.Sprintf("spec.trigger.resource: waiting for kind %s (apiVersion %s), which this API server does not serve yet; it is looked for again (at least every %s), and the policy becomes Ready once it is served (for example once its CRD is installed)",
+			res.Kind, res.APIVersion, c.opts.KindRetry)
+		if !meta.IsNoMatchError(err) {
+			ready.Message += fmt.Sprintf(" (discovery: %v)", err)
+		}
+		return ready, nil, c.kindRetry(p.Name)
+	}
+	c.mu.Lock()
+	delete(c.kindAttempts, p.Name)
+	c.mu.Unlock()
+	return ready, &activePolicy{name: p.Name, uid: p.UID, generation: p.Generation, compiled: compiled, gvk: gvk,
+		gvr: mapping.Resource, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}, 0
+}
+
+// kindRetry is how long a policy waits before its trigger kind is looked
+// for again: from 200ms, doubling, up to Options.KindRetry.
+func (c *controller) kindRetry(name string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.kindAttempts[name]
+	c.kindAttempts[name] = n + 1
+	d := 200 * time.Millisecond << min(n, 10)
+	return min(d, c.opts.KindRetry)
+}
+
+// allowanceField is the field path of the allowance naming rt.
+func allowanceField(p *quotav1alpha1.GrantCreationPolicy, rt string) string {
+	for i, a := range p.Spec.Target.ResourceGrantTemplate.Spec.Allowances {
+		if string(a.ResourceType) == rt {
+			return fmt.Sprintf("spec.target.resourceGrantTemplate.spec.allowances[%d].resourceType", i)
+		}
+	}
+	return "spec.target.resourceGrantTemplate.spec.allowances"
+}
+
+// activeResourceTypes are the resource types of Active registrations.
+func (c *controller) activeResourceTypes() map[string]bool {
+	out := map[string]bool{}
+	for _, obj := range c.registrations.GetStore().List() {
+		r := obj.(*quotav1alpha1.ResourceRegistration)
+		if r.DeletionTimestamp == nil && meta.IsStatusConditionTrue(r.Status.Conditions, quotav1alpha1.RegistrationConditionActive) {
+			out[string(r.Spec.ResourceType)] = true
+		}
+	}
+	return out
+}
+
+// resetMapper forgets discovery, at most five times a second, so that a kind
+// served after the policy was judged is found.
+func (c *controller) resetMapper() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.lastMapperReset) < 200*time.Millisecond {
+		return
+	}
+	c.lastMapperReset = time.Now()
+	c.mapper.Reset()
+}
+
+// activate makes st the generation acted on and enqueues every object of
+// its trigger kind and every grant it made.
+func (c *controller) activate(ctx context.Context, st *activePolicy) {
+	c.mu.Lock()
+	old := c.active[st.name]
+	c.mu.Unlock()
+	if old != nil && old.same(st) {
+		return
+	}
+	st.informer = c.triggers.acquire(st.gvr, st.name)
+	st.live = true
+	c.mu.Lock()
+	c.active[st.name] = st
+	c.mu.Unlock()
+	if old != nil {
+		old.stop()
+		if old.gvr != st.gvr {
+			c.triggers.release(old.gvr, st.name)
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Acting on GrantCreationPolicy", "policy", st.name, "generation", st.generation, "trigger", st.gvr.String())
+	// The watch's store holds every object notified before this policy
+	// joined it; later ones are notified with it.
+	for _, k := range st.informer.GetStore().ListKeys() {
+		ns, name, err := cache.SplitMetaNamespaceKey(k)
+		if err == nil {
+			c.queue.Add(key{policy: st.name, namespace: ns, name: name})
+		}
+	}
+	c.enqueueGrantsOf(st.name)
+}
+
+func (a *activePolicy) stop() {
+	a.mu.Lock()
+	a.live = false
+	a.mu.Unlock()
+}
+
+// deactivate stops acting on a policy; it returns once no write for it is
+// in flight.
+func (c *controller) deactivate(name string) {
+	c.mu.Lock()
+	old := c.active[name]
+	delete(c.active, name)
+	c.dropPending(name)
+	c.mu.Unlock()
+	if old != nil {
+		old.stop()
+		c.triggers.release(old.gvr, name)
+	}
+}
+
+// forget drops what is remembered of a deleted policy.
+func (c *controller) forget(name string) {
+	c.mu.Lock()
+	delete(c.reasons, name)
+	delete(c.kindAttempts, name)
+	c.updatePolicyMetric()
+	c.mu.Unlock()
+}
+
+func (c *controller) enqueueGrantsOf(policyName string) {
+	objs, _ := c.grants.GetIndexer().ByIndex(indexPolicy, labelValue(policyName))
+	for _, obj := range objs {
+		if k, ok := grantKey(obj.(*quotav1alpha1.ResourceGrant)); ok && k.policy == policyName {
+			c.queue.Add(k)
+		}
+	}
+}
+
+// deleteAllGrants deletes every grant labelled with the policy, read from
+// the API server rather than the cache, so that none is left behind.
+func (c *controller) deleteAllGrants(ctx context.Context, name string, p *quotav1alpha1.GrantCreationPolicy) error {
+	list := &quotav1alpha1.ResourceGrantList{}
+	if err := c.client.List(ctx, list, client.MatchingLabels{LabelPolicy: labelValue(name)}); err != nil {
+		return fmt.Errorf("listing the grants of GrantCreationPolicy %s: %w", name, err)
+	}
+	var errs []error
+	deleted := 0
+	for i := range list.Items {
+		g := &list.Items[i]
+		if owner := g.Annotations[AnnotationPolicy]; owner != "" && owner != name {
+			continue
+		}
+		if err := c.deleteGrant(ctx, g); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		deleted++
+		if p != nil {
+			c.recordOnTrigger(p.Spec.Trigger.Resource.APIVersion, g, corev1.EventTypeNormal, "GrantDeleted",
+				fmt.Sprintf("Deleted ResourceGrant %s/%s: GrantCreationPolicy %s is being deleted", g.Namespace, g.Name, name))
+		}
+	}
+	if deleted > 0 && p != nil {
+		c.recorder.Eventf(p, corev1.EventTypeNormal, "GrantDeleted", "Deleted %d ResourceGrants made by this policy, which is being deleted", deleted)
+	}
+	if deleted > 0 {
+		klog.FromContext(ctx).V(2).Info("Deleted the grants of a deleted GrantCreationPolicy", "policy", name, "grants", deleted)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *controller) deleteGrant(ctx context.Context, g *quotav1alpha1.ResourceGrant) error {
+	uid := g.UID
+	err := c.client.Delete(ctx, g, client.Preconditions{UID: &uid})
+	if apierrors.IsNotFound(err) {
+		err = nil
+	}
+	grantWrites.WithLabelValues("delete", result(err)).Inc()
+	if err != nil {
+		return fmt.Errorf("deleting ResourceGrant %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	return nil
+}
+
+// recordOnTrigger records an event on the trigger object a grant was made
+// for, named by the grant's labels and annotations.
+func (c *controller) recordOnTrigger(apiVersion string, g *quotav1alpha1.ResourceGrant, eventType, reason, message string) {
+	ref := &corev1.ObjectReference{APIVersion: apiVersion, Kind: g.Labels[LabelTriggerKind],
+		Namespace: g.Annotations[AnnotationTriggerNamespace], Name: g.Annotations[AnnotationTriggerName],
+		UID: types.UID(g.Annotations[AnnotationTriggerUID])}
+	if ref.Name == "" {
+		return
+	}
+	c.recorder.Event(ref, eventType, reason, message)
+}
+
+// setPending records what holds back the grant of k (nil: nothing) and
+// enqueues the policy when that changes its status.
+func (c *controller) setPending(k key, p *problem) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, had := c.pending[k.policy][k]
+	switch {
+	case p == nil && !had:
+		return
+	case p == nil:
+		delete(c.pending[k.policy], k)
+	case had && old == *p:
+		return
+	default:
+		if c.pending[k.policy] == nil {
+			c.pending[k.policy] = map[key]problem{}
+		}
+		c.pending[k.policy][k] = *p
+	}
+	c.updateProblemMetric()
+	c.queue.Add(policyKey(k.policy))
+}
+
+// waitFor records that k waits for namespace ns (or, with ns empty, for
+// nothing).
+func (c *controller) waitFor(k key, ns string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n, keys := range c.waitingFor {
+		if n != ns {
+			delete(keys, k)
+			if len(keys) == 0 {
+				delete(c.waitingFor, n)
+			}
+		}
+	}
+	if ns == "" {
+		return
+	}
+	if c.waitingFor[ns] == nil {
+		c.waitingFor[ns] = map[key]struct{}{}
+	}
+	c.waitingFor[ns][k] = struct{}{}
+}
+
+// dropPending forgets the problems of a policy; c.mu is held.
+func (c *controller) dropPending(name string) {
+	if len(c.pending[name]) == 0 {
+		return
+	}
+	for k := range c.pending[name] {
+		for n, keys := range c.waitingFor {
+			delete(keys, k)
+			if len(keys) == 0 {
+				delete(c.waitingFor, n)
+			}
+		}
+	}
+	delete(c.pending, name)
+	c.updateProblemMetric()
+}
+
+func (c *controller) updateProblemMetric() {
+	counts := map[string]int{ReasonWaitingForNamespace: 0, ReasonNameCollision: 0, ReasonRenderFailed: 0}
+	for _, keys := range c.pending {
+		for _, p := range keys {
+			counts[p.reason]++
+		}
+	}
+	for r, n := range counts {
+		problems.WithLabelValues(r).Set(float64(n))
+	}
+}
+
+func (c *controller) updatePolicyMetric() {
+	counts := map[string]int{policy.ReasonReady: 0, policy.ReasonValidationFailed: 0, policy.ReasonDisabled: 0}
+	for _, r := range c.reasons {
+		counts[r]++
+	}
+	for r, n := range counts {
+		policiesByReason.WithLabelValues(r).Set(float64(n))
+	}
+}
+
+// maxListed bounds how many held-back grants a condition message names.
+const maxListed = 3
+
+func (c *controller) syncedCondition(p *quotav1alpha1.GrantCreationPolicy, active bool) metav1.Condition {
+	cond := metav1.Condition{Type: ConditionGrantsSynced, ObservedGeneration: p.Generation}
+	if !active {
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNotReconciling
+		cond.Message = "the policy is not Ready: the grants it made are kept, and none is made, changed or removed"
+		return cond
+	}
+	c.mu.Lock()
+	held := make([]problem, 0, len(c.pending[p.Name]))
+	for _, pr := range c.pending[p.Name] {
+		held = append(held, pr)
+	}
+	c.mu.Unlock()
+	if len(held) == 0 {
+		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonGrantsSynced
+		cond.Message = "no grant of this policy is held back"
+		return cond
+	}
+	sort.Slice(held, func(i, j int) bool {
+		if held[i].reason != held[j].reason {
+			return held[i].reason > held[j].reason // WaitingForNamespace first
+		}
+		return held[i].message < held[j].message
+	})
+	msgs := make([]string, 0, maxListed)
+	for i := 0; i < len(held) && i < maxListed; i++ {
+		msgs = append(msgs, held[i].message)
+	}
+	cond.Status, cond.Reason = metav1.ConditionFalse, held[0].reason
+	cond.Message = strings.Join(msgs, "; ")
+	if len(held) > maxListed {
+		cond.Message += fmt.Sprintf("; and %d more", len(held)-maxListed)
+	}
+	return cond
+}
+
+func (c *controller) writePolicyStatus(ctx context.Context, p *quotav1alpha1.GrantCreationPolicy, conds ...metav1.Condition) error {
+	changed := p.Status.ObservedGeneration != p.Generation
+	for _, cond := range conds {
+		old := meta.FindStatusCondition(p.Status.Conditions, cond.Type)
+		if old == nil || old.Status != cond.Status || old.Reason != cond.Reason || old.Message != cond.Message || old.ObservedGeneration != cond.ObservedGeneration {
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	updated := p.DeepCopy()
+	updated.Status.ObservedGeneration = p.Generation
+	for _, cond := range conds {
+		meta.SetStatusCondition(&updated.Status.Conditions, cond)
+	}
+	if err := c.client.Status().Update(ctx, updated); err != nil {
+		return fmt.Errorf("writing the status of GrantCreationPolicy %s: %w", p.Name, err)
+	}
+	if ready := meta.FindStatusCondition(updated.Status.Conditions, quotav1alpha1.PolicyConditionReady); ready != nil {
+		if old := meta.FindStatusCondition(p.Status.Conditions, ready.Type); old == nil || old.Reason != ready.Reason {
+			t := corev1.EventTypeNormal
+			if ready.Status != metav1.ConditionTrue {
+				t = corev1.EventTypeWarning
+			}
+			c.recorder.Event(updated, t, ready.Reason, ready.Message)
+		}
+	}
+	return nil
+}
