@@ -261,7 +261,9 @@ func TestTriggerKindInstalledAfterThePolicy(t *testing.T) {
 	if _, err := ax.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ax.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = ax.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{})
+	})
 	w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
 	waitMetric(t, "milo_quota_grant_policy_trigger_watches", watchesBefore+1)
 
