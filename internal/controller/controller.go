@@ -22,6 +22,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/config/crd"
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy"
 )
 
 // Options of quotaplane controller.
@@ -71,6 +72,18 @@ func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = hs.Serve(l) }()
 		defer hs.Close()
+	}
+	// The grant engine campaigns on its own Lease, as this process.
+	grants := grantpolicy.DefaultOptions()
+	if engineOpts.SystemNamespace != "" {
+		grants.SystemNamespace = engineOpts.SystemNamespace
+	}
+	grants.Identity = engineOpts.Identity
+	if engineOpts.LeaseDuration > 0 {
+		grants.LeaseDuration, grants.RenewDeadline, grants.RetryPeriod = engineOpts.LeaseDuration, engineOpts.RenewDeadline, engineOpts.RetryPeriod
+	}
+	if err := grantpolicy.Start(grants)(ctx, cfg); err != nil {
+		return err
 	}
 	klog.FromContext(ctx).Info("Running the quota engine", "server", cfg.Host)
 	return runner.Run(ctx)
