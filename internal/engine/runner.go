@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -71,6 +72,8 @@ type Runner struct {
 	metadata metadata.Interface
 	rest     *rest.RESTClient
 	client   client.Client
+	// schemas finds trigger kinds' schemas, to judge policies' CEL cost.
+	schemas *triggerschema.Resolver
 	// terms counts the terms this process has led.
 	terms int
 }
@@ -114,7 +117,7 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 		return nil, err
 	}
 	registerMetrics()
-	return &Runner{opts: opts, kube: kube, metadata: md, rest: rc, client: cl}, nil
+	return &Runner{opts: opts, kube: kube, metadata: md, rest: rc, client: cl, schemas: triggerschema.New(kube.Discovery(), 0)}, nil
 }
 
 // Start runs the engine in the background until ctx is done. It matches the

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/policy"
@@ -94,7 +96,10 @@ func plural(n int, word string) string {
 
 // writePolicy validates a ClaimCreationPolicy and writes its Ready
 // condition: CEL constraints compile to bool, every template parses and
-// type-checks, literal resource types are registered; disabled is not Ready.
+// type-checks, literals are valid, each expression's estimated cost (with
+// `trigger` typed from the trigger kind's schema, when it is served) is
+// within the limit, literal resource types are registered; disabled is not
+// Ready.
 func (t *term) writePolicy(ctx context.Context, name string) error {
 	obj, exists, err := t.policyInformer.GetStore().GetByKey(name)
 	if err != nil || !exists {
@@ -103,25 +108,22 @@ func (t *term) writePolicy(ctx context.Context, name string) error {
 	cp := obj.(*quotav1alpha1.ClaimCreationPolicy)
 	c := metav1.Condition{Type: quotav1alpha1.PolicyConditionReady, Status: metav1.ConditionTrue, Reason: policy.ReasonReady,
 		Message: fmt.Sprintf("enforced on creates of %s", cp.Spec.Trigger.Resource.Kind), ObservedGeneration: cp.Generation}
-	compiled, cerr := policy.Compile(cp)
+	compiled, cerr := policy.Compile(cp, policy.Options{TriggerSchema: t.triggerSchema(ctx, cp.Spec.Trigger.Resource)})
 	var perr *policy.Error
 	switch {
 	case errors.As(cerr, &perr):
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, perr.Reason, perr.Error()
 	case cerr != nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonInvalidTemplate, cerr.Error()
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonValidationFailed, cerr.Error()
 	case cp.Spec.Disabled:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonDisabled, "spec.disabled is true; creates are not charged"
 	default:
 		t.mu.Lock()
-		for _, rt := range compiled.LiteralResourceTypes {
-			if !t.eng.IsRegistered(rt) {
-				c.Status, c.Reason = metav1.ConditionFalse, policy.ReasonResourceTypeNotRegistered
-				c.Message = fmt.Sprintf("resource type %s is not registered; create its ResourceRegistration, then the policy becomes Ready", rt)
-				break
-			}
-		}
+		err := compiled.CheckRegistered(t.eng.IsRegistered)
 		t.mu.Unlock()
+		if err != nil {
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonValidationFailed, err.Error()
+		}
 	}
 	enforced := cp.Status.Enforced
 	switch {
@@ -144,4 +146,18 @@ func (t *term) writePolicy(ctx context.Context, name string) error {
 	updated.Status.Enforced = enforced
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
 	return t.r.client.Status().Update(ctx, updated)
+}
+
+// triggerSchema is the OpenAPI schema of a policy's trigger kind, to type
+// `trigger` and estimate the cost of its expressions; nil when the kind is
+// not served (yet) or its schema cannot be read: the policy is then judged
+// without types (no estimate; the cost limit still holds at evaluation),
+// never held back.
+func (t *term) triggerSchema(ctx context.Context, r quotav1alpha1.TriggerResource) *spec.Schema {
+	s, err := t.r.schemas.Resolve(r.APIVersion, r.Kind)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Judging a policy without its trigger's schema", "apiVersion", r.APIVersion, "kind", r.Kind, "err", err)
+		return nil
+	}
+	return s
 }

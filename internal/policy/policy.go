@@ -1,253 +1,431 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/version"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/apiserver/pkg/cel/library"
+	"k8s.io/apiserver/pkg/cel/openapi"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 )
 
-// Reasons of a policy's Ready condition.
+// Reasons of a policy's Ready condition, those of the reference
+// implementation; the precise cause is in the message (and Error.Cause).
 const (
-	ReasonReady                     = "Ready"
-	ReasonDisabled                  = "Disabled"
-	ReasonInvalidConstraint         = "InvalidConstraint"
-	ReasonInvalidTemplate           = "InvalidTemplate"
-	ReasonResourceTypeNotRegistered = "ResourceTypeNotRegistered"
+	ReasonReady            = "PolicyReady"
+	ReasonValidationFailed = "ValidationFailed"
+	ReasonDisabled         = "PolicyDisabled"
 )
 
-// Error is a compile error with the reason it maps to.
+// Causes of a ValidationFailed policy (Error.Cause); the message says the
+// same in words.
+const (
+	CauseConstraintInvalid         = "ConstraintInvalid"
+	CauseConstraintNotBool         = "ConstraintNotBool"
+	CauseCostTooHigh               = "CostTooHigh"
+	CauseTemplateInvalid           = "TemplateInvalid"
+	CauseInvalidLiteral            = "InvalidLiteral"
+	CauseReadsRequest              = "ReadsRequest"
+	CauseResourceTypeNotRegistered = "ResourceTypeNotRegistered"
+)
+
+// Error is a compile error: the field it is about, and why.
 type Error struct {
+	// Reason is the Ready condition's reason (ReasonValidationFailed).
 	Reason string
-	Field  string
-	Err    error
+	// Cause is the precise cause, one of the Cause constants.
+	Cause string
+	// Field is the exact field path, for example
+	// spec.trigger.constraints[0].expression.
+	Field string
+	Err   error
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %v", e.Field, e.Err) }
 
-var env = func() *cel.Env {
-	e, err := cel.NewEnv(
-		cel.Variable("trigger", cel.DynType),
-		cel.Variable("user", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("requestInfo", cel.MapType(cel.StringType, cel.DynType)),
-	)
+func (e *Error) Unwrap() error { return e.Err }
+
+func invalid(cause, field string, err error) *Error {
+	return &Error{Reason: ReasonValidationFailed, Cause: cause, Field: field, Err: err}
+}
+
+// Options are how a policy is compiled.
+type Options struct {
+	// TriggerSchema, when set, types `trigger` (from the trigger kind's
+	// OpenAPI schema) so that the cost of each expression can be estimated
+	// and one estimated over EstimatedCostLimit refused; nil means dynamic
+	// typing (no estimate: CostLimit is enforced at evaluation only).
+	TriggerSchema *spec.Schema
+}
+
+// CostLimit bounds the work of one evaluation of one expression, in CEL
+// cost units: Kubernetes' limit for one CEL call (about 0.1 s of CPU).
+const CostLimit = celconfig.PerCallLimit
+
+// EstimatedCostLimit bounds the estimated cost of one expression: its worst
+// case over any object the API server accepts (3 MiB), with `trigger` typed
+// from the trigger kind's schema. It is the limit Kubernetes puts on the
+// estimate of one CRD validation rule (StaticEstimatedCostLimit): one pass
+// over an unbounded list or map fits, a loop nested in another does not.
+// The estimate assumes the largest object; real objects cost a small part
+// of it, and CostLimit still stops any evaluation that runs away.
+const EstimatedCostLimit = 10 * celconfig.PerCallLimit
+
+// requestSizeBound is what the estimate assumes of `user` and `requestInfo`,
+// which come from the authenticator and the request line, not the object:
+// at most this many groups, extra values, or characters in one string.
+const requestSizeBound = 1024
+
+var baseEnv = environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+
+// newEnv is the CEL environment of policy expressions: the Kubernetes
+// libraries, `trigger` (typed when t is set), `user` and `requestInfo`.
+func newEnv(t *apiservercel.DeclType) (*cel.Env, error) {
+	trigger := cel.DynType
+	var decls []*apiservercel.DeclType
+	if t != nil {
+		trigger = t.CelType()
+		decls = append(decls, t)
+	}
+	set, err := baseEnv.Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions: []cel.EnvOption{
+			cel.Variable("trigger", trigger),
+			cel.Variable("user", cel.MapType(cel.StringType, cel.DynType)),
+			cel.Variable("requestInfo", cel.MapType(cel.StringType, cel.DynType)),
+		},
+		DeclTypes: decls,
+		ProgramOptions: []cel.ProgramOption{
+			cel.CostLimit(CostLimit),
+			cel.CostTracking(&library.CostEstimator{}),
+			cel.InterruptCheckFrequency(celconfig.CheckFrequency),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return set.StoredExpressionsEnv(), nil
+}
+
+var dynEnv = func() *cel.Env {
+	e, err := newEnv(nil)
 	if err != nil {
 		panic(err)
 	}
 	return e
 }()
 
-// costLimit bounds the work of one expression.
-const costLimit = 1_000_000
-
-func compile(expr string) (cel.Program, *cel.Ast, error) {
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		return nil, nil, iss.Err()
-	}
-	prg, err := env.Program(ast, cel.CostLimit(costLimit))
-	if err != nil {
-		return nil, nil, err
-	}
-	return prg, ast, nil
+// compiler compiles the expressions of one policy.
+type compiler struct {
+	// typed types `trigger` from its schema, for cost estimates; nil
+	// without a schema.
+	typed     *cel.Env
+	estimator *library.CostEstimator
+	// triggerOnly: the policy is evaluated on stored objects, so `user` and
+	// `requestInfo` are refused.
+	triggerOnly bool
 }
 
-// readsRequest reports whether a checked expression reads `user` or
-// `requestInfo`.
-func readsRequest(ast *cel.Ast) bool {
+func newCompiler(o Options, kind string, triggerOnly bool) (*compiler, error) {
+	c := &compiler{triggerOnly: triggerOnly}
+	if o.TriggerSchema == nil {
+		return c, nil
+	}
+	t := common.SchemaDeclType(&openapi.Schema{Schema: o.TriggerSchema}, true)
+	if t == nil {
+		return c, nil
+	}
+	// The type name only has to be unique within the environment.
+	t = t.MaybeAssignTypeName("quotaplane.trigger." + kind)
+	env, err := newEnv(t)
+	if err != nil {
+		return nil, fmt.Errorf("typing trigger from the schema of %s: %w", kind, err)
+	}
+	c.typed, c.estimator = env, &library.CostEstimator{SizeEstimator: &sizeEstimator{trigger: t}}
+	return c, nil
+}
+
+// expr compiles one expression: the program (over dynamically typed
+// values, as admission and the grant engine evaluate it) and its checked
+// form, typed from the trigger's schema when it type-checks against it.
+// With a typed `trigger`, an expression whose estimated cost exceeds
+// EstimatedCostLimit is refused. cause is the Cause of a compile error, "" when it is
+// the caller's to choose; errors are plain (the caller names the field).
+func (c *compiler) expr(src string) (cel.Program, *cel.Ast, string, error) {
+	ast, iss := dynEnv.Compile(src)
+	if iss.Err() != nil {
+		return nil, nil, "", iss.Err()
+	}
+	if c.triggerOnly {
+		if v := requestVariable(ast); v != "" {
+			return nil, nil, CauseReadsRequest, fmt.Errorf("reads %s, which a GrantCreationPolicy does not have: its expressions are evaluated on stored objects, not on requests, and see only trigger", v)
+		}
+	}
+	prg, err := dynEnv.Program(ast)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if c.typed == nil {
+		return prg, ast, "", nil
+	}
+	// An expression that does not type-check against the schema (it reads
+	// a field the schema does not declare, as objects preserving unknown
+	// fields allow) is not estimated: its cost is bounded at evaluation.
+	typed, iss := c.typed.Compile(src)
+	if iss.Err() != nil {
+		return prg, ast, "", nil
+	}
+	est, err := c.typed.EstimateCost(typed, c.estimator)
+	if err != nil {
+		return nil, nil, CauseCostTooHigh, fmt.Errorf("estimating the cost: %w", err)
+	}
+	if est.Max > EstimatedCostLimit {
+		return nil, nil, CauseCostTooHigh, fmt.Errorf("estimated cost %s exceeds the limit %d of one expression; the estimate is the worst case over any object the API server accepts, so do not nest loops over lists or maps, iterate fewer of them, or bound them in the trigger kind's schema (maxItems, maxProperties, maxLength)",
+			formatCost(est.Max), EstimatedCostLimit)
+	}
+	return prg, typed, "", nil
+}
+
+func formatCost(c uint64) string {
+	if c == math.MaxUint64 {
+		return "unbounded"
+	}
+	return strconv.FormatUint(c, 10)
+}
+
+// sizeEstimator bounds the size of what an expression reads: from the
+// trigger's schema (the maxima Kubernetes derives for CRD validation rules),
+// and requestSizeBound for `user` and `requestInfo`.
+type sizeEstimator struct {
+	trigger *apiservercel.DeclType
+}
+
+func (s *sizeEstimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	path := n.Path()
+	if len(path) == 0 {
+		return nil
+	}
+	switch path[0] {
+	case "user", "requestInfo":
+		return &checker.SizeEstimate{Min: 0, Max: requestSizeBound}
+	case "trigger":
+	default:
+		return nil
+	}
+	t := s.trigger
+	for _, name := range path[1:] {
+		switch name {
+		case "@items", "@values":
+			t = t.ElemType
+		case "@keys":
+			t = t.KeyType
+		default:
+			f, ok := t.Fields[name]
+			if !ok {
+				return nil
+			}
+			t = f.Type
+		}
+		if t == nil {
+			return nil
+		}
+	}
+	return &checker.SizeEstimate{Min: 0, Max: uint64(t.MaxElements)}
+}
+
+func (s *sizeEstimator) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// requestVariable names the request variable (`user` or `requestInfo`) a
+// checked expression reads, or "".
+func requestVariable(ast *cel.Ast) string {
 	for _, r := range ast.NativeRep().ReferenceMap() {
 		if r.Name == "user" || r.Name == "requestInfo" {
-			return true
+			return r.Name
 		}
 	}
-	return false
+	return ""
 }
 
-// template is text with {{ CEL }} segments.
-type template struct {
-	literal []string      // len(exprs)+1 pieces of text
-	exprs   []cel.Program // between them
-	source  string
+// constraints are a policy's compiled trigger constraints.
+type constraints struct {
+	programs []cel.Program
+	// exprs are the sources, for messages.
+	exprs []string
+	// readRequest: a constraint reads user or requestInfo.
+	readRequest bool
 }
 
-func parseTemplate(s string) (*template, error) {
-	t := &template{source: s}
-	rest := s
-	for {
-		i := strings.Index(rest, "{{")
-		if i < 0 {
-			if strings.Contains(rest, "}}") {
-				return nil, errors.New(`"}}" without "{{"`)
-			}
-			t.literal = append(t.literal, rest)
-			return t, nil
-		}
-		j := strings.Index(rest[i:], "}}")
-		if j < 0 {
-			return nil, fmt.Errorf(`"{{" at offset %d is not closed with "}}"`, len(s)-len(rest)+i)
-		}
-		t.literal = append(t.literal, rest[:i])
-		expr := strings.TrimSpace(rest[i+2 : i+j])
-		if expr == "" {
-			return nil, errors.New("empty {{ }} segment")
-		}
-		prg, _, err := compile(expr)
+func (c *compiler) constraints(cons []quotav1alpha1.Constraint) (*constraints, error) {
+	out := &constraints{}
+	for i, con := range cons {
+		field := fmt.Sprintf("spec.trigger.constraints[%d].expression", i)
+		prg, ast, cause, err := c.expr(con.Expression)
 		if err != nil {
-			return nil, fmt.Errorf("{{ %s }}: %w", expr, err)
+			if cause == "" {
+				cause = CauseConstraintInvalid
+			}
+			return nil, invalid(cause, field, err)
 		}
-		t.exprs = append(t.exprs, prg)
-		rest = rest[i+j+2:]
+		if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
+			return nil, invalid(CauseConstraintNotBool, field, fmt.Errorf("must return bool, returns %s", t))
+		}
+		out.programs = append(out.programs, prg)
+		out.exprs = append(out.exprs, con.Expression)
+		out.readRequest = out.readRequest || requestVariable(ast) != ""
 	}
+	return out, nil
 }
 
-func (t *template) isLiteral() bool { return len(t.exprs) == 0 }
-
-func (t *template) render(vars map[string]any) (string, error) {
-	if t.isLiteral() {
-		return t.literal[0], nil
-	}
-	var b strings.Builder
-	for i, prg := range t.exprs {
-		b.WriteString(t.literal[i])
+func (c *constraints) applies(vars map[string]any) (bool, error) {
+	for i, prg := range c.programs {
 		v, _, err := prg.Eval(vars)
 		if err != nil {
-			return "", fmt.Errorf("evaluating %q: %w", t.source, err)
+			return false, fmt.Errorf("spec.trigger.constraints[%d].expression %q: %w", i, c.exprs[i], err)
 		}
-		b.WriteString(format(v))
+		b, ok := v.(types.Bool)
+		if !ok {
+			return false, fmt.Errorf("spec.trigger.constraints[%d].expression %q returned %s, not bool", i, c.exprs[i], v.Type())
+		}
+		if !b {
+			return false, nil
+		}
 	}
-	b.WriteString(t.literal[len(t.literal)-1])
-	return b.String(), nil
+	return true, nil
 }
 
-func format(v ref.Val) string {
-	switch x := v.Value().(type) {
-	case string:
-		return x
-	case float64:
-		if x == math.Trunc(x) {
-			return strconv.FormatInt(int64(x), 10)
-		}
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	default:
-		return fmt.Sprint(x)
+// triggerGroup is the API group of a trigger's apiVersion.
+func triggerGroup(r quotav1alpha1.TriggerResource) string {
+	if i := strings.Index(r.APIVersion, "/"); i >= 0 {
+		return r.APIVersion[:i]
 	}
+	return ""
 }
 
 type request struct {
 	resourceType *template
 	amount       int64     // when constant
 	amountExpr   *template // when computed
-	dims         [][2]*template
+	dims         []pairTemplate
+}
+
+// compiledPolicy is what both kinds of compiled policy share: the trigger's
+// constraints, the rendered object's metadata and consumer.
+type compiledPolicy struct {
+	Name        string
+	Generation  int64
+	Group, Kind string
+	constraints *constraints
+	metadata    *metadataTemplate
+	consumer    *consumerTemplate
+	// LiteralResourceTypes are the resource types written without templates,
+	// which must be registered for the policy to be Ready.
+	LiteralResourceTypes []string
+	// literalFields are their field paths.
+	literalFields []string
+}
+
+// compilePolicy compiles the shared parts of a policy whose template is at
+// base, and returns the compiler for the rest.
+func compilePolicy(om metav1.ObjectMeta, trigger quotav1alpha1.Trigger, base *field.Path, md quotav1alpha1.TemplateMetadata,
+	consumer quotav1alpha1.TemplateConsumerRef, o Options, triggerOnly bool) (compiledPolicy, *compiler, error) {
+	c := compiledPolicy{Name: om.Name, Generation: om.Generation, Group: triggerGroup(trigger.Resource), Kind: trigger.Resource.Kind}
+	comp, err := newCompiler(o, c.Kind, triggerOnly)
+	if err != nil {
+		return c, nil, err
+	}
+	if c.constraints, err = comp.constraints(trigger.Constraints); err != nil {
+		return c, nil, err
+	}
+	if c.metadata, err = comp.metadata(base.Child("metadata"), md); err != nil {
+		return c, nil, err
+	}
+	if c.consumer, err = comp.consumer(base.Child("spec", "consumerRef"), consumer); err != nil {
+		return c, nil, err
+	}
+	return c, comp, nil
+}
+
+// literalResourceType records a resource type that must be registered.
+func (c *compiledPolicy) literalResourceType(rt string, path *field.Path) {
+	c.LiteralResourceTypes = append(c.LiteralResourceTypes, rt)
+	c.literalFields = append(c.literalFields, path.String())
+}
+
+// CheckRegistered returns an *Error naming the first literal resource type
+// that registered says is not registered, and its field; nil when all are.
+func (c *compiledPolicy) CheckRegistered(registered func(resourceType string) bool) error {
+	for i, rt := range c.LiteralResourceTypes {
+		if !registered(rt) {
+			return invalid(CauseResourceTypeNotRegistered, c.literalFields[i], fmt.Errorf("resource type %s is not registered; create its ResourceRegistration, then the policy becomes Ready", rt))
+		}
+	}
+	return nil
 }
 
 // Compiled is a compiled ClaimCreationPolicy.
 type Compiled struct {
-	Name        string
-	Generation  int64
-	Group, Kind string
-	constraints []cel.Program
-	// constraintExprs are the constraints' sources, for messages.
-	constraintExprs []string
-	consumer        struct{ group, kind string }
-	consumerNS      *template
-	consumerNm      *template
-	requests        []request
-	metaName        *template
-	metaGenName     *template
-	// constraintsReadRequest: a constraint reads user or requestInfo.
-	constraintsReadRequest bool
-	// LiteralResourceTypes are the resource types written without templates,
-	// which must be registered for the policy to be Ready.
-	LiteralResourceTypes []string
+	compiledPolicy
+	requests []request
 }
 
-// Compile compiles a policy. The error is an *Error naming the field and the
-// reason for the Ready condition.
-func Compile(p *quotav1alpha1.ClaimCreationPolicy) (*Compiled, error) {
-	c := &Compiled{Name: p.Name, Generation: p.Generation, Kind: p.Spec.Trigger.Resource.Kind}
-	gv := p.Spec.Trigger.Resource.APIVersion
-	if i := strings.Index(gv, "/"); i >= 0 {
-		c.Group = gv[:i]
-	}
-	for i, con := range p.Spec.Trigger.Constraints {
-		prg, ast, err := compile(con.Expression)
-		field := fmt.Sprintf("spec.trigger.constraints[%d].expression", i)
-		if err != nil {
-			return nil, &Error{ReasonInvalidConstraint, field, err}
-		}
-		if out := ast.OutputType(); out != cel.BoolType && out != cel.DynType {
-			return nil, &Error{ReasonInvalidConstraint, field, fmt.Errorf("must return bool, returns %s", out)}
-		}
-		c.constraints = append(c.constraints, prg)
-		c.constraintExprs = append(c.constraintExprs, con.Expression)
-		c.constraintsReadRequest = c.constraintsReadRequest || readsRequest(ast)
-	}
-	spec := p.Spec.Target.ResourceClaimTemplate.Spec
-	tmpl := func(field, s string) (*template, error) {
-		t, err := parseTemplate(s)
-		if err != nil {
-			return nil, &Error{ReasonInvalidTemplate, field, err}
-		}
-		return t, nil
-	}
-	var err error
-	base := "spec.target.resourceClaimTemplate."
-	c.consumer.group, c.consumer.kind = spec.ConsumerRef.APIGroup, spec.ConsumerRef.Kind
-	if c.consumerNm, err = tmpl(base+"spec.consumerRef.name", spec.ConsumerRef.Name); err != nil {
+// Compile compiles a ClaimCreationPolicy. The error is an *Error naming the
+// field and the cause.
+func Compile(p *quotav1alpha1.ClaimCreationPolicy, o Options) (*Compiled, error) {
+	t := p.Spec.Target.ResourceClaimTemplate
+	base := field.NewPath("spec", "target", "resourceClaimTemplate")
+	cp, comp, err := compilePolicy(p.ObjectMeta, p.Spec.Trigger, base, t.Metadata, t.Spec.ConsumerRef, o, false)
+	if err != nil {
 		return nil, err
 	}
-	if c.consumerNS, err = tmpl(base+"spec.consumerRef.namespace", spec.ConsumerRef.Namespace); err != nil {
-		return nil, err
-	}
-	md := p.Spec.Target.ResourceClaimTemplate.Metadata
-	if c.metaName, err = tmpl(base+"metadata.name", md.Name); err != nil {
-		return nil, err
-	}
-	if c.metaGenName, err = tmpl(base+"metadata.generateName", md.GenerateName); err != nil {
-		return nil, err
-	}
+	c := &Compiled{compiledPolicy: cp}
+	spec := t.Spec
 	for i, r := range spec.Requests {
-		field := fmt.Sprintf("%sspec.requests[%d]", base, i)
+		path := base.Child("spec", "requests").Index(i)
+		amountField := path.Child("amount").String()
 		var rq request
-		if rq.resourceType, err = tmpl(field+".resourceType", r.ResourceType); err != nil {
+		if rq.resourceType, err = comp.template(path.Child("resourceType").String(), r.ResourceType); err != nil {
 			return nil, err
 		}
 		if rq.resourceType.isLiteral() {
-			c.LiteralResourceTypes = append(c.LiteralResourceTypes, r.ResourceType)
+			c.literalResourceType(r.ResourceType, path.Child("resourceType"))
 		}
 		switch r.Amount.Type {
 		case intstr.Int:
 			rq.amount = int64(r.Amount.IntVal)
 			if rq.amount <= 0 {
-				return nil, &Error{ReasonInvalidTemplate, field + ".amount", fmt.Errorf("must be positive, is %d", rq.amount)}
+				return nil, invalid(CauseInvalidLiteral, amountField, fmt.Errorf("must be positive, is %d", rq.amount))
 			}
 		default:
-			if rq.amountExpr, err = tmpl(field+".amount", r.Amount.StrVal); err != nil {
+			if rq.amountExpr, err = comp.template(amountField, r.Amount.StrVal); err != nil {
 				return nil, err
 			}
 			if rq.amountExpr.isLiteral() {
 				n, perr := strconv.ParseInt(strings.TrimSpace(r.Amount.StrVal), 10, 64)
 				if perr != nil || n <= 0 {
-					return nil, &Error{ReasonInvalidTemplate, field + ".amount", fmt.Errorf("%q is neither a positive integer nor a {{ CEL }} expression", r.Amount.StrVal)}
+					return nil, invalid(CauseInvalidLiteral, amountField, fmt.Errorf("%q is neither a positive integer nor a {{ CEL }} expression", r.Amount.StrVal))
 				}
 				rq.amount, rq.amountExpr = n, nil
 			}
 		}
-		for j, d := range r.Dimensions {
-			v, err := tmpl(fmt.Sprintf("%s.dimensions[%d].value", field, j), d.Value)
-			if err != nil {
-				return nil, err
-			}
-			k, _ := parseTemplate(d.Key)
-			rq.dims = append(rq.dims, [2]*template{k, v})
+		if rq.dims, err = comp.dimensions(path.Child("dimensions"), r.Dimensions); err != nil {
+			return nil, err
 		}
 		c.requests = append(c.requests, rq)
 	}
@@ -261,68 +439,42 @@ type Input struct {
 	RequestInfo map[string]any
 }
 
-// Rendered is a claim a policy asks for.
+// Rendered is a claim a policy asks for: its metadata and spec, rendered.
 type Rendered struct {
-	Name, GenerateName string
-	Spec               quotav1alpha1.ResourceClaimSpec
+	Name, GenerateName, Namespace string
+	Labels, Annotations           map[string]string
+	Spec                          quotav1alpha1.ResourceClaimSpec
 }
 
 // ConstraintsReadRequest reports whether a constraint reads `user` or
 // `requestInfo`: whether the policy applies then depends on the request, not
 // only on the object.
-func (c *Compiled) ConstraintsReadRequest() bool { return c.constraintsReadRequest }
+func (c *Compiled) ConstraintsReadRequest() bool { return c.constraints.readRequest }
 
 // Applies evaluates the constraints only: whether the policy applies to one
 // create.
 func (c *Compiled) Applies(in Input) (bool, error) {
-	return c.applies(in.vars())
+	return c.constraints.applies(in.vars())
 }
 
 func (in Input) vars() map[string]any {
 	return map[string]any{"trigger": in.Object, "user": in.User, "requestInfo": in.RequestInfo}
 }
 
-func (c *Compiled) applies(vars map[string]any) (bool, error) {
-	for i, prg := range c.constraints {
-		v, _, err := prg.Eval(vars)
-		if err != nil {
-			return false, fmt.Errorf("spec.trigger.constraints[%d].expression %q: %w", i, c.constraintExprs[i], err)
-		}
-		b, ok := v.(types.Bool)
-		if !ok {
-			return false, fmt.Errorf("spec.trigger.constraints[%d].expression %q returned %s, not bool", i, c.constraintExprs[i], v.Type())
-		}
-		if !b {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
 // Evaluate applies the policy to one create: false when a constraint is
 // false; otherwise the rendered claim.
 func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 	vars := in.vars()
-	if ok, err := c.applies(vars); !ok || err != nil {
+	if ok, err := c.constraints.applies(vars); !ok || err != nil {
 		return false, nil, err
 	}
-	out := &Rendered{}
-	var err error
-	if out.Name, err = c.metaName.render(vars); err != nil {
+	md, err := c.metadata.render(vars)
+	if err != nil {
 		return false, nil, err
 	}
-	if out.GenerateName, err = c.metaGenName.render(vars); err != nil {
+	out := &Rendered{Name: md.Name, GenerateName: md.GenerateName, Namespace: md.Namespace, Labels: md.Labels, Annotations: md.Annotations}
+	if out.Spec.ConsumerRef, err = c.consumer.render(vars); err != nil {
 		return false, nil, err
-	}
-	out.Spec.ConsumerRef = quotav1alpha1.ConsumerRef{APIGroup: c.consumer.group, Kind: c.consumer.kind}
-	if out.Spec.ConsumerRef.Name, err = c.consumerNm.render(vars); err != nil {
-		return false, nil, err
-	}
-	if out.Spec.ConsumerRef.Namespace, err = c.consumerNS.render(vars); err != nil {
-		return false, nil, err
-	}
-	if out.Spec.ConsumerRef.Name == "" {
-		return false, nil, errors.New("consumerRef.name rendered empty")
 	}
 	for _, r := range c.requests {
 		rt, err := r.resourceType.render(vars)
@@ -340,16 +492,8 @@ func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 			}
 		}
 		req := quotav1alpha1.ResourceRequest{ResourceType: quotav1alpha1.ResourceType(rt), Amount: amount}
-		for _, d := range r.dims {
-			k, err := d[0].render(vars)
-			if err != nil {
-				return false, nil, err
-			}
-			v, err := d[1].render(vars)
-			if err != nil {
-				return false, nil, err
-			}
-			req.Dimensions = append(req.Dimensions, quotav1alpha1.Dimension{Key: k, Value: v})
+		if req.Dimensions, err = renderDimensions(r.dims, vars); err != nil {
+			return false, nil, err
 		}
 		out.Spec.Requests = append(out.Spec.Requests, req)
 	}

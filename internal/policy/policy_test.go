@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -29,30 +30,33 @@ func TestCompileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		policy *quotav1alpha1.ClaimCreationPolicy
-		reason string
+		cause  string
 		field  string
 	}{
-		{"bad CEL", machinePolicy("trigger.spec.(", "p", intstr.FromInt(1)), ReasonInvalidConstraint, "spec.trigger.constraints[0].expression"},
-		{"not bool", machinePolicy("'yes'", "p", intstr.FromInt(1)), ReasonInvalidConstraint, "spec.trigger.constraints[0].expression"},
-		{"unclosed template", machinePolicy("", "{{ trigger.metadata.name", intstr.FromInt(1)), ReasonInvalidTemplate, "spec.target.resourceClaimTemplate.spec.consumerRef.name"},
-		{"bad template CEL", machinePolicy("", "{{ trigger.metadata.name + }}", intstr.FromInt(1)), ReasonInvalidTemplate, "spec.target.resourceClaimTemplate.spec.consumerRef.name"},
-		{"bad amount", machinePolicy("", "p", intstr.FromString("lots")), ReasonInvalidTemplate, "spec.target.resourceClaimTemplate.spec.requests[0].amount"},
+		{"bad CEL", machinePolicy("trigger.spec.(", "p", intstr.FromInt(1)), CauseConstraintInvalid, "spec.trigger.constraints[0].expression"},
+		{"not bool", machinePolicy("'yes'", "p", intstr.FromInt(1)), CauseConstraintNotBool, "spec.trigger.constraints[0].expression"},
+		{"unclosed template", machinePolicy("", "{{ trigger.metadata.name", intstr.FromInt(1)), CauseTemplateInvalid, "spec.target.resourceClaimTemplate.spec.consumerRef.name"},
+		{"bad template CEL", machinePolicy("", "{{ trigger.metadata.name + }}", intstr.FromInt(1)), CauseTemplateInvalid, "spec.target.resourceClaimTemplate.spec.consumerRef.name"},
+		{"bad amount", machinePolicy("", "p", intstr.FromString("lots")), CauseInvalidLiteral, "spec.target.resourceClaimTemplate.spec.requests[0].amount"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Compile(tc.policy)
+			_, err := Compile(tc.policy, Options{})
 			var pe *Error
 			if !errors.As(err, &pe) {
 				t.Fatalf("got %v, want a policy error", err)
 			}
-			if pe.Reason != tc.reason || pe.Field != tc.field {
-				t.Errorf("got %s at %s, want %s at %s", pe.Reason, pe.Field, tc.reason, tc.field)
+			if pe.Reason != ReasonValidationFailed || pe.Cause != tc.cause || pe.Field != tc.field {
+				t.Errorf("got %s (%s) at %s, want %s (%s) at %s", pe.Reason, pe.Cause, pe.Field, ReasonValidationFailed, tc.cause, tc.field)
+			}
+			if !strings.HasPrefix(pe.Error(), tc.field+": ") {
+				t.Errorf("message %q does not start with the field path", pe.Error())
 			}
 		})
 	}
 }
 
 func TestEvaluateComputesAmountAndNames(t *testing.T) {
-	c, err := Compile(machinePolicy("trigger.spec.cpus > 0", "{{ trigger.metadata.namespace }}", intstr.FromString("{{ trigger.spec.cpus * 1000 }}")))
+	c, err := Compile(machinePolicy("trigger.spec.cpus > 0", "{{ trigger.metadata.namespace }}", intstr.FromString("{{ trigger.spec.cpus * 1000 }}")), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,15 +79,24 @@ func TestEvaluateComputesAmountAndNames(t *testing.T) {
 	}
 }
 
-// FuzzTemplate parses arbitrary template text: it never panics, and text
-// without braces renders to itself.
+// FuzzTemplate parses arbitrary template text: it never panics, text
+// without braces renders to itself, and every refusal is a policy error
+// naming the field.
 func FuzzTemplate(f *testing.F) {
-	for _, s := range []string{"plain", "{{ trigger.metadata.name }}", "a-{{ 1 + 2 }}-b", "{{", "}}", "{{}}", "{{ {{ }} }}"} {
+	for _, s := range []string{"plain", "{{ trigger.metadata.name }}", "{{ .trigger.metadata.name }}", "a-{{ 1 + 2 }}-b", "{{", "}}", "{{}}", "{{ {{ }} }}", "}}{{ 1 }}"} {
 		f.Add(s)
 	}
+	c, err := newCompiler(Options{TriggerSchema: configMapSchema()}, "ConfigMap", false)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
-		tp, err := parseTemplate(s)
+		tp, err := c.template("metadata.name", s)
 		if err != nil {
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Field != "metadata.name" || pe.Reason != ReasonValidationFailed {
+				t.Fatalf("%q: refused with %v, not a policy error naming the field", s, err)
+			}
 			return
 		}
 		out, err := tp.render(map[string]any{"trigger": map[string]any{}, "user": map[string]any{}, "requestInfo": map[string]any{}})
@@ -105,7 +118,7 @@ func TestConstraintsReadRequest(t *testing.T) {
 		{"requestInfo.dryRun == false", true},
 	} {
 		t.Run(tc.constraint, func(t *testing.T) {
-			c, err := Compile(machinePolicy(tc.constraint, "p", intstr.FromInt(1)))
+			c, err := Compile(machinePolicy(tc.constraint, "p", intstr.FromInt(1)), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +132,7 @@ func TestConstraintsReadRequest(t *testing.T) {
 func TestAppliesEvaluatesConstraintsOnly(t *testing.T) {
 	// The consumer name reads user: rendering fails without it, deciding
 	// whether the policy applies does not.
-	c, err := Compile(machinePolicy("trigger.spec.cpus > 0", "{{ user.name }}", intstr.FromInt(1)))
+	c, err := Compile(machinePolicy("trigger.spec.cpus > 0", "{{ user.name }}", intstr.FromInt(1)), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

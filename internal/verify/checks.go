@@ -182,7 +182,10 @@ func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.Gr
 	}
 	repair := fmt.Sprintf("delete and re-create the %s through the API so that admission charges it", kind)
 	if ok, rendered, err := p.compiled.Evaluate(policy.Input{Object: obj}); err == nil && ok {
-		ns := p.claimNamespace
+		ns := rendered.Namespace
+		if ns == "" {
+			ns = p.claimNamespace
+		}
 		if ns == "" {
 			ns = m.GetNamespace()
 		}

@@ -144,7 +144,7 @@ func (v *verifier) readPolicies(ctx context.Context, s *reading, r *Report) erro
 				ready = &metav1.Condition{Status: metav1.ConditionTrue, ObservedGeneration: e.Generation}
 				stats.Trigger = cp.Spec.Trigger.Resource.APIVersion + " " + cp.Spec.Trigger.Resource.Kind + " (last valid generation " + strconv.FormatInt(e.Generation, 10) + ")"
 			}
-			compiled, err := policy.Compile(cp)
+			compiled, err := policy.Compile(cp, policy.Options{})
 			switch {
 			case cp.Spec.Disabled:
 				stats.NotEnforced = "disabled"

@@ -142,7 +142,10 @@ func (p *Plugin) compile(cp *quotav1alpha1.ClaimCreationPolicy) (*policy.Compile
 	if e, ok := p.compiled[k]; ok {
 		return e.compiled, e.err
 	}
-	c, err := policy.Compile(cp)
+	// Admission compiles without the trigger's schema: the engine judged
+	// the cost of what it enforces (status.enforced); an unjudged
+	// generation is bounded by policy.CostLimit at evaluation.
+	c, err := policy.Compile(cp, policy.Options{})
 	p.compiled[k] = &compiledEntry{compiled: c, err: err}
 	return c, err
 }

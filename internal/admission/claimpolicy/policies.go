@@ -29,8 +29,6 @@ type inForce struct {
 	generation    int64
 	failurePolicy quotav1alpha1.FailurePolicy
 	compiled      *policy.Compiled
-	// metadata is the claim template's metadata of that version.
-	metadata quotav1alpha1.TemplateMetadata
 }
 
 // policyIndex holds the policies in force by trigger group/kind, rebuilt
@@ -61,8 +59,7 @@ func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce
 		if err != nil {
 			return nil
 		}
-		return &inForce{name: cp.Name, uid: cp.UID, generation: cp.Generation, failurePolicy: cp.Spec.FailurePolicy, compiled: c,
-			metadata: cp.Spec.Target.ResourceClaimTemplate.Metadata}
+		return &inForce{name: cp.Name, uid: cp.UID, generation: cp.Generation, failurePolicy: cp.Spec.FailurePolicy, compiled: c}
 	}
 	lastValid := func() *inForce {
 		e := cp.Status.Enforced
@@ -75,8 +72,7 @@ func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce
 		if err != nil {
 			return nil
 		}
-		return &inForce{name: cp.Name, uid: cp.UID, generation: e.Generation, failurePolicy: e.FailurePolicy, compiled: c,
-			metadata: e.Target.ResourceClaimTemplate.Metadata}
+		return &inForce{name: cp.Name, uid: cp.UID, generation: e.Generation, failurePolicy: e.FailurePolicy, compiled: c}
 	}
 	ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
 	judged := ready != nil && ready.ObservedGeneration == cp.Generation && cp.Status.ObservedGeneration == cp.Generation

@@ -36,13 +36,14 @@ import (
 // the engine writes it to storage itself, after the object is stored, so a
 // claim the API would refuse must refuse the create now.
 func (p *Plugin) claimFor(f *inForce, r *policy.Rendered, a admission.Attributes, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
-	ns := a.GetNamespace()
+	// The template's namespace, rendered; without one, the object's
+	// namespace, or the system namespace for a cluster-scoped object.
+	ns := r.Namespace
+	if ns == "" {
+		ns = a.GetNamespace()
+	}
 	if ns == "" {
 		ns = p.systemNamespace
-	}
-	md := f.metadata
-	if md.Namespace != "" && !strings.Contains(md.Namespace, "{{") {
-		ns = md.Namespace
 	}
 	// The claim's name is fixed now (it is recorded before the claim exists):
 	// the template's name, or a prefix and a hash of the object and policy.
@@ -69,10 +70,12 @@ func (p *Plugin) claimFor(f *inForce, r *policy.Rendered, a admission.Attributes
 			engine.AnnotationResourceUID:      string(obj.GetUID()),
 		},
 	}, Spec: r.Spec}
-	for k, v := range md.Labels {
+	for k, v := range r.Labels {
 		c.Labels[k] = v
 	}
-	for k, v := range md.Annotations {
+	// The template's annotations never replace quotaplane's own, which tie
+	// the claim to its object and policy.
+	for k, v := range r.Annotations {
 		if _, ours := c.Annotations[k]; !ours {
 			c.Annotations[k] = v
 		}

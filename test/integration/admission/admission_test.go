@@ -180,7 +180,7 @@ func TestBrokenTemplateNeverDenies(t *testing.T) {
 	w := newWorld(t, 1)
 	p := w.Policy("broken", "v1", "Secret", "secrets", intstr.FromString("{{ trigger.spec.size + }}"))
 	c := w.WaitPolicyReady(p, metav1.ConditionFalse)
-	if c.Reason != "InvalidTemplate" || !strings.Contains(c.Message, "amount") {
+	if c.Reason != "ValidationFailed" || !strings.HasPrefix(c.Message, "spec.target.resourceClaimTemplate.spec.requests[0].amount: ") {
 		t.Errorf("Ready condition %+v should name the broken template", c)
 	}
 	for i := range 3 {
@@ -193,7 +193,7 @@ func TestBrokenTemplateNeverDenies(t *testing.T) {
 func TestDisabledPolicy(t *testing.T) {
 	w := newWorld(t, 1)
 	p := w.Policy("off", "v1", "Secret", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) { p.Spec.Disabled = true })
-	if c := w.WaitPolicyReady(p, metav1.ConditionFalse); c.Reason != "Disabled" {
+	if c := w.WaitPolicyReady(p, metav1.ConditionFalse); c.Reason != "PolicyDisabled" {
 		t.Errorf("Ready %+v", c)
 	}
 	for i := range 3 {

@@ -156,12 +156,14 @@ func TestAnExpressionFailingOnTheObjectRefuses(t *testing.T) {
 }
 
 // TestRenderedClaimsAreCheckedAsTheAPIWould: a claim the API server would
-// refuse (an invalid name, a namespace that does not exist) refuses the
-// create, naming the policy and the field; nothing is stored or held.
+// refuse (a rendered name that is invalid, a namespace that does not exist)
+// refuses the create, naming the policy and the field; nothing is stored or
+// held. (A literal that can never be valid is refused earlier, when the
+// policy is judged.)
 func TestRenderedClaimsAreCheckedAsTheAPIWould(t *testing.T) {
 	w := newWorld(t, 5)
 	bad := w.policy("bad-name", func(p *quotav1alpha1.ClaimCreationPolicy) {
-		p.Spec.Target.ResourceClaimTemplate.Metadata.Name = "Claim_{{ trigger.metadata.name }}"
+		p.Spec.Target.ResourceClaimTemplate.Metadata.Name = "claim-{{ trigger.metadata.name.upperAscii() }}"
 	})
 	w.WaitCondition(bad, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
 	var err error
