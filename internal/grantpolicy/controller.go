@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 )
 
 // scheme holds the quota kinds, for the client and for events.
@@ -55,6 +56,7 @@ type controller struct {
 	client   client.WithWatch
 	dynamic  dynamic.Interface
 	mapper   *restmapper.DeferredDiscoveryRESTMapper
+	schemas  *triggerschema.Resolver
 	recorder record.EventRecorder
 	events   record.EventBroadcaster
 	queue    workqueue.TypedRateLimitingInterface[key]
@@ -97,8 +99,9 @@ func newController(cfg *rest.Config, opts Options) (*controller, error) {
 		return nil, err
 	}
 	c := &controller{opts: opts, kube: kube, client: cl, dynamic: dyn,
-		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
-		active: map[string]*activePolicy{}, pending: map[string]map[key]problem{},
+		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+		schemas: triggerschema.New(kube.Discovery(), 0),
+		active:  map[string]*activePolicy{}, pending: map[string]map[key]problem{},
 		waitingFor: map[string]map[key]struct{}{}, reasons: map[string]string{}, kindAttempts: map[string]int{}}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[key](20*time.Millisecond, 30*time.Second),

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -139,7 +140,21 @@ func (c *controller) evaluate(p *quotav1alpha1.GrantCreationPolicy) (metav1.Cond
 		ready.Message = msg + "; the grants this policy made are kept, and none is made until this is fixed"
 		return ready, nil, 0
 	}
-	compiled, err := policy.CompileGrant(p, policy.Options{})
+	gv, err := schema.ParseGroupVersion(res.APIVersion)
+	if err != nil {
+		return invalid(fmt.Sprintf("spec.trigger.resource.apiVersion: %v", err))
+	}
+	gvk := gv.WithKind(res.Kind)
+	// The kind's schema types `trigger`, so that the cost of each
+	// expression is estimated; a kind not served yet is judged without.
+	mapping, mapErr := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	var triggerSchema *spec.Schema
+	if mapErr == nil {
+		if triggerSchema, err = c.schemas.Resolve(res.APIVersion, res.Kind); err != nil {
+			triggerSchema = nil
+		}
+	}
+	compiled, err := policy.CompileGrant(p, policy.Options{TriggerSchema: triggerSchema})
 	if err != nil {
 		return invalid(err.Error())
 	}
@@ -155,19 +170,14 @@ func (c *controller) evaluate(p *quotav1alpha1.GrantCreationPolicy) (metav1.Cond
 				allowanceField(p, rt), rt))
 		}
 	}
-	gv, err := schema.ParseGroupVersion(res.APIVersion)
-	if err != nil {
-		return invalid(fmt.Sprintf("spec.trigger.resource.apiVersion: %v", err))
-	}
-	gvk := gv.WithKind(res.Kind)
-	mapping, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
+	if mapErr != nil {
 		c.resetMapper()
+		c.schemas.Invalidate(gv)
 		ready.Status, ready.Reason = metav1.ConditionFalse, policy.ReasonValidationFailed
 		ready.Message = fmt.Sprintf("spec.trigger.resource: waiting for kind %s (apiVersion %s), which this API server does not serve yet; it is looked for again (at least every %s), and the policy becomes Ready once it is served (for example once its CRD is installed)",
 			res.Kind, res.APIVersion, c.opts.KindRetry)
-		if !meta.IsNoMatchError(err) {
-			ready.Message += fmt.Sprintf(" (discovery: %v)", err)
+		if !meta.IsNoMatchError(mapErr) {
+			ready.Message += fmt.Sprintf(" (discovery: %v)", mapErr)
 		}
 		return ready, nil, c.kindRetry(p.Name)
 	}

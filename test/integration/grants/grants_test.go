@@ -182,26 +182,32 @@ func TestInvalidPolicyCreatesNothing(t *testing.T) {
 		name   string
 		mutate func(*quotav1alpha1.GrantCreationPolicy)
 		field  string
+		cause  string
 	}{
 		{"syntax", func(p *quotav1alpha1.GrantCreationPolicy) {
 			p.Spec.Trigger.Constraints[0].Expression = "trigger.metadata.name +"
-		}, "spec.trigger.constraints[0].expression"},
+		}, "spec.trigger.constraints[0].expression", ""},
 		{"template", func(p *quotav1alpha1.GrantCreationPolicy) {
 			p.Spec.Target.ResourceGrantTemplate.Metadata.Name = "{{ trigger.metadata.name"
-		}, "spec.target.resourceGrantTemplate.metadata.name"},
+		}, "spec.target.resourceGrantTemplate.metadata.name", ""},
 		{"user", func(p *quotav1alpha1.GrantCreationPolicy) {
 			p.Spec.Trigger.Constraints[0].Expression = "user.name == 'admin'"
-		}, "spec.trigger.constraints[0].expression"},
+		}, "spec.trigger.constraints[0].expression", "user"},
+		{"cost", func(p *quotav1alpha1.GrantCreationPolicy) {
+			// Typed from ConfigMap's schema, five nested loops over an
+			// unbounded map are estimated far over the limit.
+			p.Spec.Trigger.Constraints[0].Expression = "trigger.data.all(a, trigger.data.all(b, trigger.data.all(c, trigger.data.all(d, trigger.data.all(e, a != e)))))"
+		}, "spec.trigger.constraints[0].expression", "cost"},
 		{"unregistered", func(p *quotav1alpha1.GrantCreationPolicy) {
 			p.Spec.Target.ResourceGrantTemplate.Spec.Allowances[0].ResourceType = w.RT("nothing")
-		}, "spec.target.resourceGrantTemplate.spec.allowances[0].resourceType"},
+		}, "spec.target.resourceGrantTemplate.spec.allowances[0].resourceType", "not registered"},
 	}
 	var policies []*quotav1alpha1.GrantCreationPolicy
 	for _, tc := range cases {
 		p := w.tierPolicy(tc.name, "gold", "projects", 1, tc.mutate)
 		c := w.waitReady(p, metav1.ConditionFalse, policy.ReasonValidationFailed)
-		if !strings.Contains(c.Message, tc.field) {
-			t.Errorf("%s: message %q does not name %s", tc.name, c.Message, tc.field)
+		if !strings.Contains(c.Message, tc.field) || !strings.Contains(c.Message, tc.cause) {
+			t.Errorf("%s: message %q does not name %s and %q", tc.name, c.Message, tc.field, tc.cause)
 		}
 		policies = append(policies, p)
 	}
@@ -215,6 +221,12 @@ func TestInvalidPolicyCreatesNothing(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// One loop over the same map fits.
+	oneLoop := w.tierPolicy("oneloop", "gold", "projects", 1, func(p *quotav1alpha1.GrantCreationPolicy) {
+		p.Spec.Trigger.Constraints = append(p.Spec.Trigger.Constraints, quotav1alpha1.Constraint{Expression: "!has(trigger.data) || trigger.data.all(k, k != 'forbidden')"})
+	})
+	w.waitReady(oneLoop, metav1.ConditionTrue, policy.ReasonReady)
+	w.waitGrants(oneLoop.Name, w.NS+"/acme-oneloop")
 	// Registering the missing type makes that policy Ready; it then acts.
 	w.Register("nothing")
 	last := policies[len(policies)-1]
