@@ -1,7 +1,7 @@
-// Package controller runs the quota engine as a standalone process against
-// another Kubernetes API server (quotaplane controller): it checks that the
-// quota CRDs are installed, serves metrics and health, and runs the engine
-// until stopped. It holds no quota logic.
+// Package controller runs the quota engine and the tenancy controllers as a
+// standalone process against another Kubernetes API server (quotaplane
+// controller): it checks that the quota CRDs are installed, serves metrics
+// and health, and runs them until stopped. It holds no quota logic.
 package controller
 
 import (
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -23,6 +24,7 @@ import (
 	"github.com/quotaplane/quotaplane/config/crd"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy"
+	"github.com/quotaplane/quotaplane/internal/tenancy"
 )
 
 // Options of quotaplane controller.
@@ -85,7 +87,16 @@ func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
 	if err := grantpolicy.Start(grants)(ctx, cfg); err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("Running the quota engine", "server", cfg.Host)
+	tenancyOpts := tenancy.Options{Namespace: engineOpts.SystemNamespace, Identity: engineOpts.Identity,
+		LeaseDuration: engineOpts.LeaseDuration, RenewDeadline: engineOpts.RenewDeadline, RetryPeriod: engineOpts.RetryPeriod}
+	if tenancyOpts.Identity == "" {
+		host, _ := os.Hostname()
+		tenancyOpts.Identity = fmt.Sprintf("%s_%d", host, os.Getpid())
+	}
+	if err := tenancy.Start(tenancyOpts)(ctx, cfg); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("Running the quota engine and the tenancy controllers", "server", cfg.Host)
 	return runner.Run(ctx)
 }
 

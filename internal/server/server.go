@@ -21,6 +21,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/crdinstall"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
+	"github.com/quotaplane/quotaplane/internal/tenancy"
 )
 
 // readyHookName is the post-start hook that installs the CRDs and starts the
@@ -82,7 +83,12 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the aggregator: %w", err)
 	}
-	components := append([]Component{kubecontrollers.Start(c.Options.KubeControllers)}, c.Components...)
+	le := c.Options.KubeControllers
+	components := append([]Component{
+		kubecontrollers.Start(le),
+		tenancy.Start(tenancy.Options{Namespace: le.Namespace, Identity: le.Identity,
+			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}),
+	}, c.Components...)
 	if err := s.chain.GenericAPIServer.AddPostStartHook(readyHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
 		if err := crdinstall.Install(hookCtx, hookCtx.LoopbackClientConfig); err != nil {
 			return err
