@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
@@ -142,7 +143,26 @@ func (p *plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 	return nil
 }
 
+// validateName refuses an organization name that cannot name its namespace,
+// at metadata.name. The CRD's schema has the same rules (for servers without
+// this plugin) but reports them at the object's root.
+func validateName(name string) field.ErrorList {
+	path := field.NewPath("metadata", "name")
+	if len(name) > rmv1alpha1.OrganizationNameMaxLength {
+		return field.ErrorList{field.Invalid(path, name, fmt.Sprintf("must be at most %d characters (it has %d), so that the organization's namespace %s is a DNS label of at most 63; choose a shorter name",
+			rmv1alpha1.OrganizationNameMaxLength, len(name), rmv1alpha1.OrganizationNamespace("<name>")))}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(name) {
+		errs = append(errs, field.Invalid(path, name, msg+"; it names the organization's namespace "+rmv1alpha1.OrganizationNamespace("<name>")))
+	}
+	return errs
+}
+
 func (p *plugin) recordCreator(a admission.Attributes, obj *unstructured.Unstructured) error {
+	if errs := validateName(obj.GetName()); len(errs) > 0 {
+		return apierrors.NewInvalid(organizationKind.GroupKind(), obj.GetName(), errs)
+	}
 	u := a.GetUserInfo()
 	if u == nil || u.GetName() == "" {
 		return apierrors.NewForbidden(organizations, a.GetName(), fmt.Errorf("an organization needs an authenticated creator, who becomes its owner"))
