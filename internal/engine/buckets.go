@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +55,7 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 	if found {
 		stored = obj.(*quotav1alpha1.AllowanceBucket)
 	} else {
-		if err := t.ensureNamespace(ctx, ns); err != nil {
+		if err := t.bucketNamespaceReady(ctx, ns); err != nil {
 			return err
 		}
 		stored = &quotav1alpha1.AllowanceBucket{
@@ -69,6 +70,12 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 			if apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("bucket %s/%s exists but is not in the cache yet", ns, name)
 			}
+			if apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				// The namespace went away since it was seen: wait for it
+				// again. Not wrapped: a NotFound would drop the bucket.
+				t.forgetNamespace(ns)
+				return fmt.Errorf("creating bucket %s/%s: its namespace is gone or being deleted (%v); retrying until it exists", ns, name, err)
+			}
 			return fmt.Errorf("creating bucket %s/%s: %w", ns, name, err)
 		}
 	}
@@ -81,20 +88,37 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 	return t.r.client.Status().Update(ctx, updated)
 }
 
-func (t *term) ensureNamespace(ctx context.Context, ns string) error {
+// bucketNamespaceReady returns nil when the bucket namespace ns exists and
+// is not being deleted. The engine never creates a bucket namespace: an
+// organization's namespace is its tenancy controller's, and any other is its
+// owner's (docs/conditions.md, "Where buckets live"). Until then the bucket
+// is retried with backoff; the error is not a NotFound, which would drop it.
+func (t *term) bucketNamespaceReady(ctx context.Context, ns string) error {
 	t.nsMu.Lock()
 	known := t.namespaces[ns]
 	t.nsMu.Unlock()
 	if known {
 		return nil
 	}
-	if err := t.r.ensureNamespace(ctx, ns); err != nil {
-		return fmt.Errorf("creating bucket namespace %s: %w", ns, err)
+	got, err := t.r.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("bucket namespace %s does not exist yet; the bucket is written once it does", ns)
+	case err != nil:
+		return fmt.Errorf("reading bucket namespace %s: %v", ns, err)
+	case got.DeletionTimestamp != nil || got.Status.Phase == corev1.NamespaceTerminating:
+		return fmt.Errorf("bucket namespace %s is being deleted; the bucket is written once it exists again", ns)
 	}
 	t.nsMu.Lock()
 	t.namespaces[ns] = true
 	t.nsMu.Unlock()
 	return nil
+}
+
+func (t *term) forgetNamespace(ns string) {
+	t.nsMu.Lock()
+	delete(t.namespaces, ns)
+	t.nsMu.Unlock()
 }
 
 var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

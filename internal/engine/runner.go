@@ -214,6 +214,9 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// ensureNamespace creates the system namespace, which holds the engine's own
+// records (its Lease, ledger and seal key). It is the only namespace the
+// engine creates: bucket namespaces are their owners' (bucketNamespaceReady).
 func (r *Runner) ensureNamespace(ctx context.Context, ns string) error {
 	_, err := r.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

@@ -166,8 +166,13 @@ func NewFixture(t testing.TB, c client.Client) *Fixture {
 		Org: quotav1alpha1.ConsumerRef{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: "org-" + id},
 		NS:  "claims-" + id}
 	f.BucketNS = "organization-" + f.Org.Name
-	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.NS}}); err != nil {
-		t.Fatal(err)
+	// The engine writes buckets only into namespaces that exist: the
+	// fixture's organization is a bare consumer name, with no Organization
+	// (and so no tenancy controller) to create its namespace.
+	for _, ns := range []string{f.NS, f.BucketNS} {
+		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return f
 }
