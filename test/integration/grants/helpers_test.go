@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,7 +34,13 @@ type world struct {
 
 func newWorld(t *testing.T, resourceTypes ...string) *world {
 	t.Helper()
-	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
+	return newWorldOn(t, srv.Config, resourceTypes...)
+}
+
+// newWorldOn makes a world on the server cfg reaches.
+func newWorldOn(t *testing.T, cfg *rest.Config, resourceTypes ...string) *world {
+	t.Helper()
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, cfg))
 	w := &world{f}
 	w.namespace(f.BucketNS)
 	if len(resourceTypes) > 0 {

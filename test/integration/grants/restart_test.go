@@ -1,0 +1,110 @@
+package grants
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy"
+	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/server"
+	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// TestANewLeaderConverges: what changes while no grant engine runs — a
+// trigger deleted, one created, one no longer matching, a policy deleted,
+// a policy's finalizer removed by hand — is found by the next leader, from
+// the labels of the grants, and converged on.
+func TestANewLeaderConverges(t *testing.T) {
+	quotatest.Exclusive(t)
+	// A server of its own, whose grant engine the test starts and stops.
+	s, err := testserver.Start(testserver.Options{Components: []server.Component{engine.Start(quotatest.FastEngineOptions())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	run := func(identity string) (stop func()) {
+		o := grantpolicy.DefaultOptions()
+		o.Identity = identity
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 200*time.Millisecond
+		r, err := grantpolicy.New(s.Config, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.Run(ctx)
+		}()
+		return func() {
+			cancel()
+			<-done
+		}
+	}
+
+	w := newWorldOn(t, s.Config, "projects")
+	gold := w.tierPolicy("gold", "gold", "projects", 1)
+	kept := w.tierPolicy("kept", "gold", "projects", 1)
+	deleted := w.tierPolicy("deleted", "gold", "projects", 1)
+	unfinalized := w.tierPolicy("unfinalized", "gold", "projects", 1)
+	a := w.configMap("a", "tier", "gold")
+	b := w.configMap("b", "tier", "gold")
+
+	stop := run("first")
+	for _, p := range []*quotav1alpha1.GrantCreationPolicy{gold, kept, deleted, unfinalized} {
+		w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
+		w.waitGrants(p.Name, w.NS+"/a-"+p.Name[len(w.ID)+1:], w.NS+"/b-"+p.Name[len(w.ID)+1:])
+	}
+	stop()
+
+	// No grant engine runs now.
+	ctx := context.Background()
+	if err := w.C.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	w.update(b, func() { b.Labels["tier"] = "silver" })
+	w.configMap("c", "tier", "gold")
+	if err := w.C.Delete(ctx, deleted); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	if err := w.C.Patch(ctx, unfinalized, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.C.Delete(ctx, unfinalized); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	w.waitGrants(gold.Name, w.NS+"/a-gold", w.NS+"/b-gold")
+	w.waitGrants(deleted.Name, w.NS+"/a-deleted", w.NS+"/b-deleted")
+	w.waitGrants(unfinalized.Name, w.NS+"/a-unfinalized", w.NS+"/b-unfinalized")
+
+	began := time.Now()
+	stop = run("second")
+	defer stop()
+	w.waitGrants(gold.Name, w.NS+"/c-gold")
+	w.waitGrants(kept.Name, w.NS+"/c-kept")
+	w.waitGrants(deleted.Name)
+	w.waitGrants(unfinalized.Name)
+	t.Logf("measured: new leader started → converged %s", time.Since(began))
+	err = w.C.Get(ctx, client.ObjectKeyFromObject(deleted), &quotav1alpha1.GrantCreationPolicy{})
+	for i := 0; err == nil && i < 100; i++ {
+		time.Sleep(100 * time.Millisecond)
+		err = w.C.Get(ctx, client.ObjectKeyFromObject(deleted), &quotav1alpha1.GrantCreationPolicy{})
+	}
+	if err == nil {
+		t.Error("the deleted policy is still held by its finalizer")
+	}
+}
