@@ -56,6 +56,7 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 		stored = obj.(*quotav1alpha1.AllowanceBucket)
 	} else {
 		if err := t.bucketNamespaceReady(ctx, ns); err != nil {
+			t.nsWait.wait(ns, id)
 			return err
 		}
 		stored = &quotav1alpha1.AllowanceBucket{
@@ -74,6 +75,7 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 				// The namespace went away since it was seen: wait for it
 				// again. Not wrapped: a NotFound would drop the bucket.
 				t.forgetNamespace(ns)
+				t.nsWait.wait(ns, id)
 				return fmt.Errorf("creating bucket %s/%s: its namespace is gone or being deleted (%v); retrying until it exists", ns, name, err)
 			}
 			return fmt.Errorf("creating bucket %s/%s: %w", ns, name, err)

@@ -66,6 +66,8 @@ type term struct {
 
 	nsMu       sync.Mutex
 	namespaces map[string]bool // bucket namespaces known to exist
+	// nsWait writes buckets whose namespace did not exist once it does.
+	nsWait *namespaceWaiter
 
 	// objects ties claims without a valid owner to their objects.
 	objects *objectWatch
@@ -111,6 +113,7 @@ func newTerm(r *Runner, l *ledger, j *journal, inflight map[string]string) *term
 		namespaces:    map[string]bool{},
 	}
 	t.objects = newObjectWatch(t)
+	t.nsWait = newNamespaceWaiter(t)
 	return t
 }
 
