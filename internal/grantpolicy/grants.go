@@ -53,8 +53,7 @@ func (c *controller) syncTrigger(ctx context.Context, k key) error {
 	if !st.informer.HasSynced() {
 		// An object missing from a watch that has not listed yet may
 		// exist: judging now could delete its grant.
-		c.queue.AddAfter(k, 100*time.Millisecond)
-		return nil
+		return errRetry
 	}
 	logger := klog.FromContext(ctx).WithValues("policy", k.policy, "trigger", klog.KRef(k.namespace, k.name))
 

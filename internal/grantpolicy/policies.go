@@ -381,8 +381,14 @@ func (c *controller) setPending(k key, p *problem) {
 		c.pending[k.policy][k] = *p
 	}
 	c.updateProblemMetric()
-	c.queue.Add(policyKey(k.policy))
+	// Coalesced: a burst of objects waiting for their namespaces writes
+	// the policy's status a few times, not once per object.
+	c.queue.AddAfter(policyKey(k.policy), statusDelay)
 }
+
+// statusDelay is how long a change of what holds grants back waits before
+// the policy's status is written.
+const statusDelay = 250 * time.Millisecond
 
 // waitFor records that k waits for namespace ns (or, with ns empty, for
 // nothing).
