@@ -120,7 +120,10 @@ func Start(opts Options) func(ctx context.Context, cfg *rest.Config) error {
 			return errors.New("the tenancy controllers' leader election needs a namespace and an identity")
 		}
 		cfg = rest.CopyConfig(cfg)
-		cfg.QPS, cfg.Burst = 400, 800
+		// An organization costs about six writes (finalizer, namespace,
+		// three RBAC objects, status): a burst of a thousand should not
+		// queue behind the client's own rate limit.
+		cfg.QPS, cfg.Burst = 1000, 2000
 		// The loopback configuration asks for protobuf, which the tenancy
 		// kinds (CRDs) do not speak.
 		cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
@@ -245,5 +248,5 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // controllerOptions are the options of both controllers.
 func controllerOptions() controller.Options {
-	return controller.Options{MaxConcurrentReconciles: 4}
+	return controller.Options{MaxConcurrentReconciles: 8}
 }
