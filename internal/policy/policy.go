@@ -141,23 +141,25 @@ type compiler struct {
 	triggerOnly bool
 }
 
-func newCompiler(o Options, kind string, triggerOnly bool) (*compiler, error) {
+// newCompiler returns the compiler of one policy. A schema that cannot type
+// `trigger` leaves it dynamic, as without a schema.
+func newCompiler(o Options, kind string, triggerOnly bool) *compiler {
 	c := &compiler{triggerOnly: triggerOnly}
 	if o.TriggerSchema == nil {
-		return c, nil
+		return c
 	}
 	t := common.SchemaDeclType(&openapi.Schema{Schema: o.TriggerSchema}, true)
 	if t == nil {
-		return c, nil
+		return c
 	}
 	// The type name only has to be unique within the environment.
 	t = t.MaybeAssignTypeName("quotaplane.trigger." + kind)
 	env, err := newEnv(t)
 	if err != nil {
-		return nil, fmt.Errorf("typing trigger from the schema of %s: %w", kind, err)
+		return c
 	}
 	c.typed, c.estimator = env, &library.CostEstimator{SizeEstimator: &sizeEstimator{trigger: t}}
-	return c, nil
+	return c
 }
 
 // expr compiles one expression: the program (over dynamically typed
@@ -346,10 +348,8 @@ type compiledPolicy struct {
 func compilePolicy(om metav1.ObjectMeta, trigger quotav1alpha1.Trigger, base *field.Path, md quotav1alpha1.TemplateMetadata,
 	consumer quotav1alpha1.TemplateConsumerRef, o Options, triggerOnly bool) (compiledPolicy, *compiler, error) {
 	c := compiledPolicy{Name: om.Name, Generation: om.Generation, Group: triggerGroup(trigger.Resource), Kind: trigger.Resource.Kind}
-	comp, err := newCompiler(o, c.Kind, triggerOnly)
-	if err != nil {
-		return c, nil, err
-	}
+	comp := newCompiler(o, c.Kind, triggerOnly)
+	var err error
 	if c.constraints, err = comp.constraints(trigger.Constraints); err != nil {
 		return c, nil, err
 	}
