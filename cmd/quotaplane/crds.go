@@ -9,7 +9,7 @@ import (
 func newCRDsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "crds",
-		Short: "Print the quota CRDs, for: quotaplane crds | kubectl apply -f -",
+		Short: "Print the quota and tenancy CRDs (quota.miloapis.com, resourcemanager.miloapis.com), for: quotaplane crds | kubectl apply -f -",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			data, err := crd.YAML()
