@@ -174,8 +174,10 @@ func (r *OrganizationReconciler) ensureNamespace(ctx context.Context, org *rmv1a
 	}
 	owner := metav1.GetControllerOf(ns)
 	switch {
+	case owner != nil && owner.UID == org.UID && ns.DeletionTimestamp != nil:
+		return nil, fmt.Sprintf("namespace %s is being deleted (with everything in it); it is made again once it is gone", name), "", nil
 	case owner != nil && owner.UID == org.UID:
-	case owner != nil && owner.Kind == "Organization" && ns.Status.Phase == corev1.NamespaceTerminating:
+	case owner != nil && owner.Kind == "Organization" && ns.DeletionTimestamp != nil:
 		return nil, fmt.Sprintf("namespace %s of a previous organization named %s is still being deleted; waiting until it is gone", name, org.Name), "", nil
 	default:
 		return nil, "", fmt.Sprintf("namespace %s exists and is not this organization's (it has no controller ownerReference to Organization %s with uid %s); delete it, or create the organization under another name",

@@ -232,3 +232,32 @@ func TestDeletingAnOrganizationRemovesEverything(t *testing.T) {
 		t.Errorf("a claim of all 10 units after the old organization's 6 were released: %+v", c)
 	}
 }
+
+// TestDeletedNamespaceIsMadeAgain: the namespace of a live organization,
+// deleted by someone, is made again (empty) with the owner's binding.
+func TestDeletedNamespaceIsMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	admin := quotatest.NewClient(t, srv.Config)
+	org := newOrganization(uniq("phoenix"))
+	if err := admin.Create(ctx, org); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, admin, org, metav1.ConditionTrue)
+	ns := namespaceOf(org.Name)
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(ns), ns); err != nil {
+		t.Fatal(err)
+	}
+	old := ns.UID
+	if err := admin.Delete(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		fresh := namespaceOf(org.Name)
+		return admin.Get(ctx, client.ObjectKeyFromObject(fresh), fresh) == nil && fresh.UID != old && fresh.DeletionTimestamp == nil &&
+			admin.Get(ctx, client.ObjectKeyFromObject(ownerBinding(org.Name)), ownerBinding(org.Name)) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("namespace %s was not made again with its owner binding within a minute", ns.Name)
+	}
+	waitReady(t, admin, org, metav1.ConditionTrue)
+}
