@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
@@ -65,7 +68,9 @@ type controller struct {
 	grants        cache.SharedIndexInformer
 	registrations cache.SharedIndexInformer
 	namespaces    cache.SharedIndexInformer
-	triggers      *triggerSet
+	// crds tells policies waiting for their trigger kind to look again.
+	crds     cache.SharedIndexInformer
+	triggers *triggerSet
 
 	mu sync.Mutex
 	// active are the Ready, enabled policies, by name.
@@ -79,6 +84,9 @@ type controller struct {
 	// kindAttempts counts, per policy, the looks for a trigger kind not
 	// served yet.
 	kindAttempts map[string]int
+	// schemaAttempts counts, per policy, the looks for the schema of a
+	// served kind.
+	schemaAttempts map[string]int
 	// lastMapperReset bounds discovery refreshes.
 	lastMapperReset time.Time
 }
@@ -102,7 +110,7 @@ func newController(cfg *rest.Config, opts Options) (*controller, error) {
 		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
 		schemas: triggerschema.New(kube.Discovery(), 0),
 		active:  map[string]*activePolicy{}, pending: map[string]map[key]problem{},
-		waitingFor: map[string]map[key]struct{}{}, reasons: map[string]string{}, kindAttempts: map[string]int{}}
+		waitingFor: map[string]map[key]struct{}{}, reasons: map[string]string{}, kindAttempts: map[string]int{}, schemaAttempts: map[string]int{}}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[key](20*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: "grantpolicy"})
@@ -113,6 +121,11 @@ func newController(cfg *rest.Config, opts Options) (*controller, error) {
 	c.grants = c.informer(&quotav1alpha1.ResourceGrant{}, &quotav1alpha1.ResourceGrantList{}, LabelPolicy)
 	c.registrations = c.informer(&quotav1alpha1.ResourceRegistration{}, &quotav1alpha1.ResourceRegistrationList{}, "")
 	c.namespaces = informers.NewSharedInformerFactory(kube, 0).Core().V1().Namespaces().Informer()
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.crds = metadatainformer.NewFilteredMetadataInformer(md, apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"), "", 0, cache.Indexers{}, nil).Informer()
 	if err := c.grants.AddIndexers(cache.Indexers{indexTrigger: grantTriggerIndex, indexPolicy: grantPolicyIndex}); err != nil {
 		return nil, err
 	}
@@ -206,6 +219,25 @@ func (c *controller) addHandlers() error {
 	}); err != nil {
 		return err
 	}
+	// A CRD installed or changed: policies waiting for their kind look again.
+	onCRD := func(any) {
+		c.mu.Lock()
+		waiting := make([]string, 0, len(c.kindAttempts))
+		for name := range c.kindAttempts {
+			waiting = append(waiting, name)
+			c.kindAttempts[name] = 0 // look again soon: the kind may be served in a moment
+		}
+		c.lastMapperReset = time.Time{}
+		c.mu.Unlock()
+		for _, name := range waiting {
+			c.queue.Add(policyKey(name))
+		}
+	}
+	if _, err := c.crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onCRD, UpdateFunc: func(_, o any) { onCRD(o) },
+	}); err != nil {
+		return err
+	}
 	// A namespace appearing releases the grants waiting for it.
 	onNamespace := func(obj any) {
 		ns, ok := obj.(*corev1.Namespace)
@@ -270,7 +302,7 @@ func (c *controller) run(ctx context.Context) error {
 	defer c.triggers.stopAll()
 	defer c.queue.ShutDown()
 
-	informers := []cache.SharedIndexInformer{c.policies, c.grants, c.registrations, c.namespaces}
+	informers := []cache.SharedIndexInformer{c.policies, c.grants, c.registrations, c.namespaces, c.crds}
 	for _, inf := range informers {
 		go inf.RunWithContext(ctx)
 	}

@@ -150,8 +150,27 @@ func (c *controller) evaluate(p *quotav1alpha1.GrantCreationPolicy) (metav1.Cond
 	mapping, mapErr := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	var triggerSchema *spec.Schema
 	if mapErr == nil {
-		if triggerSchema, err = c.schemas.Resolve(res.APIVersion, res.Kind); err != nil {
+		var schemaErr error
+		if triggerSchema, schemaErr = c.schemas.Resolve(res.APIVersion, res.Kind); schemaErr != nil {
+			// A kind just served may not be in the OpenAPI documents yet:
+			// wait a little for its schema, then judge without it (its
+			// expressions' cost is then limited at evaluation only).
+			// A generation already acted on is not held back by a schema
+			// that cannot be read for a moment.
 			triggerSchema = nil
+			c.mu.Lock()
+			waited := c.schemaAttempts[p.Name]
+			c.schemaAttempts[p.Name] = waited + 1
+			current := c.active[p.Name]
+			c.mu.Unlock()
+			acting := current != nil && current.uid == p.UID && current.generation == p.Generation
+			if waited < schemaWaits && !acting && !p.Spec.Disabled {
+				ready.Status, ready.Reason = metav1.ConditionFalse, policy.ReasonValidationFailed
+				ready.Message = fmt.Sprintf("spec.trigger.resource: waiting for the schema of kind %s (apiVersion %s), to estimate the cost of the expressions: %v",
+					res.Kind, res.APIVersion, schemaErr)
+				return ready, nil, c.kindRetry(p.Name)
+			}
+			klog.Background().V(2).Info("Judging a GrantCreationPolicy without its trigger's schema", "policy", p.Name, "err", schemaErr)
 		}
 	}
 	compiled, err := policy.CompileGrant(p, policy.Options{TriggerSchema: triggerSchema})
@@ -183,10 +202,15 @@ func (c *controller) evaluate(p *quotav1alpha1.GrantCreationPolicy) (metav1.Cond
 	}
 	c.mu.Lock()
 	delete(c.kindAttempts, p.Name)
+	delete(c.schemaAttempts, p.Name)
 	c.mu.Unlock()
 	return ready, &activePolicy{name: p.Name, uid: p.UID, generation: p.Generation, compiled: compiled, gvk: gvk,
 		gvr: mapping.Resource, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}, 0
 }
+
+// schemaWaits is how many times a policy whose kind is served looks for the
+// kind's schema before it is judged without it (about 10s).
+const schemaWaits = 7
 
 // kindRetry is how long a policy waits before its trigger kind is looked
 // for again: from 200ms, doubling, up to Options.KindRetry.
@@ -290,6 +314,7 @@ func (c *controller) forget(name string) {
 	c.mu.Lock()
 	delete(c.reasons, name)
 	delete(c.kindAttempts, name)
+	delete(c.schemaAttempts, name)
 	c.updatePolicyMetric()
 	c.mu.Unlock()
 }

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -265,7 +264,12 @@ func TestTriggerKindInstalledAfterThePolicy(t *testing.T) {
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 				Name: "v1", Served: true, Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptr.To(true),
+					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"tier":  {Type: "string"},
+							"items": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
+						}},
+					},
 				}},
 			}},
 		},
@@ -291,6 +295,17 @@ func TestTriggerKindInstalledAfterThePolicy(t *testing.T) {
 	grants := w.waitGrants(p.Name, w.NS+"/w1-widgets")
 	w.WaitCondition(&grants[0], quotav1alpha1.GrantConditionActive, metav1.ConditionTrue)
 	w.WaitBucket(quotatest.N(7, 0, 7), "projects")
+
+	// The kind's schema, read once it is served, types `trigger`: five
+	// nested loops over its list are refused for their estimated cost.
+	costly := w.tierPolicy("costly", "gold", "projects", 1, func(p *quotav1alpha1.GrantCreationPolicy) {
+		p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: group + "/v1", Kind: "Widget"}
+		p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: "trigger.spec.items.all(a, trigger.spec.items.all(b, trigger.spec.items.all(c, trigger.spec.items.all(d, trigger.spec.items.all(e, a != e)))))"}}
+		p.Spec.Target.ResourceGrantTemplate.Metadata.Labels = nil
+	})
+	if c := w.waitReady(costly, metav1.ConditionFalse, policy.ReasonValidationFailed); !strings.Contains(c.Message, "cost") {
+		t.Errorf("message %q does not say the cost is too high", c.Message)
+	}
 
 	// A second policy shares the kind's watch; the watch stops with the last.
 	second := mk("widgets2")
