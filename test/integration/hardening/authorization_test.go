@@ -101,6 +101,10 @@ func TestATenantCannotSpendAnotherTenantsQuota(t *testing.T) {
 		}
 	}
 	b := newTenant(t, admin, kube, beta)
+	// acme's buckets live in its namespace, which the engine does not create.
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "organization-" + acme}}); err != nil {
+		t.Fatal(err)
+	}
 	claim := func(org string, amount int64) *quotav1alpha1.ResourceClaim {
 		return &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{GenerateName: "c-", Namespace: b.ns}, Spec: quotav1alpha1.ResourceClaimSpec{
 			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: org},
