@@ -404,6 +404,10 @@ func (c *controller) setPending(k key, p *problem) {
 			c.pending[k.policy] = map[key]problem{}
 		}
 		c.pending[k.policy][k] = *p
+		if st := c.active[k.policy]; st != nil && (!had || old.reason != p.reason) {
+			ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "GrantCreationPolicy", Name: k.policy, UID: st.uid}
+			c.recorder.Event(ref, corev1.EventTypeWarning, p.reason, p.message)
+		}
 	}
 	c.updateProblemMetric()
 	// Coalesced: a burst of objects waiting for their namespaces writes

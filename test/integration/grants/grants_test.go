@@ -338,6 +338,7 @@ func TestMissingTargetNamespace(t *testing.T) {
 	if !strings.Contains(c.Message, "waiting for namespace "+target) {
 		t.Errorf("message %q does not say it waits for namespace %s", c.Message, target)
 	}
+	w.waitEvent("", p.Name, grantpolicy.ReasonWaitingForNamespace, "waiting for namespace "+target)
 	w.stillNoGrants(p.Name, 2*time.Second)
 
 	began := time.Now()
