@@ -165,7 +165,7 @@ func grantTriggerIndex(obj any) ([]string, error) {
 	if l[LabelPolicy] == "" || l[LabelTriggerName] == "" {
 		return nil, nil
 	}
-	return []string{l[LabelPolicy] + "/" + l[LabelTriggerKind] + "/" + l[LabelTriggerNamespace] + "/" + l[LabelTriggerName]}, nil
+	return []string{l[LabelPolicy] + "/" + l[LabelTriggerNamespace] + "/" + l[LabelTriggerName]}, nil
 }
 
 func grantPolicyIndex(obj any) ([]string, error) {

@@ -251,7 +251,7 @@ func defaultGrantName(k key) string {
 // existingGrants are the grants this policy made for the object, found by
 // their labels.
 func (c *controller) existingGrants(st *activePolicy, k key) []*quotav1alpha1.ResourceGrant {
-	objs, _ := c.grants.GetIndexer().ByIndex(indexTrigger, triggerIndexValue(k.policy, st.gvk.Kind, k.namespace, k.name))
+	objs, _ := c.grants.GetIndexer().ByIndex(indexTrigger, triggerIndexValue(k.policy, k.namespace, k.name))
 	out := make([]*quotav1alpha1.ResourceGrant, 0, len(objs))
 	for _, o := range objs {
 		g := o.(*quotav1alpha1.ResourceGrant)

@@ -70,9 +70,11 @@ func policyKey(name string) key { return key{policy: name} }
 func (k key) isPolicy() bool { return k.name == "" }
 
 // triggerIndexValue is the grant index value of the grants made for one
-// trigger object by one policy, computed from the labels.
-func triggerIndexValue(policy, kind, namespace, name string) string {
-	return labelValue(policy) + "/" + kind + "/" + labelValue(namespace) + "/" + labelValue(name)
+// trigger object by one policy, computed from the labels. The kind is left
+// out: a policy has one trigger kind at a time, and the grants it made for
+// objects of a kind it no longer watches must still be found (and deleted).
+func triggerIndexValue(policy, namespace, name string) string {
+	return labelValue(policy) + "/" + labelValue(namespace) + "/" + labelValue(name)
 }
 
 // ownLabels are the labels the engine sets on a grant of policy for the

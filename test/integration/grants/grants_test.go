@@ -515,3 +515,24 @@ func TestTriggerToActiveGrantLatency(t *testing.T) {
 	}
 	w.WaitBucket(quotatest.N(n, 0, n), "projects")
 }
+
+// TestTriggerKindEdited: a policy edited to watch another kind takes back
+// the grants it made for objects of the old kind and gives the new kind's.
+func TestTriggerKindEdited(t *testing.T) {
+	w := newWorld(t, "projects")
+	p := w.tierPolicy("gold", "gold", "projects", 4)
+	w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
+	w.configMap("acme", "tier", "gold")
+	w.waitGrants(p.Name, w.NS+"/acme-gold")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "beta", Namespace: w.NS, Labels: map[string]string{"tier": "gold"}}}
+	if err := w.C.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	w.update(p, func() { p.Spec.Trigger.Resource.Kind = "Secret" })
+	w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
+	grants := w.waitGrants(p.Name, w.NS+"/beta-gold")
+	if grants[0].Labels[grantpolicy.LabelTriggerKind] != "Secret" {
+		t.Errorf("grant labels %v, want trigger-kind Secret", grants[0].Labels)
+	}
+	w.WaitBucket(quotatest.N(4, 0, 4), "projects")
+}
