@@ -536,3 +536,27 @@ func TestTriggerKindEdited(t *testing.T) {
 	}
 	w.WaitBucket(quotatest.N(4, 0, 4), "projects")
 }
+
+// TestRenderFailureIsReported: a template that fails on an object (a field
+// it reads is missing) makes nothing for it and says so on the policy; once
+// the object has the field, its grant is made.
+func TestRenderFailureIsReported(t *testing.T) {
+	w := newWorld(t, "projects")
+	p := w.tierPolicy("gold", "gold", "projects", 2, func(p *quotav1alpha1.GrantCreationPolicy) {
+		p.Spec.Target.ResourceGrantTemplate.Spec.ConsumerRef.Name = "{{ trigger.data.org }}"
+	})
+	w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
+	cm := w.configMap("acme", "tier", "gold")
+	c := w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionFalse, grantpolicy.ReasonRenderFailed)
+	if !strings.Contains(c.Message, "ConfigMap "+w.NS+"/acme") {
+		t.Errorf("message %q does not name the object", c.Message)
+	}
+	w.stillNoGrants(p.Name, time.Second)
+	w.update(cm, func() { cm.Data = map[string]string{"org": w.Org.Name} })
+	grants := w.waitGrants(p.Name, w.NS+"/acme-gold")
+	if grants[0].Spec.ConsumerRef.Name != w.Org.Name {
+		t.Errorf("consumer %q, want %q", grants[0].Spec.ConsumerRef.Name, w.Org.Name)
+	}
+	w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionTrue, grantpolicy.ReasonGrantsSynced)
+	w.WaitBucket(quotatest.N(2, 0, 2), "projects")
+}
