@@ -27,15 +27,20 @@ const (
 	managedByQuotaplane = "quotaplane"
 )
 
-func (t *term) placement() quota.Placement {
-	return quota.Placement{SystemNamespace: t.r.opts.SystemNamespace}
-}
-
 func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 	t.mu.Lock()
 	st, exists := t.eng.Bucket(id)
 	t.mu.Unlock()
-	ns, name := t.placement().Namespace(id.Consumer), quota.BucketName(id)
+	ns, err := t.bucketNamespace(id.Consumer)
+	if err != nil {
+		return err
+	}
+	name := quota.BucketName(id)
+	// A bucket stored in another namespace than its placement (a project
+	// whose organization became known) moves: the old copy goes.
+	if err := t.deleteMisplacedBuckets(ctx, name, ns, exists); err != nil {
+		return err
+	}
 	obj, found, err := t.bucketInformer.GetStore().GetByKey(key(ns, name))
 	if err != nil {
 		return err
@@ -88,6 +93,38 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 	updated := stored.DeepCopy()
 	updated.Status = want
 	return t.r.client.Status().Update(ctx, updated)
+}
+
+// deleteMisplacedBuckets deletes the buckets named name stored outside ns
+// (all of them when the bucket no longer exists).
+func (t *term) deleteMisplacedBuckets(ctx context.Context, name, ns string, exists bool) error {
+	objs, err := t.bucketInformer.GetIndexer().ByIndex(indexBucketName, name)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		b := obj.(*quotav1alpha1.AllowanceBucket)
+		if exists && b.Namespace == ns {
+			continue
+		}
+		err := t.r.client.Delete(ctx, b, client.Preconditions{UID: &b.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting bucket %s/%s, now placed in %s: %w", b.Namespace, b.Name, ns, err)
+		}
+	}
+	return nil
+}
+
+// indexBucketName indexes buckets by name: a bucket's name is unique to its
+// consumer, resource type and dimensions, whatever its namespace.
+const indexBucketName = "bucketName"
+
+func bucketNameIndex(obj any) ([]string, error) {
+	b, ok := obj.(*quotav1alpha1.AllowanceBucket)
+	if !ok {
+		return nil, nil
+	}
+	return []string{b.Name}, nil
 }
 
 // bucketNamespaceReady returns nil when the bucket namespace ns exists and

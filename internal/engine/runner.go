@@ -358,6 +358,9 @@ func (t *term) startInformers(ctx context.Context) error {
 	t.grantInformer = quorumInformer(t.r.rest, "resourcegrants", &quotav1alpha1.ResourceGrant{}, func() runtime.Object { return &quotav1alpha1.ResourceGrantList{} })
 	t.claimInformer = quorumInformer(t.r.rest, "resourceclaims", &quotav1alpha1.ResourceClaim{}, func() runtime.Object { return &quotav1alpha1.ResourceClaimList{} })
 	t.bucketInformer = quorumInformer(t.r.rest, "allowancebuckets", &quotav1alpha1.AllowanceBucket{}, func() runtime.Object { return &quotav1alpha1.AllowanceBucketList{} })
+	if err := t.bucketInformer.AddIndexers(cache.Indexers{indexBucketName: bucketNameIndex}); err != nil {
+		return err
+	}
 	t.policyInformer = quorumInformer(t.r.rest, "claimcreationpolicies", &quotav1alpha1.ClaimCreationPolicy{}, func() runtime.Object { return &quotav1alpha1.ClaimCreationPolicyList{} })
 	policyChanged := func(obj any) {
 		if cp, ok := obj.(*quotav1alpha1.ClaimCreationPolicy); ok {

@@ -71,6 +71,8 @@ type term struct {
 
 	// objects ties claims without a valid owner to their objects.
 	objects *objectWatch
+	// projects knows each Project's organization, where its buckets live.
+	projects *projectOrgs
 	// sealer signs and checks Granted decisions.
 	sealer *sealer
 	// ctx is the term's context, for the informers objects starts.
@@ -113,6 +115,7 @@ func newTerm(r *Runner, l *ledger, j *journal, inflight map[string]string) *term
 		namespaces:    map[string]bool{},
 	}
 	t.objects = newObjectWatch(t)
+	t.projects = &projectOrgs{t: t}
 	t.nsWait = newNamespaceWaiter(t)
 	return t
 }

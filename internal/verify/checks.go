@@ -27,7 +27,7 @@ const newTermRepair = "start a new engine term, which rebuilds every bucket from
 // granted claims and grants in flight. Buckets the engine gives that are not
 // stored, and stored buckets it does not give, are reported too.
 func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) error {
-	placement := quota.Placement{SystemNamespace: v.o.SystemNamespace}
+	placement := quota.Placement{SystemNamespace: v.o.SystemNamespace, OrganizationOf: func(p string) string { return s.projectOrgs[p] }}
 	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, leaseName)
 	seen := map[quota.BucketID]bool{}
 	err := listQuota(ctx, v, func() *quotav1alpha1.AllowanceBucketList { return &quotav1alpha1.AllowanceBucketList{} }, func(list *quotav1alpha1.AllowanceBucketList) error {

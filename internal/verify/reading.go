@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/journalkeys"
@@ -51,6 +52,8 @@ type reading struct {
 	objects map[schema.GroupResource]map[string]bool
 	// listed are the resources already listed whole.
 	listed map[schema.GroupResource]bool
+	// projectOrgs are the Projects' organizations, where their buckets live.
+	projectOrgs map[string]string
 }
 
 func newReading() *reading {
@@ -65,6 +68,7 @@ func newReading() *reading {
 		claimsByObject: map[string][]*objectClaim{},
 		objects:        map[schema.GroupResource]map[string]bool{},
 		listed:         map[schema.GroupResource]bool{},
+		projectOrgs:    map[string]string{},
 	}
 }
 
@@ -328,3 +332,25 @@ func (v *verifier) resourceOf(annotation string, ref *quotav1alpha1.ResourceRef)
 
 // sinceAdmission is how long ago a grant was made at admission.
 func (g *journalGrant) sinceAdmission(now time.Time) time.Duration { return now.Sub(g.Created.Time) }
+
+// projects are the Projects, whose buckets are in their organization's
+// namespace.
+var projects = rmv1alpha1.SchemeGroupVersion.WithResource("projects")
+
+// readProjects reads each Project's organization from its metadata; a
+// server that does not serve Projects has none.
+func (v *verifier) readProjects(ctx context.Context, s *reading) error {
+	list, err := v.metadata.Resource(projects).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing Projects: %w", err)
+	}
+	for i := range list.Items {
+		if org := rmv1alpha1.OrganizationOfProject(&list.Items[i]); org != "" {
+			s.projectOrgs[list.Items[i].Name] = org
+		}
+	}
+	return nil
+}

@@ -69,6 +69,9 @@ func (v *verifier) read(ctx context.Context) (*Report, error) {
 		r.Etcd = strings.Join(v.o.EtcdServers, ",")
 	}
 
+	if err := v.readProjects(ctx, s); err != nil {
+		return nil, err
+	}
 	if err := v.readPolicies(ctx, s, r); err != nil {
 		return nil, err
 	}
