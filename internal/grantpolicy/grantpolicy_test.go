@@ -149,3 +149,20 @@ func TestSyncedCondition(t *testing.T) {
 		t.Errorf("pending (-want +got):\n%s", diff)
 	}
 }
+
+// FuzzLabelValue: whatever a name is, its label value is a valid label
+// value, and a value kept as is is the name itself.
+func FuzzLabelValue(f *testing.F) {
+	for _, s := range []string{"", "acme", strings.Repeat("x", 64), "-._", "a/b", "ünïcode"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := labelValue(s)
+		if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
+			t.Fatalf("labelValue(%q) = %q: %v", s, got, errs)
+		}
+		if len(validation.IsValidLabelValue(s)) == 0 && got != s {
+			t.Fatalf("labelValue(%q) = %q, want it kept", s, got)
+		}
+	})
+}

@@ -183,10 +183,16 @@ func (c *controller) evaluate(p *quotav1alpha1.GrantCreationPolicy) (metav1.Cond
 		return ready, nil, 0
 	}
 	registered := c.activeResourceTypes()
+	consumer := p.Spec.Target.ResourceGrantTemplate.Spec.ConsumerRef
 	for _, rt := range compiled.LiteralResourceTypes {
-		if !registered[rt] {
+		ct, ok := registered[rt]
+		if !ok {
 			return invalid(fmt.Sprintf("%s: resource type %s is not registered (no Active ResourceRegistration names it); create its ResourceRegistration and the policy becomes Ready",
 				allowanceField(p, rt), rt))
+		}
+		if ct.APIGroup != consumer.APIGroup || ct.Kind != consumer.Kind {
+			return invalid(fmt.Sprintf("spec.target.resourceGrantTemplate.spec.consumerRef: resource type %s is given to consumers of kind %s, not %s; make the consumerRef a %s, or grant another resource type",
+				rt, groupKind(ct.APIGroup, ct.Kind), groupKind(consumer.APIGroup, consumer.Kind), groupKind(ct.APIGroup, ct.Kind)))
 		}
 	}
 	if mapErr != nil {
@@ -233,16 +239,24 @@ func allowanceField(p *quotav1alpha1.GrantCreationPolicy, rt string) string {
 	return "spec.target.resourceGrantTemplate.spec.allowances"
 }
 
-// activeResourceTypes are the resource types of Active registrations.
-func (c *controller) activeResourceTypes() map[string]bool {
-	out := map[string]bool{}
+// activeResourceTypes are the resource types of Active registrations, with
+// the consumer type each is given to.
+func (c *controller) activeResourceTypes() map[string]quotav1alpha1.ConsumerTypeRef {
+	out := map[string]quotav1alpha1.ConsumerTypeRef{}
 	for _, obj := range c.registrations.GetStore().List() {
 		r := obj.(*quotav1alpha1.ResourceRegistration)
 		if r.DeletionTimestamp == nil && meta.IsStatusConditionTrue(r.Status.Conditions, quotav1alpha1.RegistrationConditionActive) {
-			out[string(r.Spec.ResourceType)] = true
+			out[string(r.Spec.ResourceType)] = r.Spec.ConsumerType
 		}
 	}
 	return out
+}
+
+func groupKind(group, kind string) string {
+	if group == "" {
+		return kind
+	}
+	return kind + "." + group
 }
 
 // resetMapper forgets discovery, at most five times a second, so that a kind

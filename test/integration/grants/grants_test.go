@@ -197,6 +197,9 @@ func TestInvalidPolicyCreatesNothing(t *testing.T) {
 			// unbounded map are estimated far over the limit.
 			p.Spec.Trigger.Constraints[0].Expression = "trigger.data.all(a, trigger.data.all(b, trigger.data.all(c, trigger.data.all(d, trigger.data.all(e, a != e)))))"
 		}, "spec.trigger.constraints[0].expression", "cost"},
+		{"consumer", func(p *quotav1alpha1.GrantCreationPolicy) {
+			p.Spec.Target.ResourceGrantTemplate.Spec.ConsumerRef.Kind = "Project"
+		}, "spec.target.resourceGrantTemplate.spec.consumerRef", "not Project"},
 		{"unregistered", func(p *quotav1alpha1.GrantCreationPolicy) {
 			p.Spec.Target.ResourceGrantTemplate.Spec.Allowances[0].ResourceType = w.RT("nothing")
 		}, "spec.target.resourceGrantTemplate.spec.allowances[0].resourceType", "not registered"},
