@@ -344,6 +344,7 @@ func (f *Fixture) WaitBucket(want Nums, rt string, dims ...quotav1alpha1.Dimensi
 func (f *Fixture) WaitCondition(obj client.Object, condType string, status metav1.ConditionStatus) metav1.Condition {
 	f.T.Helper()
 	var cond metav1.Condition
+	var last []metav1.Condition
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := f.C.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return false, nil
@@ -358,7 +359,16 @@ func (f *Fixture) WaitCondition(obj client.Object, condType string, status metav
 			conds = o.Status.Conditions
 		case *quotav1alpha1.ClaimCreationPolicy:
 			conds = o.Status.Conditions
+		case *quotav1alpha1.GrantCreationPolicy:
+			conds = o.Status.Conditions
+		case *resourcemanagerv1alpha1.Organization:
+			conds = o.Status.Conditions
+		case *resourcemanagerv1alpha1.Project:
+			conds = o.Status.Conditions
+		default:
+			f.T.Fatalf("WaitCondition does not know the conditions of %T", obj)
 		}
+		last = conds
 		c := meta.FindStatusCondition(conds, condType)
 		if c == nil || c.Status != status {
 			return false, nil
@@ -367,7 +377,7 @@ func (f *Fixture) WaitCondition(obj client.Object, condType string, status metav
 		return true, nil
 	})
 	if err != nil {
-		f.T.Fatalf("%s never had %s=%s", obj.GetName(), condType, status)
+		f.T.Fatalf("%s never had %s=%s; its conditions: %+v", obj.GetName(), condType, status, last)
 	}
 	return cond
 }
