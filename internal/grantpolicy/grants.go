@@ -199,6 +199,11 @@ func (c *controller) render(st *activePolicy, trigger *unstructured.Unstructured
 	fail := func(err error) *problem {
 		return &problem{reason: ReasonRenderFailed, message: fmt.Sprintf("%s %s: %v", st.gvk.Kind, objectName(k), err)}
 	}
+	if st.gvk.GroupKind() == quotav1alpha1.SchemeGroupVersion.WithKind("ResourceGrant").GroupKind() && trigger.GetLabels()[LabelPolicy] != "" {
+		// A grant made by a policy never triggers one: a policy on
+		// ResourceGrants would otherwise feed on its own grants.
+		return nil, nil
+	}
 	ok, err := st.compiled.Applies(trigger.Object)
 	if err != nil {
 		return nil, fail(err)

@@ -563,3 +563,21 @@ func TestRenderFailureIsReported(t *testing.T) {
 	w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionTrue, grantpolicy.ReasonGrantsSynced)
 	w.WaitBucket(quotatest.N(2, 0, 2), "projects")
 }
+
+// TestGrantsOfPoliciesTriggerNothing: a policy on ResourceGrants gives a
+// grant for a grant written by hand, but never for a grant a policy made,
+// so it cannot feed on its own grants.
+func TestGrantsOfPoliciesTriggerNothing(t *testing.T) {
+	w := newWorld(t, "projects")
+	p := w.tierPolicy("loop", "gold", "projects", 1, func(p *quotav1alpha1.GrantCreationPolicy) {
+		p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "ResourceGrant"}
+		p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", w.NS)}}
+		p.Spec.Target.ResourceGrantTemplate.Metadata.Labels = nil
+	})
+	w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
+	w.Grant("seed", map[string][]quotatest.Bucket{"projects": {{Amount: 1}}})
+	w.waitGrants(p.Name, w.NS+"/seed-loop")
+	time.Sleep(2 * time.Second)
+	w.waitGrants(p.Name, w.NS+"/seed-loop")
+	w.WaitBucket(quotatest.N(2, 0, 2), "projects")
+}
