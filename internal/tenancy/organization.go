@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -91,6 +92,7 @@ func (r *OrganizationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	var result ctrl.Result
 	var rerr error
 	ns, waitMsg, conflict, err := r.ensureNamespace(ctx, org)
+	status.Namespace = ""
 	switch {
 	case err != nil:
 		ready = notReady(rmv1alpha1.OrganizationReasonProvisioning, fmt.Sprintf("cannot create namespace %s: %v; retrying", rmv1alpha1.OrganizationNamespace(org.Name), err))
@@ -109,6 +111,18 @@ func (r *OrganizationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		} else if creator(org) == "" {
 			ready.Message = fmt.Sprintf("namespace %s exists; no creator is recorded (annotation %s), so nobody is bound as owner: bind owners to %s there yourself",
 				ns.Name, rmv1alpha1.CreatorAnnotation, rmv1alpha1.OrganizationOwnerRole)
+		} else if !meta.IsStatusConditionTrue(org.Status.Conditions, rmv1alpha1.ConditionReady) {
+			// Ready promises that the owner can act: wait until the
+			// authorizer has seen the bindings just made.
+			missing, err := r.ownerCannot(ctx, org)
+			switch {
+			case err != nil:
+				ready = notReady(rmv1alpha1.OrganizationReasonProvisioning, fmt.Sprintf("cannot check the owner's access: %v; retrying", err))
+				rerr = err
+			case missing != "":
+				ready = notReady(rmv1alpha1.OrganizationReasonProvisioning, "the owner's bindings exist but do not allow "+missing+" yet; waiting for the authorizer to see them")
+				result.RequeueAfter = authorizerPoll
+			}
 		}
 	}
 	ready.ObservedGeneration = org.Generation
@@ -120,6 +134,41 @@ func (r *OrganizationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	return result, rerr
+}
+
+// authorizerPoll is how often a new organization checks that its owner's
+// bindings are in force.
+const authorizerPoll = 100 * time.Millisecond
+
+// ownerCannot asks the authorizer, as the organization's creator, the two
+// questions its bindings answer: creating projects in it (docs/authorization.md)
+// and charging it. It returns the first that is not allowed yet, or "".
+func (r *OrganizationReconciler) ownerCannot(ctx context.Context, org *rmv1alpha1.Organization) (string, error) {
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		{Verb: "create", Group: rmv1alpha1.GroupName, Resource: "organizations", Subresource: "projects", Name: org.Name, Namespace: rmv1alpha1.OrganizationNamespace(org.Name)},
+		{Verb: "claim", Group: rmv1alpha1.GroupName, Resource: "organizations", Name: org.Name},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+		s := subject(creator(org))
+		if s.Kind == rbacv1.ServiceAccountKind {
+			sar.Spec.User = "system:serviceaccount:" + s.Namespace + ":" + s.Name
+			sar.Spec.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + s.Namespace, "system:authenticated"}
+		} else {
+			sar.Spec.User = s.Name
+			sar.Spec.Groups = []string{"system:authenticated"}
+		}
+		if err := r.Client.Create(ctx, sar); err != nil {
+			return "", fmt.Errorf("SubjectAccessReview: %w", err)
+		}
+		if !sar.Status.Allowed {
+			what := attrs.Verb + " " + attrs.Resource
+			if attrs.Subresource != "" {
+				what += "/" + attrs.Subresource
+			}
+			return what, nil
+		}
+	}
+	return "", nil
 }
 
 func notReady(reason, msg string) metav1.Condition {

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,6 +47,17 @@ func allowCreatingOrganizations(t *testing.T, admin client.Client, user string) 
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// RBAC's cache sees the binding a moment later.
+	kube := kubernetes.NewForConfigOrDie(srv.Config)
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Group: rmv1alpha1.GroupName, Resource: "organizations"}}}
+		got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		return err == nil && got.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("%s may not create organizations 10s after being bound", user)
 	}
 }
 
