@@ -34,6 +34,14 @@ func TestProjectBelongsToAnExistingOrganization(t *testing.T) {
 	if err := admin.Create(ctx, org); err != nil {
 		t.Fatal(err)
 	}
+	team := newProject(uniq("team"), org.Name)
+	team.Spec.OwnerRef.Kind = "Team"
+	err = admin.Create(ctx, team)
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("a project owned by a Team: want 422, got %v", err)
+	}
+	mustContain(t, err, "spec.ownerRef.kind", `"Organization"`)
+
 	p := newProject(uniq("web"), org.Name)
 	if err := admin.Create(ctx, p); err != nil {
 		t.Fatal(err)
