@@ -124,6 +124,9 @@ func (p *plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 	got, has := obj.GetAnnotations()[rmv1alpha1.CreatorAnnotation]
 	switch a.GetOperation() {
 	case admission.Create:
+		if errs := validateName(obj.GetName()); len(errs) > 0 {
+			return apierrors.NewInvalid(organizationKind.GroupKind(), obj.GetName(), errs)
+		}
 		if want := a.GetUserInfo().GetName(); !has || got != want {
 			return apierrors.NewInvalid(organizationKind.GroupKind(), a.GetName(), field.ErrorList{
 				field.Invalid(creatorPath, got, fmt.Sprintf("must be the creating user %q, as admission records it; remove it from the request", want))})
@@ -160,8 +163,11 @@ func validateName(name string) field.ErrorList {
 }
 
 func (p *plugin) recordCreator(a admission.Attributes, obj *unstructured.Unstructured) error {
-	if errs := validateName(obj.GetName()); len(errs) > 0 {
-		return apierrors.NewInvalid(organizationKind.GroupKind(), obj.GetName(), errs)
+	// A generated name is not known yet; Validate checks it.
+	if obj.GetName() != "" {
+		if errs := validateName(obj.GetName()); len(errs) > 0 {
+			return apierrors.NewInvalid(organizationKind.GroupKind(), obj.GetName(), errs)
+		}
 	}
 	u := a.GetUserInfo()
 	if u == nil || u.GetName() == "" {

@@ -156,6 +156,22 @@ func TestOrganizationNameMustFitItsNamespace(t *testing.T) {
 	if err := admin.Delete(ctx, fits); err != nil {
 		t.Fatal(err)
 	}
+
+	// A generated name is checked once generated.
+	generated := &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{GenerateName: "gen-"}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypePersonal}}
+	if err := admin.Create(ctx, generated); err != nil {
+		t.Fatalf("an organization with generateName: %v", err)
+	}
+	waitReady(t, admin, generated, metav1.ConditionTrue)
+	tooLong := &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.Repeat("g", 50)}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypePersonal}}
+	err = admin.Create(ctx, tooLong)
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("a generateName that makes a name of 55 characters: want 422, got %v", err)
+	}
+	mustContain(t, err, "metadata.name", "at most 50")
+	if err := admin.Delete(ctx, generated); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestDeletingAnOrganizationRemovesEverything: deleting an organization
