@@ -3,8 +3,8 @@
 //
 //   - an Organization's creator is recorded in the annotation
 //     resourcemanager.miloapis.com/created-by at create; no client may set it
-//     to anyone else, change it or remove it (the organization controller binds
-//     that user as the organization's owner);
+//     to anyone else or change it, and an update that omits it keeps it (the
+//     organization controller binds that user as the organization's owner);
 //   - a Project may be created only under an Organization that exists, is not
 //     being deleted, and for which its creator may create projects (verb
 //     "create" on organizations/projects named after the organization, in the
@@ -98,6 +98,20 @@ func (p *plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	case organizations:
 		if a.GetOperation() == admission.Create {
 			return p.recordCreator(a, obj)
+		}
+		// An update that omits the creator (kubectl replace of the
+		// original manifest) keeps it; one that changes it is refused by
+		// Validate.
+		if old, ok := a.GetOldObject().(*unstructured.Unstructured); ok {
+			was, hadIt := old.GetAnnotations()[rmv1alpha1.CreatorAnnotation]
+			if _, has := obj.GetAnnotations()[rmv1alpha1.CreatorAnnotation]; hadIt && !has {
+				ann := obj.GetAnnotations()
+				if ann == nil {
+					ann = map[string]string{}
+				}
+				ann[rmv1alpha1.CreatorAnnotation] = was
+				obj.SetAnnotations(ann)
+			}
 		}
 	case projects:
 		if a.GetOperation() == admission.Create {

@@ -112,22 +112,31 @@ func TestCreatorIsRecordedByTheServer(t *testing.T) {
 	if err := mallory.Create(ctx, org); err != nil {
 		t.Fatal(err)
 	}
-	for _, change := range []func(*rmv1alpha1.Organization){
-		func(o *rmv1alpha1.Organization) { o.Annotations[rmv1alpha1.CreatorAnnotation] = "someone-else" },
-		func(o *rmv1alpha1.Organization) { delete(o.Annotations, rmv1alpha1.CreatorAnnotation) },
-	} {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			o := &rmv1alpha1.Organization{}
+	update := func(change func(*rmv1alpha1.Organization)) (*rmv1alpha1.Organization, error) {
+		o := &rmv1alpha1.Organization{}
+		return o, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			if err := admin.Get(ctx, client.ObjectKeyFromObject(org), o); err != nil {
 				return err
 			}
 			change(o)
 			return admin.Update(ctx, o)
 		})
-		if !apierrors.IsInvalid(err) {
-			t.Fatalf("changing the creator annotation: want 422, got %v", err)
-		}
-		mustContain(t, err, "metadata.annotations["+rmv1alpha1.CreatorAnnotation+"]", "cannot be changed")
+	}
+	_, err = update(func(o *rmv1alpha1.Organization) { o.Annotations[rmv1alpha1.CreatorAnnotation] = "someone-else" })
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("changing the creator annotation: want 422, got %v", err)
+	}
+	mustContain(t, err, "metadata.annotations["+rmv1alpha1.CreatorAnnotation+"]", "cannot be changed")
+	// An update that leaves it out (kubectl replace of the manifest) keeps it.
+	kept, err := update(func(o *rmv1alpha1.Organization) {
+		delete(o.Annotations, rmv1alpha1.CreatorAnnotation)
+		o.Spec.Type = rmv1alpha1.OrganizationTypePersonal
+	})
+	if err != nil {
+		t.Fatalf("an update without the creator annotation: %v", err)
+	}
+	if got := kept.Annotations[rmv1alpha1.CreatorAnnotation]; got != user || kept.Spec.Type != rmv1alpha1.OrganizationTypePersonal {
+		t.Errorf("after an update without it, creator %q (want %q kept), type %s (want Personal)", got, user, kept.Spec.Type)
 	}
 }
 
