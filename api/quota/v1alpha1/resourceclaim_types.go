@@ -53,8 +53,8 @@ type ResourceRef struct {
 
 // ResourceClaimSpec asks to consume quota. All requests are granted together
 // or none is.
-// +kubebuilder:validation:XValidation:rule="self.consumerRef == oldSelf.consumerRef",message="consumerRef is immutable; delete the claim and create a new one"
-// +kubebuilder:validation:XValidation:rule="self.requests == oldSelf.requests",message="requests are immutable; delete the claim and create a new one"
+// +kubebuilder:validation:XValidation:rule="self.consumerRef == oldSelf.consumerRef",message="consumerRef is immutable; delete the claim and create a new one",fieldPath=".consumerRef"
+// +kubebuilder:validation:XValidation:rule="self.requests == oldSelf.requests",message="requests are immutable; delete the claim and create a new one",fieldPath=".requests"
 type ResourceClaimSpec struct {
 	// consumerRef is the consumer charged for the requests.
 	// +required

@@ -35,9 +35,9 @@ type ClaimingResource struct {
 }
 
 // ResourceRegistrationSpec defines a quotable resource type.
-// +kubebuilder:validation:XValidation:rule="self.resourceType == oldSelf.resourceType",message="resourceType is immutable; create a new ResourceRegistration instead"
-// +kubebuilder:validation:XValidation:rule="self.consumerType == oldSelf.consumerType",message="consumerType is immutable; create a new ResourceRegistration instead"
-// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="type is immutable; create a new ResourceRegistration instead"
+// +kubebuilder:validation:XValidation:rule="self.resourceType == oldSelf.resourceType",message="resourceType is immutable; create a new ResourceRegistration instead",fieldPath=".resourceType"
+// +kubebuilder:validation:XValidation:rule="self.consumerType == oldSelf.consumerType",message="consumerType is immutable; create a new ResourceRegistration instead",fieldPath=".consumerType"
+// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="type is immutable; create a new ResourceRegistration instead",fieldPath=".type"
 type ResourceRegistrationSpec struct {
 	// consumerType is the kind of object that receives grants and is charged
 	// by claims of this resource type, for example an Organization.

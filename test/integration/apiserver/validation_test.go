@@ -121,14 +121,14 @@ func TestRegistrationImmutableFieldsRefused(t *testing.T) {
 			spec := changed.Object["spec"].(map[string]any)
 			spec[tc.field] = tc.value
 			_, err := res.Update(ctx, changed, metav1.UpdateOptions{})
-			expectFieldError(t, err, "spec", tc.message)
+			expectFieldError(t, err, "spec."+tc.field, tc.message)
 		})
 	}
 	t.Run("consumerType", func(t *testing.T) {
 		changed := reg.DeepCopy()
 		changed.Object["spec"].(map[string]any)["consumerType"] = map[string]any{"apiGroup": "resourcemanager.miloapis.com", "kind": "Project"}
 		_, err := res.Update(ctx, changed, metav1.UpdateOptions{})
-		expectFieldError(t, err, "spec", "consumerType is immutable")
+		expectFieldError(t, err, "spec.consumerType", "consumerType is immutable")
 	})
 	// A mutable field still changes.
 	changed := reg.DeepCopy()
@@ -148,5 +148,5 @@ func TestClaimRequestsImmutable(t *testing.T) {
 	reqs := changed.Object["spec"].(map[string]any)["requests"].([]any)
 	reqs[0].(map[string]any)["amount"] = int64(7)
 	_, err := res.Update(ctx, changed, metav1.UpdateOptions{})
-	expectFieldError(t, err, "spec", "requests are immutable")
+	expectFieldError(t, err, "spec.requests", "requests are immutable")
 }
