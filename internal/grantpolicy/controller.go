@@ -77,6 +77,9 @@ type controller struct {
 	active map[string]*activePolicy
 	// pending are the grants that cannot be made yet, by policy and key.
 	pending map[string]map[key]problem
+	// heldSince says since when each pending grant is held back, and
+	// whether the policy has had an event about it.
+	heldSince map[key]heldSince
 	// waitingFor are the keys waiting for a namespace to exist.
 	waitingFor map[string]map[key]struct{}
 	// reasons is each policy's Ready reason, for the metric.
@@ -109,7 +112,7 @@ func newController(cfg *rest.Config, opts Options) (*controller, error) {
 	c := &controller{opts: opts, kube: kube, client: cl, dynamic: dyn,
 		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
 		schemas: triggerschema.New(kube.Discovery(), 0),
-		active:  map[string]*activePolicy{}, pending: map[string]map[key]problem{},
+		active:  map[string]*activePolicy{}, pending: map[string]map[key]problem{}, heldSince: map[key]heldSince{},
 		waitingFor: map[string]map[key]struct{}{}, reasons: map[string]string{}, kindAttempts: map[string]int{}, schemaAttempts: map[string]int{}}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[key](20*time.Millisecond, 30*time.Second),

@@ -401,7 +401,10 @@ func (c *controller) recordOnTrigger(apiVersion string, g *quotav1alpha1.Resourc
 }
 
 // setPending records what holds back the grant of k (nil: nothing) and
-// enqueues the policy when that changes its status.
+// enqueues the policy when that changes its status. A Warning event on the
+// policy says so once: at once for a collision or a failed render, after
+// waitGrace for a namespace (which usually appears a moment after its
+// object, as an organization's does).
 func (c *controller) setPending(k key, p *problem) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -411,22 +414,51 @@ func (c *controller) setPending(k key, p *problem) {
 		return
 	case p == nil:
 		delete(c.pending[k.policy], k)
+		delete(c.heldSince, k)
 	case had && old == *p:
+		c.reportHeld(k, p)
 		return
 	default:
 		if c.pending[k.policy] == nil {
 			c.pending[k.policy] = map[key]problem{}
 		}
 		c.pending[k.policy][k] = *p
-		if st := c.active[k.policy]; st != nil && (!had || old.reason != p.reason) {
-			ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "GrantCreationPolicy", Name: k.policy, UID: st.uid}
-			c.recorder.Event(ref, corev1.EventTypeWarning, p.reason, p.message)
+		if !had || old.reason != p.reason {
+			c.heldSince[k] = heldSince{since: time.Now()}
 		}
+		c.reportHeld(k, p)
 	}
 	c.updateProblemMetric()
 	// Coalesced: a burst of objects waiting for their namespaces writes
 	// the policy's status a few times, not once per object.
 	c.queue.AddAfter(policyKey(k.policy), statusDelay)
+}
+
+// waitGrace is how long a grant waits for its namespace before the policy
+// gets a Warning event about it.
+const waitGrace = 5 * time.Second
+
+type heldSince struct {
+	since    time.Time
+	reported bool
+}
+
+// reportHeld records the Warning event of a held-back grant once; c.mu is
+// held.
+func (c *controller) reportHeld(k key, p *problem) {
+	h := c.heldSince[k]
+	st := c.active[k.policy]
+	if h.reported || st == nil {
+		return
+	}
+	if waited := time.Since(h.since); p.reason == ReasonWaitingForNamespace && waited < waitGrace {
+		c.queue.AddAfter(k, waitGrace-waited+10*time.Millisecond) // look again when the grace ends
+		return
+	}
+	h.reported = true
+	c.heldSince[k] = h
+	ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "GrantCreationPolicy", Name: k.policy, UID: st.uid}
+	c.recorder.Event(ref, corev1.EventTypeWarning, p.reason, p.message)
 }
 
 // statusDelay is how long a change of what holds grants back waits before
@@ -461,6 +493,7 @@ func (c *controller) dropPending(name string) {
 		return
 	}
 	for k := range c.pending[name] {
+		delete(c.heldSince, k)
 		for n, keys := range c.waitingFor {
 			delete(keys, k)
 			if len(keys) == 0 {

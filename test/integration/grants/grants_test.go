@@ -384,6 +384,7 @@ func TestNameCollision(t *testing.T) {
 	if !strings.Contains(c.Message, w.NS+"/acme-gold") {
 		t.Errorf("message %q does not name the grant", c.Message)
 	}
+	w.waitEvent("", p.Name, grantpolicy.ReasonNameCollision, w.NS+"/acme-gold")
 	got := &quotav1alpha1.ResourceGrant{}
 	if err := w.C.Get(context.Background(), client.ObjectKeyFromObject(held), got); err != nil {
 		t.Fatal(err)
