@@ -132,6 +132,10 @@ func (c *controller) syncTrigger(ctx context.Context, k key) error {
 	updated.Spec, updated.Labels, updated.Annotations = want.spec, want.labels, want.annotations
 	err = c.client.Update(ctx, updated)
 	grantWrites.WithLabelValues("update", result(err)).Inc()
+	if apierrors.IsInvalid(err) {
+		c.refused(k, st, want, err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("updating ResourceGrant %s/%s: %w", keep.Namespace, keep.Name, err)
 	}
@@ -177,6 +181,9 @@ func (c *controller) createGrant(ctx context.Context, st *activePolicy, k key, w
 		c.recorder.Eventf(ref, corev1.EventTypeWarning, "GrantNameCollision", "ResourceGrant %s/%s of GrantCreationPolicy %s is not created: that name is held by a grant the policy did not make for this object", want.namespace, want.name, k.policy)
 		c.queue.AddAfter(k, collisionRetry)
 		return nil
+	case apierrors.IsInvalid(err):
+		c.refused(k, st, want, err)
+		return nil
 	case apierrors.IsNotFound(err):
 		// The namespace went away between the check and the create.
 		c.waitFor(k, want.namespace)
@@ -190,6 +197,15 @@ func (c *controller) createGrant(ctx context.Context, st *activePolicy, k key, w
 	c.recorder.Eventf(ref, corev1.EventTypeNormal, "GrantCreated", "Created ResourceGrant %s/%s of GrantCreationPolicy %s", g.Namespace, g.Name, k.policy)
 	klog.FromContext(ctx).V(2).Info("Created grant", "policy", k.policy, "grant", klog.KObj(g))
 	return nil
+}
+
+// refused reports a rendered grant the API server refuses as invalid (a
+// label value it does not accept, for example); it is tried again later,
+// and at once when the object or the policy changes.
+func (c *controller) refused(k key, st *activePolicy, want *desiredGrant, err error) {
+	c.setPending(k, &problem{reason: ReasonRenderFailed,
+		message: fmt.Sprintf("%s %s: the API server refuses the rendered ResourceGrant %s/%s%s: %v", st.gvk.Kind, objectName(k), want.namespace, want.name, want.generateName, err)})
+	c.queue.AddAfter(k, collisionRetry)
 }
 
 // render evaluates the policy on the trigger object: nil when the

@@ -563,6 +563,27 @@ func TestRenderFailureIsReported(t *testing.T) {
 	}
 	w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionTrue, grantpolicy.ReasonGrantsSynced)
 	w.WaitBucket(quotatest.N(2, 0, 2), "projects")
+
+	// A rendered label value the API server refuses: reported, the grant
+	// kept as it was.
+	w.update(p, func() {
+		p.Spec.Target.ResourceGrantTemplate.Metadata.Labels = map[string]string{"note": "{{ trigger.data.note }}"}
+	})
+	w.update(cm, func() { cm.Data["note"] = "not a label value!" })
+	c = w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionFalse, grantpolicy.ReasonRenderFailed)
+	if !strings.Contains(c.Message, "refuses") {
+		t.Errorf("message %q does not say the API server refuses the grant", c.Message)
+	}
+	w.WaitBucket(quotatest.N(2, 0, 2), "projects")
+	w.update(cm, func() { cm.Data["note"] = "fine" })
+	grants = w.waitGrants(p.Name, w.NS+"/acme-gold")
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		grants = w.waitGrants(p.Name, w.NS+"/acme-gold")
+		return grants[0].Labels["note"] == "fine", nil
+	})
+	if err != nil {
+		t.Errorf("grant labels %v, want note=fine", grants[0].Labels)
+	}
 }
 
 // TestGrantsOfPoliciesTriggerNothing: a policy on ResourceGrants gives a
