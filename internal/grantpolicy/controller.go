@@ -2,7 +2,7 @@ package grantpolicy
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"sync"
 	"time"
 
@@ -365,4 +365,4 @@ func (c *controller) processNext(ctx context.Context) bool {
 
 // errRetry asks for the key to be tried again later, after a problem that
 // was already reported.
-var errRetry = fmt.Errorf("retry later")
+var errRetry = errors.New("retry later")
