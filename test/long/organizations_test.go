@@ -3,7 +3,10 @@ package long
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,11 +86,16 @@ func TestOrganizationBurst(t *testing.T) {
 		return err
 	})
 	created := time.Since(began)
+	waitNamespaces(t, f.C, "organization-"+f.ID+"-o", burst)
+	namespaces := time.Since(began)
 	waitActiveGrants(t, f.C, client.MatchingLabels{"bench": f.ID + "-policy"}, burst)
 	byPolicy := time.Since(began)
 	perTenK := (heapInUse() - before) * 10_000 / burst
-	t.Logf("%d organizations: created in %s, %d Active grants by policy after %s; the same namespaces and grants written by hand: %s (ratio %.2f); heap +%d MiB per 10,000 organizations",
-		burst, created.Round(time.Millisecond), burst, byPolicy.Round(time.Millisecond), byHand.Round(time.Millisecond),
+	if path := os.Getenv("QUOTAPLANE_HEAP_PROFILE"); path != "" {
+		writeHeapProfile(t, path)
+	}
+	t.Logf("%d organizations: created in %s, their namespaces after %s, %d Active grants by policy after %s; the same namespaces and grants written by hand: %s (ratio %.2f); live heap +%d MiB per 10,000 organizations",
+		burst, created.Round(time.Millisecond), namespaces.Round(time.Millisecond), burst, byPolicy.Round(time.Millisecond), byHand.Round(time.Millisecond),
 		byPolicy.Seconds()/byHand.Seconds(), perTenK>>20)
 
 	// Deleting them all leaves nothing: no namespace, no grant.
@@ -172,11 +180,46 @@ func waitActiveGrants(t *testing.T, c client.Client, labels client.MatchingLabel
 	}
 }
 
-// heapInUse is the in-process heap (server, etcd and controllers) after a
-// collection.
+// heapInUse is the live in-process heap (server, etcd and controllers)
+// after a collection.
 func heapInUse() int64 {
+	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse)
+	return int64(m.HeapAlloc)
+}
+
+// waitNamespaces waits until n namespaces named prefix* exist.
+func waitNamespaces(t *testing.T, c client.Client, prefix string, n int) {
+	t.Helper()
+	found := 0
+	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l := &corev1.NamespaceList{}
+		if err := c.List(ctx, l); err != nil {
+			return false, nil
+		}
+		found = 0
+		for _, ns := range l.Items {
+			if strings.HasPrefix(ns.Name, prefix) {
+				found++
+			}
+		}
+		return found == n, nil
+	}); err != nil {
+		t.Fatalf("%d of %d namespaces %s* after 5 minutes", found, n, prefix)
+	}
+}
+
+// writeHeapProfile writes the in-process heap profile to path, to see where
+// the memory per organization goes (go tool pprof -top path).
+func writeHeapProfile(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		t.Fatal(err)
+	}
 }
