@@ -136,4 +136,3 @@ func (t *term) bucketNamespace(c quota.ConsumerID) (string, error) {
 	ns := p.Namespace(c)
 	return ns, lookupErr
 }
-

@@ -9,16 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -30,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/leader"
 )
 
 // LeaseName is the Lease, in Options.Namespace, on which replicas elect the
@@ -133,71 +130,23 @@ func Start(opts Options) func(ctx context.Context, cfg *rest.Config) error {
 		if err != nil {
 			return fmt.Errorf("creating the tenancy controllers' client: %w", err)
 		}
-		c := &campaign{opts: opts, kube: kube, cfg: cfg}
-		if _, err := leaderelection.NewLeaderElector(c.electionConfig(nil)); err != nil {
+		e := leader.Election{Namespace: opts.Namespace, Lease: LeaseName, Identity: opts.Identity,
+			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod}
+		if err := e.Validate(); err != nil {
 			return fmt.Errorf("configuring the tenancy controllers' leader election: %w", err)
 		}
 		logger := klog.FromContext(ctx).WithName("tenancy").
 			WithValues("lease", klog.KRef(opts.Namespace, LeaseName), "identity", opts.Identity)
-		go c.run(klog.NewContext(ctx, logger))
+		go leader.Campaign(klog.NewContext(ctx, logger), kube, e, "organization and project controllers", func(ctx context.Context) error {
+			return lead(ctx, cfg)
+		})
 		return nil
 	}
 }
 
-type campaign struct {
-	opts Options
-	kube kubernetes.Interface
-	cfg  *rest.Config
-}
-
-// run campaigns until ctx is done; each won term runs a new manager until
-// the Lease is lost.
-func (c *campaign) run(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	for ctx.Err() == nil {
-		if err := c.ensureNamespace(ctx); err != nil {
-			logger.Error(err, "Cannot create the namespace of the tenancy Lease; retrying")
-			sleep(ctx, c.opts.RetryPeriod)
-			continue
-		}
-		c.term(ctx)
-		sleep(ctx, c.opts.RetryPeriod)
-	}
-}
-
-func (c *campaign) term(parent context.Context) {
-	logger := klog.FromContext(parent)
-	ctx, giveUp := context.WithCancel(parent)
-	defer giveUp()
-	leading := make(chan context.Context, 1)
-	elector, err := leaderelection.NewLeaderElector(c.electionConfig(leading))
-	if err != nil { // validated by Start
-		logger.Error(err, "Invalid leader election configuration")
-		return
-	}
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		elector.Run(ctx)
-	}()
-	select {
-	case <-ended:
-		return
-	case leadCtx := <-leading:
-		logger.Info("Leading: running the organization and project controllers")
-		if err := c.lead(klog.NewContext(leadCtx, logger)); err != nil && leadCtx.Err() == nil {
-			logger.Error(err, "The tenancy controllers could not run; giving the Lease up")
-		}
-		giveUp()
-		<-ended
-		if parent.Err() == nil {
-			logger.Info("No longer leading; the tenancy controllers have stopped; campaigning again")
-		}
-	}
-}
-
-func (c *campaign) lead(ctx context.Context) error {
-	mgr, err := NewManager(ctx, c.cfg)
+// lead runs a new manager for one term.
+func lead(ctx context.Context, cfg *rest.Config) error {
+	mgr, err := NewManager(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("creating the tenancy manager: %w", err)
 	}
@@ -205,45 +154,6 @@ func (c *campaign) lead(ctx context.Context) error {
 		return err
 	}
 	return mgr.Start(ctx)
-}
-
-func (c *campaign) electionConfig(leading chan<- context.Context) leaderelection.LeaderElectionConfig {
-	return leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: c.opts.Namespace, Name: LeaseName},
-			Client:     c.kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: c.opts.Identity},
-		},
-		LeaseDuration:   c.opts.LeaseDuration,
-		RenewDeadline:   c.opts.RenewDeadline,
-		RetryPeriod:     c.opts.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { leading <- ctx },
-			OnStoppedLeading: func() {},
-		},
-	}
-}
-
-func (c *campaign) ensureNamespace(ctx context.Context) error {
-	_, err := c.kube.CoreV1().Namespaces().Get(ctx, c.opts.Namespace, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.opts.Namespace}}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			err = nil
-		}
-	}
-	return err
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // controllerOptions are the options of both controllers.

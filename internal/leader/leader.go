@@ -1,0 +1,139 @@
+// Package leader runs a set of controllers on whichever replica holds a
+// Lease: it campaigns, runs the controllers for the length of a won term,
+// stops them when the Lease is lost, and campaigns again. It knows nothing
+// of the controllers it runs. The quota engine has its own, fenced, terms
+// (internal/engine) and does not use it.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+)
+
+// Election names a Lease and how it is held.
+type Election struct {
+	// Namespace holds the Lease; it is created if missing.
+	Namespace string
+	// Lease is the Lease's name.
+	Lease string
+	// Identity names this replica in the Lease.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune the election.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Validate checks an election before anything runs.
+func (e Election) Validate() error {
+	if e.Namespace == "" || e.Lease == "" || e.Identity == "" {
+		return errors.New("leader election needs a namespace, a Lease name and an identity")
+	}
+	_, err := leaderelection.NewLeaderElector(e.config(nil, nil))
+	return err
+}
+
+// Campaign campaigns until ctx is done. Each won term calls lead with a
+// context that ends when the Lease is lost; lead has returned before this
+// replica campaigns again. An error from lead gives the Lease up. what names
+// the controllers in logs.
+func Campaign(ctx context.Context, kube kubernetes.Interface, e Election, what string, lead func(ctx context.Context) error) {
+	logger := klog.FromContext(ctx)
+	for ctx.Err() == nil {
+		if err := ensureNamespace(ctx, kube, e.Namespace); err != nil {
+			logger.Error(err, "Cannot create the namespace of the Lease; retrying", "namespace", e.Namespace)
+			sleep(ctx, e.RetryPeriod)
+			continue
+		}
+		term(ctx, kube, e, what, lead)
+		sleep(ctx, e.RetryPeriod)
+	}
+}
+
+// term campaigns once and, if elected, runs lead until the Lease is lost or
+// ctx is done.
+func term(parent context.Context, kube kubernetes.Interface, e Election, what string, lead func(ctx context.Context) error) {
+	logger := klog.FromContext(parent)
+	ctx, giveUp := context.WithCancel(parent)
+	defer giveUp()
+	leading := make(chan context.Context, 1)
+	elector, err := leaderelection.NewLeaderElector(e.config(kube, leading))
+	if err != nil { // checked by Validate
+		logger.Error(err, "Invalid leader election configuration")
+		return
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		elector.Run(ctx)
+	}()
+	select {
+	case <-ended:
+		return
+	case leadCtx := <-leading:
+		logger.Info("Leading: running the " + what)
+		if err := lead(klog.NewContext(leadCtx, logger)); err != nil && leadCtx.Err() == nil {
+			logger.Error(err, "The "+what+" could not run; giving the Lease up")
+		}
+		giveUp()
+		<-ended
+		if parent.Err() == nil {
+			logger.Info("No longer leading; the " + what + " have stopped; campaigning again")
+		}
+	}
+}
+
+// config is the election on the Lease; leading receives a won term's
+// context.
+func (e Election) config(kube kubernetes.Interface, leading chan<- context.Context) leaderelection.LeaderElectionConfig {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Lease},
+		LockConfig: resourcelock.ResourceLockConfig{Identity: e.Identity},
+	}
+	if kube != nil {
+		lock.Client = kube.CoordinationV1()
+	}
+	return leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   e.LeaseDuration,
+		RenewDeadline:   e.RenewDeadline,
+		RetryPeriod:     e.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            e.Lease,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { leading <- ctx },
+			OnStoppedLeading: func() {},
+		},
+	}
+}
+
+func ensureNamespace(ctx context.Context, kube kubernetes.Interface, ns string) error {
+	_, err := kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
