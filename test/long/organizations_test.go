@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -74,6 +76,7 @@ func TestOrganizationBurst(t *testing.T) {
 	}
 	f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
 
+	authBefore := tenantRequest(t, f.NS)
 	before := heapInUse()
 	began = time.Now()
 	forEach(t, burst, func(i int) error {
@@ -91,6 +94,9 @@ func TestOrganizationBurst(t *testing.T) {
 	waitActiveGrants(t, f.C, client.MatchingLabels{"bench": f.ID + "-policy"}, burst)
 	byPolicy := time.Since(began)
 	perTenK := (heapInUse() - before) * 10_000 / burst
+	authAfter := tenantRequest(t, f.NS)
+	t.Logf("a tenant's request, authorized by RBAC: median %s before the burst, %s with %d organizations (each with its owner's ClusterRoleBinding)",
+		authBefore, authAfter, burst)
 	if path := os.Getenv("QUOTAPLANE_HEAP_PROFILE"); path != "" {
 		writeHeapProfile(t, path)
 	}
@@ -222,4 +228,26 @@ func writeHeapProfile(t *testing.T, path string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tenantRequest is the median time of a request RBAC must walk every binding
+// for: a user bound nowhere listing grants (refused).
+func tenantRequest(t *testing.T, ns string) time.Duration {
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "burst-nobody"}
+	c, err := client.New(cfg, client.Options{Scheme: quotatest.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var took []time.Duration
+	for range 51 {
+		began := time.Now()
+		err := c.List(context.Background(), &quotav1alpha1.ResourceGrantList{}, client.InNamespace(ns))
+		took = append(took, time.Since(began))
+		if err == nil {
+			t.Fatal("a user bound nowhere listed grants")
+		}
+	}
+	slices.Sort(took)
+	return took[len(took)/2].Round(10 * time.Microsecond)
 }
