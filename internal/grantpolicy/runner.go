@@ -6,15 +6,12 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"github.com/quotaplane/quotaplane/internal/leader"
 )
 
 // LeaseName is the Lease, in the system namespace, on which replicas elect
@@ -79,9 +76,10 @@ func Start(opts Options) func(ctx context.Context, cfg *rest.Config) error {
 
 // Runner campaigns for the Lease and runs the grant engine while leading.
 type Runner struct {
-	opts Options
-	cfg  *rest.Config
-	kube kubernetes.Interface
+	opts     Options
+	cfg      *rest.Config
+	kube     kubernetes.Interface
+	election leader.Election
 }
 
 // New checks the options and creates the clients; it does not contact the
@@ -97,12 +95,13 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the grant engine's client: %w", err)
 	}
-	r := &Runner{opts: opts, cfg: cfg, kube: kube}
-	if _, err := leaderelection.NewLeaderElector(r.electionConfig(nil)); err != nil {
+	e := leader.Election{Namespace: opts.SystemNamespace, Lease: LeaseName, Identity: opts.Identity,
+		LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod}
+	if err := e.Validate(); err != nil {
 		return nil, fmt.Errorf("configuring the grant engine's leader election: %w", err)
 	}
 	registerMetrics()
-	return r, nil
+	return &Runner{opts: opts, cfg: cfg, kube: kube, election: e}, nil
 }
 
 // Run campaigns until ctx is done. Each won term runs the engine until the
@@ -111,90 +110,13 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 func (r *Runner) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("grantpolicy").
 		WithValues("lease", klog.KRef(r.opts.SystemNamespace, LeaseName), "identity", r.opts.Identity)
-	ctx = klog.NewContext(ctx, logger)
-	for ctx.Err() == nil {
-		if err := r.ensureNamespace(ctx); err != nil {
-			logger.Error(err, "Cannot create the namespace of the grant engine's Lease; retrying")
-			sleep(ctx, r.opts.RetryPeriod)
-			continue
-		}
-		r.term(ctx)
-		sleep(ctx, r.opts.RetryPeriod)
-	}
-}
-
-func (r *Runner) term(parent context.Context) {
-	logger := klog.FromContext(parent)
-	ctx, giveUp := context.WithCancel(parent)
-	defer giveUp()
-	won := make(chan context.Context, 1)
-	elector, err := leaderelection.NewLeaderElector(r.electionConfig(won))
-	if err != nil {
-		logger.Error(err, "Invalid leader election configuration")
-		return
-	}
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		elector.Run(ctx)
-	}()
-	select {
-	case <-ended:
-		return
-	case leadCtx := <-won:
-		logger.Info("Leading: running the grant engine")
+	leader.Campaign(klog.NewContext(ctx, logger), r.kube, r.election, "grant engine's controllers", func(ctx context.Context) error {
 		leading.Set(1)
+		defer leading.Set(0)
 		c, err := newController(r.cfg, r.opts)
-		if err == nil {
-			err = c.run(leadCtx)
+		if err != nil {
+			return err
 		}
-		if err != nil && leadCtx.Err() == nil {
-			logger.Error(err, "The grant engine stopped; giving the Lease up")
-		}
-		leading.Set(0)
-		giveUp()
-		<-ended
-		if parent.Err() == nil {
-			logger.Info("No longer leading; the grant engine has stopped; campaigning again")
-		}
-	}
-}
-
-func (r *Runner) electionConfig(won chan<- context.Context) leaderelection.LeaderElectionConfig {
-	return leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: r.opts.SystemNamespace, Name: LeaseName},
-			Client:     r.kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: r.opts.Identity},
-		},
-		LeaseDuration:   r.opts.LeaseDuration,
-		RenewDeadline:   r.opts.RenewDeadline,
-		RetryPeriod:     r.opts.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { won <- ctx },
-			OnStoppedLeading: func() {},
-		},
-	}
-}
-
-func (r *Runner) ensureNamespace(ctx context.Context) error {
-	_, err := r.kube.CoreV1().Namespaces().Get(ctx, r.opts.SystemNamespace, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.opts.SystemNamespace}}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			err = nil
-		}
-	}
-	return err
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+		return c.run(ctx)
+	})
 }
