@@ -131,20 +131,20 @@ func TestSyncedCondition(t *testing.T) {
 	msgs := func(cond metav1.Condition) []string {
 		return []string{string(cond.Status), cond.Reason, cond.Message}
 	}
-	if diff := cmp.Diff([]string{"False", ReasonNotReconciling, "the policy is not Ready: the grants it made are kept, and none is made, changed or removed"},
+	if diff := cmp.Diff([]string{"False", quotav1alpha1.GrantPolicyReasonNotReconciling, "the policy is not Ready: the grants it made are kept, and none is made, changed or removed"},
 		msgs(c.syncedCondition(p, false))); diff != "" {
 		t.Errorf("inactive (-want +got):\n%s", diff)
 	}
-	if got := c.syncedCondition(p, true); got.Status != metav1.ConditionTrue || got.Reason != ReasonGrantsSynced || got.ObservedGeneration != 3 {
+	if got := c.syncedCondition(p, true); got.Status != metav1.ConditionTrue || got.Reason != quotav1alpha1.GrantPolicyReasonGrantsSynced || got.ObservedGeneration != 3 {
 		t.Errorf("nothing pending: %+v", got)
 	}
 	c.pending["p"] = map[key]problem{
-		{policy: "p", name: "a"}: {ReasonNameCollision, "collision a"},
-		{policy: "p", name: "b"}: {ReasonWaitingForNamespace, "waiting b"},
-		{policy: "p", name: "c"}: {ReasonWaitingForNamespace, "waiting c"},
-		{policy: "p", name: "d"}: {ReasonRenderFailed, "render d"},
+		{policy: "p", name: "a"}: {quotav1alpha1.GrantPolicyReasonNameCollision, "collision a"},
+		{policy: "p", name: "b"}: {quotav1alpha1.GrantPolicyReasonWaitingForNamespace, "waiting b"},
+		{policy: "p", name: "c"}: {quotav1alpha1.GrantPolicyReasonWaitingForNamespace, "waiting c"},
+		{policy: "p", name: "d"}: {quotav1alpha1.GrantPolicyReasonRenderFailed, "render d"},
 	}
-	if diff := cmp.Diff([]string{"False", ReasonWaitingForNamespace, "waiting b; waiting c; render d; and 1 more"},
+	if diff := cmp.Diff([]string{"False", quotav1alpha1.GrantPolicyReasonWaitingForNamespace, "waiting b; waiting c; render d; and 1 more"},
 		msgs(c.syncedCondition(p, true))); diff != "" {
 		t.Errorf("pending (-want +got):\n%s", diff)
 	}

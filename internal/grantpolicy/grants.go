@@ -103,7 +103,7 @@ func (c *controller) syncTrigger(ctx context.Context, k key) error {
 	// The target namespace must exist: the grant is made there or nowhere.
 	if msg := c.namespaceProblem(want.namespace); msg != "" {
 		c.waitFor(k, want.namespace)
-		c.setPending(k, &problem{reason: ReasonWaitingForNamespace,
+		c.setPending(k, &problem{reason: quotav1alpha1.GrantPolicyReasonWaitingForNamespace,
 			message: fmt.Sprintf("waiting for namespace %s: the grant for %s %s is made there once it exists (%s)", want.namespace, st.gvk.Kind, objectName(k), msg)})
 		return errRetry
 	}
@@ -175,7 +175,7 @@ func (c *controller) createGrant(ctx context.Context, st *activePolicy, k key, w
 			c.queue.AddAfter(k, 100*time.Millisecond) // ours; the cache has not seen it yet
 			return nil
 		}
-		c.setPending(k, &problem{reason: ReasonNameCollision,
+		c.setPending(k, &problem{reason: quotav1alpha1.GrantPolicyReasonNameCollision,
 			message: fmt.Sprintf("ResourceGrant %s/%s, rendered for %s %s, exists and was not made by this policy for that object; it is left alone: rename it, or change the template's name",
 				want.namespace, want.name, st.gvk.Kind, objectName(k))})
 		c.recorder.Eventf(ref, corev1.EventTypeWarning, "GrantNameCollision", "ResourceGrant %s/%s of GrantCreationPolicy %s is not created: that name is held by a grant the policy did not make for this object", want.namespace, want.name, k.policy)
@@ -187,7 +187,7 @@ func (c *controller) createGrant(ctx context.Context, st *activePolicy, k key, w
 	case apierrors.IsNotFound(err):
 		// The namespace went away between the check and the create.
 		c.waitFor(k, want.namespace)
-		c.setPending(k, &problem{reason: ReasonWaitingForNamespace,
+		c.setPending(k, &problem{reason: quotav1alpha1.GrantPolicyReasonWaitingForNamespace,
 			message: fmt.Sprintf("waiting for namespace %s: the grant for %s %s is made there once it exists", want.namespace, st.gvk.Kind, objectName(k))})
 		return errRetry
 	case err != nil:
@@ -203,7 +203,7 @@ func (c *controller) createGrant(ctx context.Context, st *activePolicy, k key, w
 // label value it does not accept, for example); it is tried again later,
 // and at once when the object or the policy changes.
 func (c *controller) refused(k key, st *activePolicy, want *desiredGrant, err error) {
-	c.setPending(k, &problem{reason: ReasonRenderFailed,
+	c.setPending(k, &problem{reason: quotav1alpha1.GrantPolicyReasonRenderFailed,
 		message: fmt.Sprintf("%s %s: the API server refuses the rendered ResourceGrant %s/%s%s: %v", st.gvk.Kind, objectName(k), want.namespace, want.name, want.generateName, err)})
 	c.queue.AddAfter(k, collisionRetry)
 }
@@ -213,7 +213,7 @@ func (c *controller) refused(k key, st *activePolicy, want *desiredGrant, err er
 func (c *controller) render(st *activePolicy, trigger *unstructured.Unstructured) (*desiredGrant, *problem) {
 	k := key{policy: st.name, namespace: trigger.GetNamespace(), name: trigger.GetName()}
 	fail := func(err error) *problem {
-		return &problem{reason: ReasonRenderFailed, message: fmt.Sprintf("%s %s: %v", st.gvk.Kind, objectName(k), err)}
+		return &problem{reason: quotav1alpha1.GrantPolicyReasonRenderFailed, message: fmt.Sprintf("%s %s: %v", st.gvk.Kind, objectName(k), err)}
 	}
 	if st.gvk.GroupKind() == quotav1alpha1.SchemeGroupVersion.WithKind("ResourceGrant").GroupKind() && trigger.GetLabels()[LabelPolicy] != "" {
 		// A grant made by a policy never triggers one: a policy on

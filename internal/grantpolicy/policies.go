@@ -25,28 +25,6 @@ import (
 	"github.com/quotaplane/quotaplane/internal/policy"
 )
 
-// ConditionGrantsSynced says whether every grant a Ready policy renders
-// exists as rendered. Its reasons name what holds a grant back.
-const (
-	ConditionGrantsSynced = "GrantsSynced"
-
-	// ReasonGrantsSynced (True): no grant of the policy is held back.
-	ReasonGrantsSynced = "GrantsSynced"
-	// ReasonWaitingForNamespace (False): a grant's target namespace does
-	// not exist yet; it is made there once it does, never elsewhere.
-	ReasonWaitingForNamespace = "WaitingForNamespace"
-	// ReasonNameCollision (False): a grant's rendered name is held by a
-	// grant this policy did not make for that object; it is not touched.
-	ReasonNameCollision = "NameCollision"
-	// ReasonRenderFailed (False): a constraint or the template failed on
-	// an object (for example a field it reads is missing); the object's
-	// grants are left as they are.
-	ReasonRenderFailed = "RenderFailed"
-	// ReasonNotReconciling (False): the policy is not Ready; the grants
-	// it made are kept, and none is made, changed or removed.
-	ReasonNotReconciling = "NotReconciling"
-)
-
 // activePolicy is a Ready, enabled policy generation the engine acts on.
 // Trigger reconciles hold mu for reading while they write; deactivating
 // takes it for writing, so that once a policy is deactivated no write for
@@ -451,7 +429,7 @@ func (c *controller) reportHeld(k key, p *problem) {
 	if h.reported || st == nil {
 		return
 	}
-	if waited := time.Since(h.since); p.reason == ReasonWaitingForNamespace && waited < waitGrace {
+	if waited := time.Since(h.since); p.reason == quotav1alpha1.GrantPolicyReasonWaitingForNamespace && waited < waitGrace {
 		c.queue.AddAfter(k, waitGrace-waited+10*time.Millisecond) // look again when the grace ends
 		return
 	}
@@ -506,7 +484,7 @@ func (c *controller) dropPending(name string) {
 }
 
 func (c *controller) updateProblemMetric() {
-	counts := map[string]int{ReasonWaitingForNamespace: 0, ReasonNameCollision: 0, ReasonRenderFailed: 0}
+	counts := map[string]int{quotav1alpha1.GrantPolicyReasonWaitingForNamespace: 0, quotav1alpha1.GrantPolicyReasonNameCollision: 0, quotav1alpha1.GrantPolicyReasonRenderFailed: 0}
 	for _, keys := range c.pending {
 		for _, p := range keys {
 			counts[p.reason]++
@@ -531,9 +509,9 @@ func (c *controller) updatePolicyMetric() {
 const maxListed = 3
 
 func (c *controller) syncedCondition(p *quotav1alpha1.GrantCreationPolicy, active bool) metav1.Condition {
-	cond := metav1.Condition{Type: ConditionGrantsSynced, ObservedGeneration: p.Generation}
+	cond := metav1.Condition{Type: quotav1alpha1.GrantPolicyConditionGrantsSynced, ObservedGeneration: p.Generation}
 	if !active {
-		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNotReconciling
+		cond.Status, cond.Reason = metav1.ConditionFalse, quotav1alpha1.GrantPolicyReasonNotReconciling
 		cond.Message = "the policy is not Ready: the grants it made are kept, and none is made, changed or removed"
 		return cond
 	}
@@ -544,7 +522,7 @@ func (c *controller) syncedCondition(p *quotav1alpha1.GrantCreationPolicy, activ
 	}
 	c.mu.Unlock()
 	if len(held) == 0 {
-		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonGrantsSynced
+		cond.Status, cond.Reason = metav1.ConditionTrue, quotav1alpha1.GrantPolicyReasonGrantsSynced
 		cond.Message = "no grant of this policy is held back"
 		return cond
 	}

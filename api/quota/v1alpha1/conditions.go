@@ -45,4 +45,24 @@ const (
 	BucketConditionOverLimit = "OverLimit"
 	// PolicyConditionReady is True when a policy is valid and in force.
 	PolicyConditionReady = "Ready"
+
+	// GrantPolicyConditionGrantsSynced says whether every grant a Ready policy renders
+	// exists as rendered. Its reasons name what holds a grant back.
+	GrantPolicyConditionGrantsSynced = "GrantsSynced"
+
+	// GrantPolicyReasonGrantsSynced (True): no grant of the policy is held back.
+	GrantPolicyReasonGrantsSynced = "GrantsSynced"
+	// GrantPolicyReasonWaitingForNamespace (False): a grant's target namespace does
+	// not exist yet; it is made there once it does, never elsewhere.
+	GrantPolicyReasonWaitingForNamespace = "WaitingForNamespace"
+	// GrantPolicyReasonNameCollision (False): a grant's rendered name is held by a
+	// grant this policy did not make for that object; it is not touched.
+	GrantPolicyReasonNameCollision = "NameCollision"
+	// GrantPolicyReasonRenderFailed (False): a constraint or the template failed on
+	// an object (for example a field it reads is missing); the object's
+	// grants are left as they are.
+	GrantPolicyReasonRenderFailed = "RenderFailed"
+	// GrantPolicyReasonNotReconciling (False): the policy is not Ready; the grants
+	// it made are kept, and none is made, changed or removed.
+	GrantPolicyReasonNotReconciling = "NotReconciling"
 )

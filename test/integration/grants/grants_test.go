@@ -37,7 +37,7 @@ func TestPolicyGrantIsActiveWithItsLimit(t *testing.T) {
 	if !strings.Contains(ready.Message, "ConfigMap") {
 		t.Errorf("Ready message %q does not name the trigger kind", ready.Message)
 	}
-	w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionTrue, grantpolicy.ReasonGrantsSynced)
+	w.waitCondition(p, quotav1alpha1.GrantPolicyConditionGrantsSynced, metav1.ConditionTrue, quotav1alpha1.GrantPolicyReasonGrantsSynced)
 	if !slices.Contains(p.Finalizers, grantpolicy.Finalizer) {
 		t.Errorf("policy finalizers %v lack %s", p.Finalizers, grantpolicy.Finalizer)
 	}
@@ -337,18 +337,18 @@ func TestMissingTargetNamespace(t *testing.T) {
 	})
 	w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
 	w.configMap(w.ID, "tier", "gold")
-	c := w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionFalse, grantpolicy.ReasonWaitingForNamespace)
+	c := w.waitCondition(p, quotav1alpha1.GrantPolicyConditionGrantsSynced, metav1.ConditionFalse, quotav1alpha1.GrantPolicyReasonWaitingForNamespace)
 	if !strings.Contains(c.Message, "waiting for namespace "+target) {
 		t.Errorf("message %q does not say it waits for namespace %s", c.Message, target)
 	}
-	w.waitEvent("", p.Name, grantpolicy.ReasonWaitingForNamespace, "waiting for namespace "+target)
+	w.waitEvent("", p.Name, quotav1alpha1.GrantPolicyReasonWaitingForNamespace, "waiting for namespace "+target)
 	w.stillNoGrants(p.Name, 2*time.Second)
 
 	began := time.Now()
 	w.namespace(target)
 	w.waitGrants(p.Name, target+"/"+w.ID+"-gold")
 	t.Logf("measured: namespace created → waiting grant made %s", time.Since(began))
-	w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionTrue, grantpolicy.ReasonGrantsSynced)
+	w.waitCondition(p, quotav1alpha1.GrantPolicyConditionGrantsSynced, metav1.ConditionTrue, quotav1alpha1.GrantPolicyReasonGrantsSynced)
 	w.WaitBucket(quotatest.N(6, 0, 6), "projects")
 }
 
@@ -380,11 +380,11 @@ func TestNameCollision(t *testing.T) {
 	p := w.tierPolicy("gold", "gold", "projects", 10)
 	w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
 	w.configMap("acme", "tier", "gold")
-	c := w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionFalse, grantpolicy.ReasonNameCollision)
+	c := w.waitCondition(p, quotav1alpha1.GrantPolicyConditionGrantsSynced, metav1.ConditionFalse, quotav1alpha1.GrantPolicyReasonNameCollision)
 	if !strings.Contains(c.Message, w.NS+"/acme-gold") {
 		t.Errorf("message %q does not name the grant", c.Message)
 	}
-	w.waitEvent("", p.Name, grantpolicy.ReasonNameCollision, w.NS+"/acme-gold")
+	w.waitEvent("", p.Name, quotav1alpha1.GrantPolicyReasonNameCollision, w.NS+"/acme-gold")
 	got := &quotav1alpha1.ResourceGrant{}
 	if err := w.C.Get(context.Background(), client.ObjectKeyFromObject(held), got); err != nil {
 		t.Fatal(err)
@@ -551,7 +551,7 @@ func TestRenderFailureIsReported(t *testing.T) {
 	})
 	w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
 	cm := w.configMap("acme", "tier", "gold")
-	c := w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionFalse, grantpolicy.ReasonRenderFailed)
+	c := w.waitCondition(p, quotav1alpha1.GrantPolicyConditionGrantsSynced, metav1.ConditionFalse, quotav1alpha1.GrantPolicyReasonRenderFailed)
 	if !strings.Contains(c.Message, "ConfigMap "+w.NS+"/acme") {
 		t.Errorf("message %q does not name the object", c.Message)
 	}
@@ -561,7 +561,7 @@ func TestRenderFailureIsReported(t *testing.T) {
 	if grants[0].Spec.ConsumerRef.Name != w.Org.Name {
 		t.Errorf("consumer %q, want %q", grants[0].Spec.ConsumerRef.Name, w.Org.Name)
 	}
-	w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionTrue, grantpolicy.ReasonGrantsSynced)
+	w.waitCondition(p, quotav1alpha1.GrantPolicyConditionGrantsSynced, metav1.ConditionTrue, quotav1alpha1.GrantPolicyReasonGrantsSynced)
 	w.WaitBucket(quotatest.N(2, 0, 2), "projects")
 
 	// A rendered label value the API server refuses: reported, the grant
@@ -570,7 +570,7 @@ func TestRenderFailureIsReported(t *testing.T) {
 		p.Spec.Target.ResourceGrantTemplate.Metadata.Labels = map[string]string{"note": "{{ trigger.data.note }}"}
 	})
 	w.update(cm, func() { cm.Data["note"] = "not a label value!" })
-	c = w.waitCondition(p, grantpolicy.ConditionGrantsSynced, metav1.ConditionFalse, grantpolicy.ReasonRenderFailed)
+	c = w.waitCondition(p, quotav1alpha1.GrantPolicyConditionGrantsSynced, metav1.ConditionFalse, quotav1alpha1.GrantPolicyReasonRenderFailed)
 	if !strings.Contains(c.Message, "refuses") {
 		t.Errorf("message %q does not say the API server refuses the grant", c.Message)
 	}
