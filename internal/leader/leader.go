@@ -44,7 +44,7 @@ func (e Election) Validate() error {
 // Campaign campaigns until ctx is done. Each won term calls lead with a
 // context that ends when the Lease is lost; lead has returned before this
 // replica campaigns again. An error from lead gives the Lease up. what names
-// the controllers in logs.
+// the controllers in logs (the value of the key "controllers").
 func Campaign(ctx context.Context, kube kubernetes.Interface, e Election, what string, lead func(ctx context.Context) error) {
 	logger := klog.FromContext(ctx)
 	for ctx.Err() == nil {
@@ -79,14 +79,14 @@ func term(parent context.Context, kube kubernetes.Interface, e Election, what st
 	case <-ended:
 		return
 	case leadCtx := <-leading:
-		logger.Info("Leading: running the " + what)
+		logger.Info("Leading: running the controllers", "controllers", what)
 		if err := lead(klog.NewContext(leadCtx, logger)); err != nil && leadCtx.Err() == nil {
-			logger.Error(err, "The "+what+" could not run; giving the Lease up")
+			logger.Error(err, "The controllers could not run; giving the Lease up", "controllers", what)
 		}
 		giveUp()
 		<-ended
 		if parent.Err() == nil {
-			logger.Info("No longer leading; the " + what + " have stopped; campaigning again")
+			logger.Info("No longer leading; the controllers have stopped; campaigning again", "controllers", what)
 		}
 	}
 }
