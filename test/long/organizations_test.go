@@ -8,7 +8,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +50,7 @@ func TestOrganizationBurst(t *testing.T) {
 
 	// Baseline: the same namespaces and grants, written by hand.
 	began := time.Now()
-	forEach(t, burst, func(i int) error {
+	quotatest.ForEach(t, burst, func(i int) error {
 		consumer := fmt.Sprintf("%s-b%d", f.ID, i)
 		ns := "organization-" + consumer
 		if err := f.C.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"bench": f.ID + "-base"}}}); err != nil {
@@ -79,7 +78,7 @@ func TestOrganizationBurst(t *testing.T) {
 	authBefore := tenantRequest(t, f.NS)
 	before := heapInUse()
 	began = time.Now()
-	forEach(t, burst, func(i int) error {
+	quotatest.ForEach(t, burst, func(i int) error {
 		o := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": quota.OrganizationGroup + "/v1alpha1", "kind": "Organization",
 			"metadata": map[string]any{"name": fmt.Sprintf("%s-o%d", f.ID, i), "labels": map[string]any{"bench": f.ID}},
@@ -120,7 +119,7 @@ func TestOrganizationBurst(t *testing.T) {
 		t.Fatalf("after deleting the organizations, %d of their grants are left (%v)", len(grants.Items), err)
 	}
 	t.Logf("%d organizations deleted, with their namespaces and grants, in %s", burst, time.Since(began).Round(time.Millisecond))
-	forEach(t, burst, func(i int) error {
+	quotatest.ForEach(t, burst, func(i int) error {
 		return f.C.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("organization-%s-b%d", f.ID, i)}})
 	})
 }
@@ -137,33 +136,6 @@ func grantFor(ns, consumer, rt, label string) *quotav1alpha1.ResourceGrant {
 	}
 }
 
-// forEach runs do(0..n-1) on 16 workers and fails the test on any error.
-func forEach(t *testing.T, n int, do func(i int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := do(i); err != nil {
-					errs <- fmt.Errorf("item %d: %w", i, err)
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-}
 
 // waitActiveGrants waits until n grants with these labels are Active.
 func waitActiveGrants(t *testing.T, c client.Client, labels client.MatchingLabels, n int) {

@@ -35,7 +35,7 @@ func TestConvergesUnderChurn(t *testing.T) {
 
 	ctx := context.Background()
 	began := time.Now()
-	parallel(t, n, func(i int) error {
+	quotatest.ForEach(t, n, func(i int) error {
 		return w.C.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i), Namespace: w.NS, Labels: map[string]string{"tier": "gold"}}})
 	})
 	w.waitActive(gold.Name, n)
@@ -56,7 +56,7 @@ func TestConvergesUnderChurn(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
-	parallel(t, n, func(i int) error {
+	quotatest.ForEach(t, n, func(i int) error {
 		cm := &corev1.ConfigMap{}
 		key := client.ObjectKey{Namespace: w.NS, Name: fmt.Sprintf("cm-%03d", i)}
 		tiers := []string{"silver", "gold"}
@@ -119,28 +119,3 @@ func (w *world) waitActive(policy string, n int) {
 	}
 }
 
-// parallel runs do(0..n-1) on 16 workers and fails the test on any error.
-func parallel(t *testing.T, n int, do func(i int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := do(i); err != nil {
-					errs <- fmt.Errorf("item %d: %w", i, err)
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-}

@@ -142,7 +142,7 @@ func TestFailoverMidBurst(t *testing.T) {
 	created := make(chan struct{})
 	go func() {
 		defer close(created)
-		parallel(t, n, func(i int) error {
+		quotatest.ForEach(t, n, func(i int) error {
 			return w.C.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i), Namespace: w.NS, Labels: map[string]string{"tier": "gold"}}})
 		})
 	}()
