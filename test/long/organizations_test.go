@@ -136,7 +136,6 @@ func grantFor(ns, consumer, rt, label string) *quotav1alpha1.ResourceGrant {
 	}
 }
 
-
 // waitActiveGrants waits until n grants with these labels are Active.
 func waitActiveGrants(t *testing.T, c client.Client, labels client.MatchingLabels, n int) {
 	t.Helper()

@@ -118,4 +118,3 @@ func (w *world) waitActive(policy string, n int) {
 		w.T.Fatalf("policy %s has %d Active grants, want %d", policy, active, n)
 	}
 }
-
