@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -22,6 +23,12 @@ func engineOptions() engine.Options {
 }
 
 func TestMain(m *testing.M) {
+	// Only benchmarks use the server: `go test ./...` runs none, and starts
+	// no server for nothing.
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
 	testserver.Quiet()
 	var err error
 	eo := engineOptions()

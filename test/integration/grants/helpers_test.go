@@ -122,6 +122,13 @@ func (w *world) waitReady(p *quotav1alpha1.GrantCreationPolicy, status metav1.Co
 
 func (w *world) waitCondition(p *quotav1alpha1.GrantCreationPolicy, condType string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	w.T.Helper()
+	return w.waitConditionSaying(p, condType, status, reason, "")
+}
+
+// waitConditionSaying is waitCondition for a condition whose message also
+// contains saying.
+func (w *world) waitConditionSaying(p *quotav1alpha1.GrantCreationPolicy, condType string, status metav1.ConditionStatus, reason, saying string) metav1.Condition {
+	w.T.Helper()
 	var got *metav1.Condition
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if err := w.C.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
@@ -129,10 +136,10 @@ func (w *world) waitCondition(p *quotav1alpha1.GrantCreationPolicy, condType str
 		}
 		got = meta.FindStatusCondition(p.Status.Conditions, condType)
 		return got != nil && got.Status == status && got.Reason == reason && got.ObservedGeneration == p.Generation &&
-			p.Status.ObservedGeneration == p.Generation, nil
+			p.Status.ObservedGeneration == p.Generation && strings.Contains(got.Message, saying), nil
 	})
 	if err != nil {
-		w.T.Fatalf("GrantCreationPolicy %s never had %s=%s (%s) at generation %d; it has %+v", p.Name, condType, status, reason, p.Generation, p.Status.Conditions)
+		w.T.Fatalf("GrantCreationPolicy %s never had %s=%s (%s) saying %q at generation %d; it has %+v", p.Name, condType, status, reason, saying, p.Generation, p.Status.Conditions)
 	}
 	return *got
 }
