@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+
 	"github.com/spf13/cobra"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -9,6 +11,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/quietlog"
 	"github.com/quotaplane/quotaplane/internal/server"
 )
 
@@ -24,6 +27,12 @@ func newServeCommand() *cobra.Command {
 			if err := logsapi.ValidateAndApply(logOpts, utilfeature.DefaultFeatureGate); err != nil {
 				return err
 			}
+			// Quiet by default: quotaplane's own messages and errors; -v
+			// brings the Kubernetes libraries' messages back.
+			var quiet *quietlog.Filter
+			if logOpts.Verbosity == 0 {
+				quiet = quietlog.Install(cmd.ErrOrStderr())
+			}
 			// The server's own loopback clients should not print warnings.
 			rest.SetDefaultWarningHandler(rest.NoWarnings{})
 			if engineOpts.Identity == "" {
@@ -35,11 +44,27 @@ func newServeCommand() *cobra.Command {
 			le := &o.KubeControllers
 			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = engineOpts.LeaseDuration, engineOpts.RenewDeadline, engineOpts.RetryPeriod
 			ctx := genericapiserver.SetupSignalContext()
-			return server.Serve(ctx, o, server.QuotaComponents(engineOpts), cmd.OutOrStdout())
+			err := server.Serve(ctx, o, server.QuotaComponents(engineOpts), readyWriter{cmd.OutOrStdout(), quiet})
+			if err != nil {
+				quiet.Failed()
+			}
+			return err
 		},
 	}
 	o.AddFlags(cmd.Flags())
 	engineOpts.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logOpts, cmd.Flags())
 	return cmd
+}
+
+// readyWriter receives serve's banner, written once the server is ready: the
+// end of start-up for the quiet log.
+type readyWriter struct {
+	io.Writer
+	quiet *quietlog.Filter
+}
+
+func (w readyWriter) Write(p []byte) (int, error) {
+	w.quiet.Ready()
+	return w.Writer.Write(p)
 }

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"bufio"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// maxLinesBeforeReady is the bound on what a newcomer reads before
+// the line that matters.
+const maxLinesBeforeReady = 20
+
+// TestServeStartsQuietly: a fresh serve prints at most 20 lines before its
+// ready line, among them none of the Kubernetes libraries' chatter; -v=1
+// brings that back.
+func TestServeStartsQuietly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	quotatest.Exclusive(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+
+	before := linesBeforeReady(t, bin, "--data-dir", dataDir, "--secure-port", strconv.Itoa(freePort(t)))
+	t.Logf("%d lines before the ready line:\n%s", len(before), strings.Join(before, "\n"))
+	if len(before) > maxLinesBeforeReady {
+		t.Errorf("serve printed %d lines before its ready line, at most %d wanted", len(before), maxLinesBeforeReady)
+	}
+	for _, l := range before {
+		if strings.Contains(l, "grpc") || strings.Contains(l, "Skipping API") {
+			t.Errorf("library chatter at the default verbosity: %s", l)
+		}
+	}
+
+	verbose := linesBeforeReady(t, bin, "-v=1", "--data-dir", dataDir, "--secure-port", strconv.Itoa(freePort(t)))
+	t.Logf("-v=1: %d lines before the ready line", len(verbose))
+	if len(verbose) <= maxLinesBeforeReady {
+		t.Errorf("-v=1 printed only %d lines before ready; it should bring the libraries' messages back", len(verbose))
+	}
+}
+
+// linesBeforeReady starts serve with args, returns the lines it wrote to
+// either stream before its ready line on stdout, and stops it.
+func linesBeforeReady(t *testing.T, bin string, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	readyAt := -1
+	ready := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s := bufio.NewScanner(stderr)
+		s.Buffer(make([]byte, 1<<20), 1<<20)
+		for s.Scan() {
+			mu.Lock()
+			if readyAt < 0 {
+				lines = append(lines, s.Text())
+			}
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		s := bufio.NewScanner(stdout)
+		first := true
+		for s.Scan() {
+			mu.Lock()
+			if first && strings.Contains(s.Text(), "quotaplane is serving") {
+				readyAt = len(lines)
+				first = false
+				close(ready)
+			} else if readyAt < 0 {
+				lines = append(lines, s.Text())
+			}
+			mu.Unlock()
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		wg.Wait()
+		_ = cmd.Wait()
+		t.Fatalf("serve was not ready within 2 minutes; it printed:\n%s", strings.Join(lines, "\n"))
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { wg.Wait(); _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]string(nil), lines[:readyAt]...)
+}
