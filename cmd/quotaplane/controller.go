@@ -14,6 +14,7 @@ import (
 func newControllerCommand() *cobra.Command {
 	o := controller.NewOptions()
 	engineOpts := engine.DefaultOptions()
+	var metricsOpts engine.MetricsOptions
 	logOpts := logs.NewOptions()
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -23,11 +24,13 @@ func newControllerCommand() *cobra.Command {
 			if err := logsapi.ValidateAndApply(logOpts, utilfeature.DefaultFeatureGate); err != nil {
 				return err
 			}
+			metricsOpts.Apply()
 			return controller.Run(genericapiserver.SetupSignalContext(), o, engineOpts)
 		},
 	}
 	o.AddFlags(cmd.Flags())
 	engineOpts.AddFlags(cmd.Flags())
+	metricsOpts.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logOpts, cmd.Flags())
 	return cmd
 }

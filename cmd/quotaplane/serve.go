@@ -18,6 +18,7 @@ import (
 func newServeCommand() *cobra.Command {
 	o := server.NewOptions()
 	engineOpts := engine.DefaultOptions()
+	var metricsOpts engine.MetricsOptions
 	logOpts := logs.NewOptions()
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,6 +44,7 @@ func newServeCommand() *cobra.Command {
 			// One set of --leader-elect-* flags tunes both Leases.
 			le := &o.KubeControllers
 			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = engineOpts.LeaseDuration, engineOpts.RenewDeadline, engineOpts.RetryPeriod
+			metricsOpts.Apply()
 			ctx := genericapiserver.SetupSignalContext()
 			err := server.Serve(ctx, o, server.QuotaComponents(engineOpts), readyWriter{cmd.OutOrStdout(), quiet})
 			if err != nil {
@@ -53,6 +55,7 @@ func newServeCommand() *cobra.Command {
 	}
 	o.AddFlags(cmd.Flags())
 	engineOpts.AddFlags(cmd.Flags())
+	metricsOpts.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logOpts, cmd.Flags())
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,6 +50,7 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 		if !found {
 			return nil
 		}
+		t.bucketGone(id)
 		b := obj.(*quotav1alpha1.AllowanceBucket)
 		err := t.r.client.Delete(ctx, b, client.Preconditions{UID: &b.UID})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -87,12 +89,19 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 		}
 	}
 	want := bucketStatus(stored, st)
+	t.setThresholdCondition(&want, stored, st)
 	if bucketStatusEqual(stored.Status, want) {
+		t.bucketVerified(id, stored, st, time.Now())
 		return nil
 	}
 	updated := stored.DeepCopy()
 	updated.Status = want
-	return t.r.client.Status().Update(ctx, updated)
+	if err := t.r.client.Status().Update(ctx, updated); err != nil {
+		return err
+	}
+	t.thresholdCrossed(stored, want)
+	t.bucketVerified(id, updated, st, time.Now())
+	return nil
 }
 
 // deleteMisplacedBuckets deletes the buckets named name stored outside ns

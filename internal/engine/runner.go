@@ -281,6 +281,7 @@ func (r *Runner) lead(ctx context.Context) error {
 	if err := t.startInformers(ctx); err != nil {
 		return err
 	}
+	defer exportState(t)()
 	t.mu.Lock()
 	t.ready = true
 	claims := len(t.claimKeys)

@@ -43,6 +43,18 @@ const (
 	// BucketConditionOverLimit is True when allocated exceeds limit, for
 	// example after a grant was lowered. Nothing is revoked.
 	BucketConditionOverLimit = "OverLimit"
+	// BucketConditionApproachingLimit is True when a bucket's allocation
+	// reached a threshold of its registration (default 80 and 95 % of the
+	// limit); it goes back to False 5 points under the threshold.
+	BucketConditionApproachingLimit = "ApproachingLimit"
+	// BucketReasonBelowThresholds: ApproachingLimit=False.
+	BucketReasonBelowThresholds = "BelowThresholds"
+	// BucketReasonWarningThreshold: ApproachingLimit=True; at or over the
+	// warning threshold.
+	BucketReasonWarningThreshold = "WarningThresholdReached"
+	// BucketReasonCriticalThreshold: ApproachingLimit=True; at or over the
+	// critical threshold.
+	BucketReasonCriticalThreshold = "CriticalThresholdReached"
 	// PolicyConditionReady is True when a policy is valid and in force.
 	PolicyConditionReady = "Ready"
 

@@ -87,6 +87,35 @@ type ResourceRegistrationSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
 	ClaimingResources []ClaimingResource `json:"claimingResources"`
+
+	// thresholds are the fractions of a limit, in percent, at which the
+	// buckets of this resource type report that they are filling up: their
+	// condition ApproachingLimit and an Event when a bucket crosses one, up
+	// or back down. The shipped alert rules and dashboard read the same
+	// values (milo_quota_registration_threshold_percent). Defaults to 80 and
+	// 95.
+	// +optional
+	Thresholds *UtilizationThresholds `json:"thresholds,omitempty"`
+}
+
+// UtilizationThresholds are percentages of a bucket's limit. A bucket that
+// crossed one upwards falls back below it only once its allocation is 5
+// points under it, so a bucket at the line does not flap.
+// +kubebuilder:validation:XValidation:rule="(has(self.warning) ? self.warning : 80) < (has(self.critical) ? self.critical : 95)",message="warning must be below critical (defaults 80 and 95)"
+type UtilizationThresholds struct {
+	// warning is the percent of the limit at which a bucket reports
+	// WarningThresholdReached. Defaults to 80.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Warning int32 `json:"warning,omitempty"`
+
+	// critical is the percent of the limit at which a bucket reports
+	// CriticalThresholdReached. Defaults to 95.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Critical int32 `json:"critical,omitempty"`
 }
 
 // ResourceRegistrationStatus is the observed state of a registration.

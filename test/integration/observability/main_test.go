@@ -1,0 +1,18 @@
+// Package observability tests what operators and tenants see of the quota
+// plane against the real server: state metrics on /metrics, threshold
+// conditions and Events, and the decision history.
+package observability
+
+import (
+	"testing"
+
+	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+var srv *testserver.Server
+
+func TestMain(m *testing.M) {
+	o := quotatest.FastEngineOptions()
+	testserver.Main(m, &srv, testserver.Options{Engine: &o})
+}
