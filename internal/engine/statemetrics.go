@@ -61,8 +61,10 @@ type bucketSample struct {
 
 // stateExport is the state /metrics shows: the leading term's.
 type stateExport struct {
-	mu      sync.Mutex
-	term    *term
+	mu   sync.Mutex
+	term *term
+	// since is when the term's state was rebuilt and it began deciding.
+	since   time.Time
 	buckets map[quota.BucketID]bucketSample
 }
 
@@ -72,7 +74,7 @@ var exported = &stateExport{buckets: map[quota.BucketID]bucketSample{}}
 // returned function is called (the end of the term).
 func exportState(t *term) func() {
 	exported.mu.Lock()
-	exported.term = t
+	exported.term, exported.since = t, time.Now()
 	clear(exported.buckets)
 	exported.mu.Unlock()
 	return func() {
@@ -159,7 +161,11 @@ var (
 	claimPolicyObservedDesc = desc("milo_quota_claim_policy_observed_generation", "Generation of the policy the engine last judged.", "component", "name")
 	claimPolicyCurrentDesc  = desc("milo_quota_claim_policy_current_generation", "Generation of the policy's specification.", "component", "name")
 
+	termStartDesc = desc("milo_quota_engine_term_start_timestamp_seconds",
+		"Unix time this replica, leading the quota engine, had rebuilt its state and began deciding (only on the leader).")
+
 	stateDescs = []*metrics.Desc{
+		termStartDesc,
 		bucketInfoDesc, bucketLimitDesc, bucketAllocatedDesc, bucketAvailableDesc, bucketClaimsDesc, bucketGrantsDesc,
 		bucketVerifiedDesc, bucketObservedDesc, bucketCurrentDesc,
 		registrationInfoDesc, registrationConditionDesc, registrationObservedDesc, registrationCurrentDesc,
@@ -186,7 +192,7 @@ func (c *stateCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	// Copy under the export's own lock, format outside it.
 	exported.mu.Lock()
-	t := exported.term
+	t, since := exported.term, exported.since
 	samples := make([]bucketSample, 0, len(exported.buckets))
 	for _, s := range exported.buckets {
 		samples = append(samples, s)
@@ -195,6 +201,7 @@ func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	if t == nil {
 		return
 	}
+	ch <- gauge(termStartDesc, float64(since.UnixMilli())/1000)
 	collectBuckets(ch, samples)
 	collectRegistrations(ch, t)
 	collectGrants(ch, t)

@@ -1,0 +1,31 @@
+package claimpolicy
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// admissionResult is the seed's admission family: every create a policy
+// judges counts once, by result, policy and the kind created. Its labels are
+// bounded: policies and kinds are few, results are the constants of
+// report.go. ClaimCreationPolicies are cluster-scoped, so policy_namespace is
+// always empty; it is kept for the seed's dashboards.
+var (
+	admissionResult = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "milo_quota_admission_result_total",
+		Help: "Creates judged by a ClaimCreationPolicy at admission, by result (granted, denied, fail_open, undecided, invalid_object, " +
+			"invalid_claim, name_taken, unauthorized), policy and the created object's API group and kind.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result", "policy_name", "policy_namespace", "resource_group", "resource_kind"})
+	registerResultOnce sync.Once
+)
+
+// countAdmissionResult counts one create judged by policy, of an object of
+// kind gk.
+func countAdmissionResult(policy string, gk schema.GroupKind, result string) {
+	registerResultOnce.Do(func() { legacyregistry.MustRegister(admissionResult) })
+	admissionResult.WithLabelValues(result, policy, "", gk.Group, gk.Kind).Inc()
+}
