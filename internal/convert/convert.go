@@ -49,6 +49,9 @@ func Registration(r *quotav1alpha1.ResourceRegistration) quota.Registration {
 		BaseUnit:     r.Spec.BaseUnit,
 		Deleting:     r.DeletionTimestamp != nil,
 	}
+	if q := r.Spec.BaseUnitQuantity; q != nil {
+		out.BaseUnitQuantity = q.String()
+	}
 	for _, c := range r.Spec.ClaimingResources {
 		out.Claiming = append(out.Claiming, quota.GroupKind{Group: c.APIGroup, Kind: c.Kind})
 	}

@@ -196,7 +196,7 @@ func (t *term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 		return res, nil
 	}
 	for _, p := range entries {
-		t.pending[p.key()] = p
+		t.addPendingLocked(p)
 	}
 	t.mu.Unlock()
 	written := t.writeJournal(ctx, &journalOps{grants: entries})
@@ -243,9 +243,12 @@ func (t *term) giveBack(ctx context.Context, entries []*pendingClaim, taken map[
 	for _, p := range entries {
 		k := p.key()
 		if t.pending[k] == p {
-			delete(t.pending, k)
+			t.forgetPendingLocked(p)
+		} else if p.Update {
+			t.eng.RemoveClaim(p.growthID())
+		} else {
+			t.eng.RemoveClaim(provisionalID(k))
 		}
-		t.eng.RemoveClaim(provisionalID(k))
 		if _, ok := taken[k]; !ok {
 			releases = append(releases, k)
 		}
@@ -272,10 +275,16 @@ func provisionalID(claimKey string) string { return "admission:" + claimKey }
 func (t *term) holdPending(p *pendingClaim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.addPendingLocked(p)
+	if p.Update {
+		if len(p.Growth) > 0 {
+			t.eng.RestoreGranted(p.growthClaim())
+		}
+		return
+	}
 	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, CreationTimestamp: p.Created}, Spec: p.Spec}
 	qc := convert.Claim(c)
 	qc.UID = provisionalID(p.key())
-	t.pending[p.key()] = p
 	t.eng.RestoreGranted(qc)
 }
 
@@ -285,6 +294,9 @@ func (t *term) holdPending(p *pendingClaim) {
 func (t *term) adoptLocked(c *quotav1alpha1.ResourceClaim) bool {
 	k := grantKeyOf(c)
 	p, ok := t.pending[k]
+	if ok && p.Update {
+		return t.adoptUpdateLocked(p, c)
+	}
 	if !ok || c.Annotations[AnnotationResourceUID] != p.ObjectUID || !convert.IsGranted(c) {
 		return false
 	}
@@ -292,8 +304,9 @@ func (t *term) adoptLocked(c *quotav1alpha1.ResourceClaim) bool {
 	if !t.eng.Rekey(provisionalID(k), uid) {
 		return false
 	}
-	delete(t.pending, k)
+	t.dropPendingLocked(p)
 	t.claimKeys[uid] = key(c.Namespace, c.Name)
+	t.indexClaimLocked(c)
 	return true
 }
 

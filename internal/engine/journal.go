@@ -225,9 +225,10 @@ func (j *journal) grantOps(grants []*pendingClaim) ([]clientv3.Op, []clientv3.Cm
 		}
 		pk := j.pendingKey(p.key())
 		txn = append(txn, clientv3.OpPut(pk, string(v)))
-		conds = append(conds,
-			clientv3.Compare(clientv3.CreateRevision(pk), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(j.claimKey(p.Namespace, p.Name)), "=", 0))
+		conds = append(conds, clientv3.Compare(clientv3.CreateRevision(pk), "=", 0))
+		if !p.Release { // a release writes no claim
+			conds = append(conds, clientv3.Compare(clientv3.CreateRevision(j.claimKey(p.Namespace, p.Name)), "=", 0))
+		}
 	}
 	return txn, conds, nil
 }

@@ -59,6 +59,17 @@ type pendingClaim struct {
 	Spec      quotav1alpha1.ResourceClaimSpec `json:"s"`
 	Created   metav1.Time                     `json:"c"`
 
+	// Update: an update of the object changed what Policy charges for it.
+	// The claim above (none with Release) replaces the claims in Replaces
+	// once the update is stored; until then only Growth, what the new claim
+	// asks beyond what those hold, is held besides them. Check lets a later
+	// leader find out whether the update was stored (update.go).
+	Update   bool                            `json:"upd,omitempty"`
+	Release  bool                            `json:"rel,omitempty"`
+	Replaces []replacedClaim                 `json:"x,omitempty"`
+	Growth   []quotav1alpha1.ResourceRequest `json:"gr,omitempty"`
+	Check    *UpdateCheck                    `json:"k,omitempty"`
+
 	// outcome is what this server reported of the create, when it ended.
 	outcome outcome
 	ended   time.Time
@@ -89,7 +100,16 @@ func (p *pendingClaim) annotations() map[string]string {
 	return a
 }
 
-func (p *pendingClaim) key() string { return key(p.Namespace, p.Name) }
+// key is the claim's namespace/name; a release (no new claim) is keyed by
+// the first claim it releases, with a suffix no claim name can have.
+func (p *pendingClaim) key() string {
+	if p.Release {
+		return key(p.Namespace, p.Name) + releaseSuffix
+	}
+	return key(p.Namespace, p.Name)
+}
+
+const releaseSuffix = "#release"
 
 // ledgerState is what the ledger records besides its epoch: grants not yet
 // written to their claims (claim UID → namespace/name). Grants made at

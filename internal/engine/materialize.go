@@ -57,6 +57,9 @@ func (t *term) materializeOne(ctx context.Context, k string) error {
 	if !ok {
 		return nil // written or released meanwhile
 	}
+	if p.Update {
+		return t.settleUpdate(ctx, p, out, ended)
+	}
 	gvr, ok := ParseGVR(p.Resource)
 	ref := p.Spec.ResourceRef
 	if !ok || ref == nil {
@@ -171,8 +174,9 @@ func (t *term) release(ctx context.Context, k, why string) error {
 		return fmt.Errorf("releasing the grant of claim %s: %w", k, res.err)
 	}
 	t.mu.Lock()
-	delete(t.pending, k)
-	t.eng.RemoveClaim(provisionalID(k))
+	if p := t.pending[k]; p != nil {
+		t.forgetPendingLocked(p)
+	}
 	t.mu.Unlock()
 	t.kickNow()
 	return nil

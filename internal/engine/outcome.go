@@ -23,6 +23,18 @@ func WithCreateRecord(ctx context.Context) (context.Context, *CreateRecord) {
 	return context.WithValue(ctx, createRecordKey{}, rec), rec
 }
 
+// has reports whether this request made the pending entry k.
+func (rec *CreateRecord) has(k string) bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, x := range rec.keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
 func noteGrants(ctx context.Context, entries []*pendingClaim) {
 	rec, _ := ctx.Value(createRecordKey{}).(*CreateRecord)
 	if rec == nil {

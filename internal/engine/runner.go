@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -70,6 +71,8 @@ type Runner struct {
 	opts     Options
 	kube     kubernetes.Interface
 	metadata metadata.Interface
+	// dynamic reads whole objects, to check how an update ended.
+	dynamic dynamic.Interface
 	rest     *rest.RESTClient
 	client   client.Client
 	// schemas finds trigger kinds' schemas, to judge policies' CEL cost.
@@ -116,8 +119,12 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	registerMetrics()
-	return &Runner{opts: opts, kube: kube, metadata: md, rest: rc, client: cl, schemas: triggerschema.New(kube.Discovery(), 0)}, nil
+	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, rest: rc, client: cl, schemas: triggerschema.New(kube.Discovery(), 0)}, nil
 }
 
 // Start runs the engine in the background until ctx is done. It matches the

@@ -120,6 +120,9 @@ func (t *term) writePolicy(ctx context.Context, name string) error {
 	default:
 		t.mu.Lock()
 		err := compiled.CheckRegistered(t.eng.IsRegistered)
+		if err == nil {
+			err = compiled.CheckUnits(t.eng.BaseUnitQuantity)
+		}
 		t.mu.Unlock()
 		if err != nil {
 			c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonValidationFailed, err.Error()

@@ -55,6 +55,17 @@ type term struct {
 	// yet, by claim namespace/name; each is held in the engine under a
 	// provisional ID until its claim exists.
 	pending map[string]*pendingClaim
+	// pendingByObject are the keys of pending, by object UID.
+	pendingByObject map[string]map[string]struct{}
+	// updating marks an object whose update is being decided.
+	updating map[string]*struct{}
+	// objectClaims are the claims policies made, by object UID (claim UID →
+	// policy), and claimObject the reverse: what an update replaces.
+	objectClaims map[string]map[string]string
+	claimObject  map[string]string
+	// replacing are claims a pending update replaces (UID → deleted
+	// meanwhile): they count until the update settles.
+	replacing map[string]bool
 
 	regInformer, grantInformer, claimInformer, bucketInformer, policyInformer cache.SharedIndexInformer
 
@@ -98,21 +109,26 @@ func newTerm(r *Runner, l *ledger, j *journal, inflight map[string]string) *term
 	}
 	t := &term{
 		r: r, ledger: l, journal: j,
-		eng:           quota.NewEngine(),
-		claimKeys:     map[string]string{},
-		grantKeys:     map[string]string{},
-		inflight:      inflight,
-		projected:     map[string]struct{}{},
-		firstSeen:     map[string]time.Time{},
-		kick:          make(chan struct{}, 1),
-		commits:       make(chan commitReq, 4096),
-		committerDone: make(chan struct{}),
-		pending:       map[string]*pendingClaim{},
-		claims:        workqueue.NewTypedRateLimitingQueue(rl()),
-		materialize:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Second)),
-		buckets:       workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[quota.BucketID](5*time.Millisecond, 5*time.Second)),
-		statuses:      workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
-		namespaces:    map[string]bool{},
+		eng:             quota.NewEngine(),
+		claimKeys:       map[string]string{},
+		grantKeys:       map[string]string{},
+		inflight:        inflight,
+		projected:       map[string]struct{}{},
+		firstSeen:       map[string]time.Time{},
+		kick:            make(chan struct{}, 1),
+		commits:         make(chan commitReq, 4096),
+		committerDone:   make(chan struct{}),
+		pending:         map[string]*pendingClaim{},
+		pendingByObject: map[string]map[string]struct{}{},
+		updating:        map[string]*struct{}{},
+		objectClaims:    map[string]map[string]string{},
+		claimObject:     map[string]string{},
+		replacing:       map[string]bool{},
+		claims:          workqueue.NewTypedRateLimitingQueue(rl()),
+		materialize:     workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Second)),
+		buckets:         workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[quota.BucketID](5*time.Millisecond, 5*time.Second)),
+		statuses:        workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
+		namespaces:      map[string]bool{},
 	}
 	t.objects = newObjectWatch(t)
 	t.projects = &projectOrgs{t: t}
@@ -198,6 +214,7 @@ func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 		return
 	}
 	t.claimKeys[uid] = key(c.Namespace, c.Name)
+	t.indexClaimLocked(c)
 	_, recorded := t.inflight[uid]
 	// A Granted status counts only when an engine sealed it; any other is
 	// decided again (and its status rewritten), never free quota.
@@ -234,7 +251,15 @@ func (t *term) claimDeleted(c *quotav1alpha1.ResourceClaim) {
 	t.objects.forget(c)
 	uid := string(c.UID)
 	t.mu.Lock()
+	if _, ok := t.replacing[uid]; ok {
+		// An update replaces it: it counts until the update settles (its
+		// replacement is counted in the same step, or it is released).
+		t.replacing[uid] = true
+		t.mu.Unlock()
+		return
+	}
 	delete(t.claimKeys, uid)
+	t.unindexClaimLocked(uid)
 	delete(t.firstSeen, uid)
 	t.eng.RemoveClaim(uid)
 	// A grant recorded and not yet written has no claim to go to any more:

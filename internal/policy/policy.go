@@ -9,6 +9,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -322,6 +323,7 @@ func triggerGroup(r quotav1alpha1.TriggerResource) string {
 
 type request struct {
 	resourceType *template
+	quantity     string    // when a constant quantity ("2Gi")
 	amount       int64     // when constant
 	amountExpr   *template // when computed
 	dims         []pairTemplate
@@ -382,7 +384,32 @@ func (c *compiledPolicy) CheckRegistered(registered func(resourceType string) bo
 // Compiled is a compiled ClaimCreationPolicy.
 type Compiled struct {
 	compiledPolicy
-	requests []request
+	requests   []request
+	quantities []literalQuantity
+}
+
+// literalQuantity is an amount written as a quantity.
+type literalQuantity struct {
+	resourceType string
+	literal      bool // the resource type is written without templates
+	amount       string
+	field        string
+}
+
+// CheckUnits returns an *Error naming the first amount written as a
+// quantity that cannot be converted: its resource type's registration
+// declares no base unit quantity, or the amount is not a whole number of
+// base units. nil when every literal quantity converts.
+func (c *Compiled) CheckUnits(units Units) error {
+	for _, q := range c.quantities {
+		if !q.literal {
+			continue // known once rendered
+		}
+		if _, err := ParseAmount(q.amount, q.resourceType, units); err != nil {
+			return invalid(CauseInvalidLiteral, q.field, err)
+		}
+	}
+	return nil
 }
 
 // Compile compiles a ClaimCreationPolicy. The error is an *Error naming the
@@ -417,11 +444,23 @@ func Compile(p *quotav1alpha1.ClaimCreationPolicy, o Options) (*Compiled, error)
 				return nil, err
 			}
 			if rq.amountExpr.isLiteral() {
-				n, perr := strconv.ParseInt(strings.TrimSpace(r.Amount.StrVal), 10, 64)
-				if perr != nil || n <= 0 {
-					return nil, invalid(CauseInvalidLiteral, amountField, fmt.Errorf("%q is neither a positive integer nor a {{ CEL }} expression", r.Amount.StrVal))
+				lit := strings.TrimSpace(r.Amount.StrVal)
+				n, perr := strconv.ParseInt(lit, 10, 64)
+				switch {
+				case perr == nil && n > 0:
+					rq.amount, rq.amountExpr = n, nil
+				case perr == nil:
+					return nil, invalid(CauseInvalidLiteral, amountField, fmt.Errorf("must be positive, is %d", n))
+				default:
+					if q, qerr := resource.ParseQuantity(lit); qerr != nil || q.Sign() <= 0 {
+						return nil, invalid(CauseInvalidLiteral, amountField, fmt.Errorf("%q is neither a positive integer, a positive quantity (like 2Gi) nor a {{ CEL }} expression", r.Amount.StrVal))
+					}
+					// A quantity: converted with the registration's base
+					// unit, which CheckUnits requires.
+					rq.quantity = lit
+					rq.amountExpr = nil
+					c.quantities = append(c.quantities, literalQuantity{resourceType: r.ResourceType, literal: rq.resourceType.isLiteral(), amount: lit, field: amountField})
 				}
-				rq.amount, rq.amountExpr = n, nil
 			}
 		}
 		if rq.dims, err = comp.dimensions(path.Child("dimensions"), r.Dimensions); err != nil {
@@ -437,6 +476,9 @@ type Input struct {
 	Object      map[string]any
 	User        map[string]any
 	RequestInfo map[string]any
+	// Units converts amounts written as quantities; without it only whole
+	// numbers of base units are accepted.
+	Units Units
 }
 
 // Rendered is a claim a policy asks for: its metadata and spec, rendered.
@@ -482,13 +524,18 @@ func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 			return false, nil, err
 		}
 		amount := r.amount
-		if r.amountExpr != nil {
+		switch {
+		case r.amountExpr != nil:
 			s, err := r.amountExpr.render(vars)
 			if err != nil {
 				return false, nil, err
 			}
-			if amount, err = strconv.ParseInt(strings.TrimSpace(s), 10, 64); err != nil || amount <= 0 {
-				return false, nil, fmt.Errorf("amount of %s rendered %q, not a positive integer", rt, s)
+			if amount, err = ParseAmount(s, rt, in.Units); err != nil {
+				return false, nil, fmt.Errorf("spec.target.resourceClaimTemplate.spec.requests: %w", err)
+			}
+		case r.quantity != "":
+			if amount, err = ParseAmount(r.quantity, rt, in.Units); err != nil {
+				return false, nil, fmt.Errorf("spec.target.resourceClaimTemplate.spec.requests: %w", err)
 			}
 		}
 		req := quotav1alpha1.ResourceRequest{ResourceType: quotav1alpha1.ResourceType(rt), Amount: amount}

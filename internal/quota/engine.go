@@ -184,6 +184,16 @@ func (e *Engine) activeRegistration(resourceType string) (Registration, bool) {
 	return e.regs[n], true
 }
 
+// BaseUnitQuantity is what one base unit of a resource type is as a
+// quantity, when its active registration declares it.
+func (e *Engine) BaseUnitQuantity(resourceType string) (string, bool) {
+	r, ok := e.activeRegistration(resourceType)
+	if !ok || r.BaseUnitQuantity == "" {
+		return "", false
+	}
+	return r.BaseUnitQuantity, true
+}
+
 // RegistrationUsers counts the grants and claims that use a registration's
 // resource type.
 func (e *Engine) RegistrationUsers(resourceType string) (grants, claims int) {

@@ -9,7 +9,10 @@ type Registration struct {
 	ResourceType string
 	ConsumerType GroupKind
 	BaseUnit     string
-	Claiming     []GroupKind
+	// BaseUnitQuantity is one base unit as a Kubernetes quantity ("1Mi"),
+	// empty when the registration declares none.
+	BaseUnitQuantity string
+	Claiming         []GroupKind
 	// Deleting is set while the registration waits for deletion.
 	Deleting bool
 }

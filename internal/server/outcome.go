@@ -12,15 +12,15 @@ import (
 
 // reportCreateOutcomes wraps the API handler, inside every filter of the
 // chain (the request timeout included), so that the engine learns how each
-// create (a POST, or a PUT or PATCH that creates) whose quota it granted at
-// admission ended: stored, or refused
+// create or update (a POST, PUT or PATCH, also through the scale
+// subresource) whose quota it granted at admission ended: stored, or refused
 // after admission. It sees the handler's own end even when the client was
 // already answered with a timeout.
 func reportCreateOutcomes(handle *engine.Handle, next func(http.Handler, *genericapiserver.Config) http.Handler) func(http.Handler, *genericapiserver.Config) http.Handler {
 	return func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
 		inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			info, ok := request.RequestInfoFrom(r.Context())
-			if !ok || !info.IsResourceRequest || !createsObjects[info.Verb] || info.Subresource != "" {
+			if !ok || !info.IsResourceRequest || !createsObjects[info.Verb] || (info.Subresource != "" && info.Subresource != "scale") {
 				apiHandler.ServeHTTP(w, r)
 				return
 			}

@@ -105,6 +105,11 @@ type journalGrant struct {
 	ObjectUID string                          `json:"u"`
 	Spec      quotav1alpha1.ResourceClaimSpec `json:"s"`
 	Created   metav1.Time                     `json:"c"`
+	// An update's change: only Growth is held besides the claims it
+	// replaces; a release holds nothing.
+	Update  bool                            `json:"upd"`
+	Release bool                            `json:"rel"`
+	Growth  []quotav1alpha1.ResourceRequest `json:"gr"`
 
 	etcdKey string
 	// adopted: its claim is stored too (written between two of our reads)
@@ -112,7 +117,12 @@ type journalGrant struct {
 	adopted bool
 }
 
-func (g *journalGrant) claimKey() string { return nsName(g.Namespace, g.Name) }
+func (g *journalGrant) claimKey() string {
+	if g.Release {
+		return nsName(g.Namespace, g.Name) + "#release"
+	}
+	return nsName(g.Namespace, g.Name)
+}
 
 // objectClaim is what the checks keep of a claim that names an object.
 type objectClaim struct {
@@ -260,7 +270,15 @@ func (v *verifier) readQuota(ctx context.Context, s *reading, r *Report) error {
 		return err
 	}
 	for _, g := range s.journal {
-		if !g.adopted {
+		switch {
+		case g.adopted:
+		case g.Update:
+			if len(g.Growth) > 0 {
+				spec := g.Spec
+				spec.Requests = g.Growth
+				s.eng.RestoreGranted(claimFrom("update:"+g.claimKey(), g.Namespace, g.Name, g.Created.Time, spec))
+			}
+		default:
 			s.eng.RestoreGranted(claimFrom("admission:"+g.claimKey(), g.Namespace, g.Name, g.Created.Time, g.Spec))
 		}
 		if gr, ok := v.resourceOf(g.Resource, g.Spec.ResourceRef); ok {

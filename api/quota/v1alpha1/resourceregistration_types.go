@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -77,6 +78,15 @@ type ResourceRegistrationSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	UnitConversionFactor int64 `json:"unitConversionFactor,omitempty"`
+
+	// baseUnitQuantity is what one base unit is as a Kubernetes quantity,
+	// for example "1Mi" for a base unit of MiB, or "1" for cores. With it,
+	// ClaimCreationPolicies may write amounts of this resource type as
+	// quantities ("2Gi", "500m"), converted to base units exactly: an amount
+	// that is not a whole number of base units is refused, never rounded.
+	// Without it, amounts are whole numbers of base units.
+	// +optional
+	BaseUnitQuantity *resource.Quantity `json:"baseUnitQuantity,omitempty"`
 
 	// claimingResources lists the kinds whose objects may claim this
 	// resource. Each kind may appear once.

@@ -973,6 +973,11 @@ func (in *ResourceRegistrationList) DeepCopyObject() runtime.Object {
 func (in *ResourceRegistrationSpec) DeepCopyInto(out *ResourceRegistrationSpec) {
 	*out = *in
 	out.ConsumerType = in.ConsumerType
+	if in.BaseUnitQuantity != nil {
+		in, out := &in.BaseUnitQuantity, &out.BaseUnitQuantity
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.ClaimingResources != nil {
 		in, out := &in.ClaimingResources, &out.ClaimingResources
 		*out = make([]ClaimingResource, len(*in))

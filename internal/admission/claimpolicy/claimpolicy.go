@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
@@ -49,7 +50,7 @@ const decideTimeout = 10 * time.Second
 // Register adds the plugin, bound to this process's engine.
 func Register(plugins *admission.Plugins, handle *engine.Handle, systemNamespace string) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
-		return &Plugin{Handler: admission.NewHandler(admission.Create), handle: handle, systemNamespace: systemNamespace,
+		return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), handle: handle, systemNamespace: systemNamespace,
 			compiled: map[compiledKey]*compiledEntry{}}, nil
 	})
 }
@@ -68,6 +69,8 @@ type Plugin struct {
 
 	startOnce sync.Once
 	policies  *policyIndex
+	// registrations tell how to convert amounts written as quantities.
+	registrations cache.SharedIndexInformer
 	// notServed is set while listing policies answers NotFound: the CRD is
 	// not installed yet, so no policy can exist.
 	notServed atomic.Bool
@@ -174,11 +177,23 @@ func containsInt(list []int64, v int64) bool {
 // the quota CRDs must never wait for quota).
 var exempt = map[string]bool{quotav1alpha1.GroupName: true, "apiextensions.k8s.io": true}
 
-// Validate decides the quota of a create.
+// Validate decides the quota of a create, or of an update that changes what
+// the policies compute (update.go). Status updates are never charged.
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
-	if a.GetOperation() != admission.Create || a.GetSubresource() != "" || exempt[a.GetResource().Group] {
+	if exempt[a.GetResource().Group] {
 		return nil
 	}
+	switch {
+	case a.GetOperation() == admission.Create && a.GetSubresource() == "":
+		return p.validateCreate(ctx, a, o)
+	case a.GetOperation() == admission.Update && (a.GetSubresource() == "" || a.GetSubresource() == "scale"):
+		return p.validateUpdate(ctx, a, o)
+	}
+	return nil
+}
+
+// validateCreate decides the quota of a create.
+func (p *Plugin) validateCreate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
 	kind := a.GetKind()
 	policies, err := p.inForce(kind.Group, kind.Kind)
 	if err != nil {
@@ -201,7 +216,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admissi
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	in := policy.Input{Object: obj, User: userMap(a), RequestInfo: requestInfoMap(a)}
+	in := policy.Input{Object: obj, User: userMap(a), RequestInfo: requestInfoMap(a), Units: p.units}
 	var claims []*quotav1alpha1.ResourceClaim
 	var applying []*inForce
 	for _, f := range policies {

@@ -3,6 +3,7 @@ package claimpolicy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,6 +31,10 @@ type inForce struct {
 	generation    int64
 	failurePolicy quotav1alpha1.FailurePolicy
 	compiled      *policy.Compiled
+	// trigger and target are this version's spec, recorded with an update
+	// so that a later leader can check whether the update was stored.
+	trigger quotav1alpha1.Trigger
+	target  quotav1alpha1.ClaimTarget
 }
 
 // policyIndex holds the policies in force by trigger group/kind, rebuilt
@@ -59,7 +65,8 @@ func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce
 		if err != nil {
 			return nil
 		}
-		return &inForce{name: cp.Name, uid: cp.UID, generation: cp.Generation, failurePolicy: cp.Spec.FailurePolicy, compiled: c}
+		return &inForce{name: cp.Name, uid: cp.UID, generation: cp.Generation, failurePolicy: cp.Spec.FailurePolicy, compiled: c,
+			trigger: cp.Spec.Trigger, target: cp.Spec.Target}
 	}
 	lastValid := func() *inForce {
 		e := cp.Status.Enforced
@@ -72,7 +79,8 @@ func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce
 		if err != nil {
 			return nil
 		}
-		return &inForce{name: cp.Name, uid: cp.UID, generation: e.Generation, failurePolicy: e.FailurePolicy, compiled: c}
+		return &inForce{name: cp.Name, uid: cp.UID, generation: e.Generation, failurePolicy: e.FailurePolicy, compiled: c,
+			trigger: e.Trigger, target: e.Target}
 	}
 	ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
 	judged := ready != nil && ready.ObservedGeneration == cp.Generation && cp.Status.ObservedGeneration == cp.Generation
@@ -94,6 +102,7 @@ func (p *Plugin) start() {
 		f := dynamicinformer.NewDynamicSharedInformerFactory(p.dynamic, 0)
 		idx := &policyIndex{informer: f.ForResource(policiesGVR).Informer(), byName: map[string]*inForce{}, byTrigger: map[string][]*inForce{}}
 		p.policies = idx
+		p.registrations = f.ForResource(registrationsGVR).Informer()
 		_, _ = idx.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    p.indexPolicy,
 			UpdateFunc: func(_, obj any) { p.indexPolicy(obj) },
@@ -108,7 +117,33 @@ func (p *Plugin) start() {
 			stop = make(chan struct{})
 		}
 		go idx.informer.Run(stop)
+		go p.registrations.Run(stop)
 	})
+}
+
+var registrationsGVR = quotav1alpha1.SchemeGroupVersion.WithResource("resourceregistrations")
+
+// units is what one base unit of a resource type is, as a quantity, when its
+// registration declares it: policies' amounts written as quantities are
+// converted with it.
+func (p *Plugin) units(resourceType string) (string, bool) {
+	if p.registrations == nil {
+		return "", false
+	}
+	for _, obj := range p.registrations.GetStore().List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if rt, _, _ := unstructured.NestedString(u.Object, "spec", "resourceType"); rt != resourceType {
+			continue
+		}
+		if q, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "baseUnitQuantity"); found && q != nil {
+			return fmt.Sprint(q), true
+		}
+		return "", false
+	}
+	return "", false
 }
 
 // inForce returns the versions in force of the policies whose trigger is

@@ -36,6 +36,18 @@ import (
 // the engine writes it to storage itself, after the object is stored, so a
 // claim the API would refuse must refuse the create now.
 func (p *Plugin) claimFor(f *inForce, r *policy.Rendered, a admission.Attributes, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
+	return p.claimForObject(f, r, a, target{kind: a.GetKind(), resource: a.GetResource()}, obj)
+}
+
+// target is the kind and resource of the object charged: the request's,
+// except for an update through a subresource (scale), which charges the
+// object it scales.
+type target struct {
+	kind     schema.GroupVersionKind
+	resource schema.GroupVersionResource
+}
+
+func (p *Plugin) claimForObject(f *inForce, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
 	// The template's namespace, rendered; without one, the object's
 	// namespace, or the system namespace for a cluster-scoped object.
 	ns := r.Namespace
@@ -53,7 +65,7 @@ func (p *Plugin) claimFor(f *inForce, r *policy.Rendered, a admission.Attributes
 		suffix := hex.EncodeToString(sum[:5])
 		prefix := r.GenerateName
 		if prefix == "" {
-			prefix = strings.ToLower(a.GetKind().Kind) + "-" + obj.GetName() + "-"
+			prefix = strings.ToLower(tg.kind.Kind) + "-" + obj.GetName() + "-"
 		}
 		if len(prefix) > 200 {
 			prefix = prefix[:200]
@@ -66,7 +78,7 @@ func (p *Plugin) claimFor(f *inForce, r *policy.Rendered, a admission.Attributes
 		Annotations: map[string]string{
 			engine.AnnotationPolicy:           f.name,
 			engine.AnnotationPolicyGeneration: strconv.FormatInt(f.generation, 10),
-			engine.AnnotationResource:         engine.FormatGVR(a.GetResource()),
+			engine.AnnotationResource:         engine.FormatGVR(tg.resource),
 			engine.AnnotationResourceUID:      string(obj.GetUID()),
 		},
 	}, Spec: r.Spec}
@@ -80,7 +92,7 @@ func (p *Plugin) claimFor(f *inForce, r *policy.Rendered, a admission.Attributes
 			c.Annotations[k] = v
 		}
 	}
-	kind := a.GetKind()
+	kind := tg.kind
 	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: kind.Group, Kind: kind.Kind, Name: obj.GetName(), Namespace: a.GetNamespace()}
 	if errs := p.claims.validate(c); len(errs) > 0 {
 		return nil, apierrors.NewInternalError(fmt.Errorf(

@@ -10,6 +10,7 @@ import (
 	"io"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -61,6 +62,13 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if !ok {
 		return nil
 	}
+	if q, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "baseUnitQuantity"); found {
+		if err := positiveQuantity(q); err != nil {
+			return apierrors.NewInvalid(quotav1alpha1.SchemeGroupVersion.WithKind("ResourceRegistration").GroupKind(), a.GetName(), field.ErrorList{
+				field.Invalid(field.NewPath("spec", "baseUnitQuantity"), q, err.Error()),
+			})
+		}
+	}
 	rt, _, _ := unstructured.NestedString(obj.Object, "spec", "resourceType")
 	if rt == "" {
 		return nil // the schema reports the missing field
@@ -79,6 +87,20 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 					fmt.Sprintf("already registered by ResourceRegistration %q; a resource type is registered once: change that registration, or delete it first", other.GetName())),
 			})
 		}
+	}
+	return nil
+}
+
+// positiveQuantity checks a base unit quantity: what one base unit is must be
+// more than nothing, or amounts could not be converted.
+func positiveQuantity(v any) error {
+	s := fmt.Sprint(v)
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a Kubernetes quantity; write what one base unit is, for example 1Mi for a base unit of MiB or 1 for cores", s)
+	}
+	if q.Sign() <= 0 {
+		return fmt.Errorf("one base unit must be a positive quantity, not %s; write for example 1Mi for a base unit of MiB", s)
 	}
 	return nil
 }

@@ -1,0 +1,301 @@
+package claimpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/warning"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
+	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// validateUpdate charges an update by the difference it makes: every policy
+// in force is evaluated on the object before and after; where the result
+// differs, the claim it renders now replaces what the object holds, the
+// growth decided in the request, all policies together. An update that
+// changes nothing the policies read costs two evaluations and nothing else.
+// An object being deleted is not charged again: its claims go with it.
+func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+	tg, oldObj, newObj, err := p.updatedObjects(ctx, a, o)
+	if err != nil || oldObj == nil {
+		return err
+	}
+	policies, err := p.inForce(tg.kind.Group, tg.kind.Kind)
+	if err != nil {
+		return apierrors.NewTimeoutError(fmt.Sprintf("quota for this %s cannot be decided yet: %v; retry", tg.kind.Kind, err), 1)
+	}
+	if len(policies) == 0 {
+		return nil
+	}
+	oldMeta, err := meta.Accessor(&unstructured.Unstructured{Object: oldObj})
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if oldMeta.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	newU := &unstructured.Unstructured{Object: newObj}
+	user, info := userMap(a), requestInfoMap(a)
+	var changes []engine.PolicyChange
+	var applying []*inForce
+	for _, f := range policies {
+		newIn := policy.Input{Object: newObj, User: user, RequestInfo: info, Units: p.units}
+		okNew, rNew, err := f.compiled.Evaluate(newIn)
+		if err != nil {
+			p.reports.result(f.name, resultInvalidObject)
+			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
+				"ClaimCreationPolicy %s (generation %d) cannot be evaluated for this %s as updated: %v; the update was not stored: give it what the policy reads, or fix the policy",
+				f.name, f.generation, tg.kind.Kind, err))
+		}
+		okOld, rOld, errOld := f.compiled.Evaluate(policy.Input{Object: oldObj, User: user, RequestInfo: info, Units: p.units})
+		if errOld == nil && okOld == okNew && (!okNew || sameCharge(rOld, rNew)) {
+			continue // nothing this policy reads changed
+		}
+		ch := engine.PolicyChange{Policy: f.name, Check: engine.UpdateCheck{Generation: f.generation, Trigger: f.trigger, Target: f.target, User: user, RequestInfo: info}}
+		if okNew {
+			c, err := p.claimForObject(f, rNew, a, tg, newU)
+			if err != nil {
+				p.reports.result(f.name, resultInvalidClaim)
+				return err
+			}
+			ch.Claim = c
+		}
+		changes = append(changes, ch)
+		applying = append(applying, f)
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	var claims []*quotav1alpha1.ResourceClaim
+	var charging []*inForce
+	for i, ch := range changes {
+		if ch.Claim != nil {
+			claims, charging = append(claims, ch.Claim), append(charging, applying[i])
+		}
+	}
+	if err := p.authorizeConsumers(ctx, a, charging, claims); err != nil {
+		return err
+	}
+	ref := engine.ObjectRef{APIGroup: tg.kind.Group, Kind: tg.kind.Kind, Resource: engine.FormatGVR(tg.resource),
+		Namespace: a.GetNamespace(), Name: a.GetName(), UID: string(oldMeta.GetUID())}
+	return p.decideUpdate(ctx, a, tg, oldMeta, ref, applying, changes)
+}
+
+// sameCharge reports whether two renderings charge the same: the same
+// consumer, the same amounts. Names, labels and annotations of the claim do
+// not change what is charged.
+func sameCharge(a, b *policy.Rendered) bool {
+	if a.Spec.ConsumerRef != b.Spec.ConsumerRef {
+		return false
+	}
+	x := convert.Claim(&quotav1alpha1.ResourceClaim{Spec: a.Spec})
+	y := convert.Claim(&quotav1alpha1.ResourceClaim{Spec: b.Spec})
+	return quota.SameHolding([]quota.Claim{x}, []quota.Claim{y})
+}
+
+// decideUpdate asks the engine for the changes of one update and answers.
+func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg target, obj metav1.Object, ref engine.ObjectRef, applying []*inForce, changes []engine.PolicyChange) error {
+	kind := tg.kind.Kind
+	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
+	defer cancel()
+	res, err := p.handle.AdmitUpdate(dctx, ref, changes, a.IsDryRun())
+	var taken *engine.NameTakenError
+	switch {
+	case errors.As(err, &taken):
+		p.reports.result(taken.Policy, resultNameTaken)
+		return apierrors.NewConflict(quotav1alpha1.SchemeGroupVersion.WithResource("resourceclaims").GroupResource(), taken.Claim, fmt.Errorf(
+			"%v, so this update of %s %s cannot be charged and was not stored; retry, or give the policy's claim template a name unique per object", taken, kind, a.GetName()))
+	case err != nil && ignoreAll(applying):
+		return p.failOpen(ctx, a, obj, applying, err)
+	case err != nil:
+		p.reports.resultAll(applying, resultUndecided)
+		msg := fmt.Sprintf("quota for this update of %s %s could not be decided within %s: %v; the update was not stored, retry it", kind, a.GetName(), decideTimeout, err)
+		if errors.Is(err, engine.ErrNotLeader) {
+			msg = fmt.Sprintf("quota for this update of %s %s cannot be decided right now (%v); nothing changed, retry in a few seconds", kind, a.GetName(), err)
+		}
+		return apierrors.NewTimeoutError(msg, 2)
+	case res.Granted:
+		p.reports.resultAll(applying, resultGranted)
+		if a.IsDryRun() {
+			for _, c := range res.Changes {
+				warning.AddWarning(ctx, "", fmt.Sprintf("dry run: ClaimCreationPolicy %s would change the charge of this %s from %s to %s",
+					c.Policy, kind, holdingText(c.Old), holdingText(c.New)))
+			}
+		}
+		return nil
+	}
+	for i, c := range res.Changes {
+		if c.Decision != nil && c.Decision.Outcome == quota.ValidationFailed {
+			p.reports.result(applying[i].name, resultInvalidClaim)
+			return apierrors.NewInternalError(fmt.Errorf("ClaimCreationPolicy %s renders a claim for this %s that the registrations refuse: %s; fix the policy or the ResourceRegistration (this is not a quota denial)",
+				c.Policy, kind, c.Decision.Message))
+		}
+	}
+	p.reports.resultAll(applying, resultDenied)
+	msg := updateDenialMessage(kind, a.GetName(), res)
+	p.reports.denied(applying, msg)
+	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), errors.New(msg))
+}
+
+// updateDenialMessage names, for the request that does not fit, the amount
+// before and after the update, and what is available of which limit.
+func updateDenialMessage(kind, name string, res engine.UpdateResult) string {
+	for _, c := range res.Changes {
+		if c.Decision == nil {
+			continue
+		}
+		for _, r := range c.Decision.Requests {
+			if r.Reason != quota.ReasonQuotaExceeded {
+				continue
+			}
+			cell := quota.Cell{Consumer: r.Bucket.Consumer, ResourceType: r.ResourceType}
+			before, after := amountOf(c.Old, cell), amountOf(c.New, cell)
+			return fmt.Sprintf("insufficient quota to update %s %s: ClaimCreationPolicy %s would change %s of %s from %d to %d (%d more): %s; the update was not stored",
+				kind, name, c.Policy, r.ResourceType, consumerText(r.Bucket.Consumer), before, after, after-before, r.Message)
+		}
+	}
+	return fmt.Sprintf("insufficient quota to update %s %s", kind, name)
+}
+
+func amountOf(h map[quota.Cell]int64, c quota.Cell) int64 {
+	var n int64
+	for k, v := range h {
+		if k.Consumer == c.Consumer && k.ResourceType == c.ResourceType {
+			n += v
+		}
+	}
+	return n
+}
+
+func consumerText(c quota.ConsumerID) string {
+	if c.Namespace == "" {
+		return c.Kind + " " + c.Name
+	}
+	return c.Kind + " " + c.Namespace + "/" + c.Name
+}
+
+func holdingText(h map[quota.Cell]int64) string {
+	if len(h) == 0 {
+		return "nothing"
+	}
+	var parts []string
+	for _, c := range quota.Cells(h) {
+		parts = append(parts, fmt.Sprintf("%d of %s", h[c], c.ResourceType))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// updatedObjects returns the object charged and its content before and after
+// the update, as the client's version sees it. Through the scale subresource
+// the request carries Scales: the object is read and the new replica count
+// put where its scale subresource keeps it, so policies compute from the
+// object as the scale leaves it. nil without error when nothing is charged.
+func (p *Plugin) updatedObjects(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) (target, map[string]any, map[string]any, error) {
+	if a.GetSubresource() == "scale" {
+		return p.scaledObjects(ctx, a)
+	}
+	tg := target{kind: a.GetKind(), resource: a.GetResource()}
+	if a.GetOldObject() == nil {
+		return tg, nil, nil, nil
+	}
+	versioned, err := admission.NewVersionedAttributes(a, a.GetKind(), o)
+	if err != nil {
+		return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading the %s for quota: %w", tg.kind.Kind, err))
+	}
+	newObj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(versioned.VersionedObject)
+	if err != nil {
+		return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading the %s for quota: %w", tg.kind.Kind, err))
+	}
+	oldObj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(versioned.VersionedOldObject)
+	if err != nil {
+		return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading the %s for quota: %w", tg.kind.Kind, err))
+	}
+	return tg, oldObj, newObj, nil
+}
+
+// builtinScales are the built-in kinds with a scale subresource; their
+// replicas are at spec.replicas.
+var builtinScales = map[schema.GroupResource]string{
+	{Group: "apps", Resource: "deployments"}:        "Deployment",
+	{Group: "apps", Resource: "replicasets"}:        "ReplicaSet",
+	{Group: "apps", Resource: "statefulsets"}:       "StatefulSet",
+	{Group: "", Resource: "replicationcontrollers"}: "ReplicationController",
+}
+
+var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// scaledObjects reads the object a scale update changes and applies the new
+// replica count to it.
+func (p *Plugin) scaledObjects(ctx context.Context, a admission.Attributes) (target, map[string]any, map[string]any, error) {
+	gvr := a.GetResource()
+	tg := target{resource: gvr}
+	path := []string{"spec", "replicas"}
+	if kind, ok := builtinScales[gvr.GroupResource()]; ok {
+		tg.kind = gvr.GroupVersion().WithKind(kind)
+	} else {
+		crd, err := p.dynamic.Resource(crdsGVR).Get(ctx, gvr.Resource+"."+gvr.Group, metav1.GetOptions{})
+		if err != nil {
+			return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading the definition of %s to charge its scale: %w", gvr.GroupResource(), err))
+		}
+		k, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+		tg.kind = gvr.GroupVersion().WithKind(k)
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		for _, v := range versions {
+			vm, _ := v.(map[string]any)
+			if name, _, _ := unstructured.NestedString(vm, "name"); name != gvr.Version {
+				continue
+			}
+			if sp, found, _ := unstructured.NestedString(vm, "subresources", "scale", "specReplicasPath"); found {
+				path = strings.Split(strings.TrimPrefix(sp, "."), ".")
+			}
+		}
+	}
+	if p.policiesFor(tg.kind) == 0 {
+		return tg, nil, nil, nil // nothing charges this kind: no read
+	}
+	newScale, ok := a.GetObject().(*unstructured.Unstructured)
+	var replicas int64
+	var found bool
+	if ok {
+		replicas, found, _ = unstructured.NestedInt64(newScale.Object, "spec", "replicas")
+	} else if s, err := runtime.DefaultUnstructuredConverter.ToUnstructured(a.GetObject()); err == nil {
+		replicas, found, _ = unstructured.NestedInt64(s, "spec", "replicas")
+	}
+	if !found {
+		return tg, nil, nil, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	current, err := p.dynamic.Resource(gvr).Namespace(a.GetNamespace()).Get(rctx, a.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading %s %s to charge its scale: %w", tg.kind.Kind, a.GetName(), err))
+	}
+	scaled := current.DeepCopy()
+	if err := unstructured.SetNestedField(scaled.Object, replicas, path...); err != nil {
+		return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("setting the replicas of %s %s to charge its scale: %w", tg.kind.Kind, a.GetName(), err))
+	}
+	return tg, current.Object, scaled.Object, nil
+}
+
+// policiesFor counts the policies in force for a kind.
+func (p *Plugin) policiesFor(kind schema.GroupVersionKind) int {
+	list, err := p.inForce(kind.Group, kind.Kind)
+	if err != nil {
+		return 1 // decided (and answered) by the caller
+	}
+	return len(list)
+}
