@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -73,8 +73,8 @@ type Runner struct {
 	metadata metadata.Interface
 	// dynamic reads whole objects, to check how an update ended.
 	dynamic dynamic.Interface
-	rest     *rest.RESTClient
-	client   client.Client
+	rest    *rest.RESTClient
+	client  client.Client
 	// schemas finds trigger kinds' schemas, to judge policies' CEL cost.
 	schemas *triggerschema.Resolver
 	// terms counts the terms this process has led.
