@@ -22,7 +22,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newServeCommand(), newControllerCommand(), newCRDsCommand(), newRBACCommand(), newVerifyCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newControllerCommand(), newCRDsCommand(), newRBACCommand(), newVerifyCommand(), newHistoryCommand(), newVersionCommand())
 	return root
 }
 

@@ -288,7 +288,7 @@ func (r *Runner) lead(ctx context.Context) error {
 	if err := t.startInformers(ctx); err != nil {
 		return err
 	}
-	defer exportState(t)()
+	defer t.observe()()
 	t.mu.Lock()
 	t.ready = true
 	claims := len(t.claimKeys)

@@ -66,21 +66,24 @@ type stateExport struct {
 	// since is when the term's state was rebuilt and it began deciding.
 	since   time.Time
 	buckets map[quota.BucketID]bucketSample
+	// history records the term's decisions.
+	history *historyRecorder
 }
 
 var exported = &stateExport{buckets: map[quota.BucketID]bucketSample{}}
 
-// exportState makes t's state the one /metrics shows, from now until the
-// returned function is called (the end of the term).
-func exportState(t *term) func() {
+// exportState makes t's state the one /metrics shows, and h the history
+// recording its decisions, from now until the returned function is called
+// (the end of the term).
+func exportState(t *term, h *historyRecorder) func() {
 	exported.mu.Lock()
-	exported.term, exported.since = t, time.Now()
+	exported.term, exported.since, exported.history = t, time.Now(), h
 	clear(exported.buckets)
 	exported.mu.Unlock()
 	return func() {
 		exported.mu.Lock()
 		if exported.term == t {
-			exported.term = nil
+			exported.term, exported.history = nil, nil
 			clear(exported.buckets)
 		}
 		exported.mu.Unlock()
@@ -97,10 +100,17 @@ func (t *term) bucketVerified(id quota.BucketID, b *quotav1alpha1.AllowanceBucke
 		generation: b.Generation, verified: at,
 	}
 	exported.mu.Lock()
-	if exported.term == t {
-		exported.buckets[id] = s
+	if exported.term != t {
+		exported.mu.Unlock()
+		return
 	}
+	prev, known := exported.buckets[id]
+	exported.buckets[id] = s
+	h := exported.history
 	exported.mu.Unlock()
+	if known && prev.limit != s.limit {
+		h.limitChanged(id, prev, s)
+	}
 }
 
 // bucketGone forgets a bucket that no longer exists.

@@ -1,0 +1,361 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy"
+	"github.com/quotaplane/quotaplane/internal/history"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// The decision history (internal/history) is recorded off the decision
+// path: decisions are seen where they are already published — the claims'
+// and grants' informers, the bucket writer, and admission's refusals — put
+// on a bounded queue without waiting, and written once a second per
+// consumer, through the API, by the leading engine. A full queue drops
+// entries and counts them rather than slow anything down.
+
+const (
+	// historyQueue bounds the entries waiting to be written.
+	historyQueue = 16384
+	// historyFlushPeriod is how often waiting entries are written.
+	historyFlushPeriod = time.Second
+	// historyWriters write consumers' histories in parallel.
+	historyWriters = 4
+)
+
+var (
+	historyEntries = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "milo_quota_history_entries_total",
+		Help:           "Decisions recorded in the decision history, by event.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"event"})
+	historyDropped = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "milo_quota_history_dropped_total",
+		Help:           "Decisions not recorded in the decision history: its queue was full, or writing failed.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerHistoryOnce sync.Once
+)
+
+type historyItem struct {
+	consumer history.Consumer
+	entry    history.Entry
+}
+
+// historyRecorder writes one term's decisions.
+type historyRecorder struct {
+	t     *term
+	queue chan historyItem
+}
+
+func newHistoryRecorder(t *term) *historyRecorder {
+	registerHistoryOnce.Do(func() { legacyregistry.MustRegister(historyEntries, historyDropped) })
+	return &historyRecorder{t: t, queue: make(chan historyItem, historyQueue)}
+}
+
+func consumerOf(c quota.ConsumerID) history.Consumer {
+	return history.Consumer{APIGroup: c.APIGroup, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
+}
+
+// record queues e for c's history without waiting.
+func (h *historyRecorder) record(c quota.ConsumerID, e history.Entry) {
+	if h == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	select {
+	case h.queue <- historyItem{consumer: consumerOf(c), entry: e}:
+		historyEntries.WithLabelValues(e.Event).Inc()
+	default:
+		historyDropped.Inc()
+	}
+}
+
+// run writes what is queued every historyFlushPeriod until ctx is done,
+// and once more then.
+func (h *historyRecorder) run(ctx context.Context) {
+	tick := time.NewTicker(historyFlushPeriod)
+	defer tick.Stop()
+	pending := map[history.Consumer][]history.Entry{}
+	for {
+		select {
+		case it := <-h.queue:
+			pending[it.consumer] = append(pending[it.consumer], it.entry)
+			continue
+		case <-tick.C:
+		case <-ctx.Done():
+			// The term ended: what is queued is written by a context of its
+			// own, briefly, or lost with the term (and counted).
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			h.drain(pending)
+			h.flush(final, pending)
+			cancel()
+			return
+		}
+		h.flush(ctx, pending)
+		clear(pending)
+	}
+}
+
+func (h *historyRecorder) drain(pending map[history.Consumer][]history.Entry) {
+	for {
+		select {
+		case it := <-h.queue:
+			pending[it.consumer] = append(pending[it.consumer], it.entry)
+		default:
+			return
+		}
+	}
+}
+
+func (h *historyRecorder) flush(ctx context.Context, pending map[history.Consumer][]history.Entry) {
+	work := make(chan history.Consumer)
+	var wg sync.WaitGroup
+	for range min(historyWriters, len(pending)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				if err := h.write(ctx, c, pending[c]); err != nil {
+					historyDropped.Add(float64(len(pending[c])))
+					klog.FromContext(ctx).V(2).Info("Could not write a decision history", "consumer", c.String(), "err", err)
+				}
+			}
+		}()
+	}
+	for c := range pending {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
+}
+
+// write merges entries into c's history ConfigMap.
+func (h *historyRecorder) write(ctx context.Context, c history.Consumer, entries []history.Entry) error {
+	ns := h.t.r.opts.SystemNamespace
+	cms := h.t.r.kube.CoreV1().ConfigMaps(ns)
+	name := history.ConfigMapName(c)
+	return retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Labels: map[string]string{history.LabelHistory: "true", history.LabelConsumerKind: labelValue(c.Kind),
+					history.LabelConsumerName: labelValue(c.Name), LabelManagedBy: managedByQuotaplane},
+				Annotations: map[string]string{history.AnnotationConsumer: c.String()}}}
+			if err := history.Encode(cm, history.Merge(nil, entries, history.Limit)); err != nil {
+				return err
+			}
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		existing, err := history.Decode(cm)
+		if err != nil {
+			existing = nil // unreadable: start again rather than stop recording
+		}
+		updated := cm.DeepCopy()
+		if err := history.Encode(updated, history.Merge(existing, entries, history.Limit)); err != nil {
+			return err
+		}
+		_, err = cms.Update(ctx, updated, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// observe starts what shows the term's state to operators — the state
+// metrics and the decision history — once its informers have synced; the
+// returned function ends it with the term.
+func (t *term) observe() func() {
+	h := newHistoryRecorder(t)
+	end := exportState(t, h)
+	ctx, cancel := context.WithCancel(t.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); h.run(ctx) }()
+	_, _ = t.claimInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			// A claim written already granted (admission's) is a grant; one
+			// created through the API is recorded when it is decided.
+			if c, ok := obj.(*quotav1alpha1.ResourceClaim); ok && !initial {
+				h.claimDecided(nil, c)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*quotav1alpha1.ResourceClaim)
+			c, ok2 := obj.(*quotav1alpha1.ResourceClaim)
+			if ok1 && ok2 {
+				h.claimDecided(o, c)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if c, ok := eventObject(obj).(*quotav1alpha1.ResourceClaim); ok && convert.IsGranted(c) {
+				h.claimEvent(c, history.ClaimReleased, nil)
+			}
+		},
+	})
+	_, _ = t.grantInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if g, ok := obj.(*quotav1alpha1.ResourceGrant); ok && !initial {
+				h.grantEvent(g, history.GrantCreated)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*quotav1alpha1.ResourceGrant)
+			g, ok2 := obj.(*quotav1alpha1.ResourceGrant)
+			if ok1 && ok2 && o.Generation != g.Generation {
+				h.grantEvent(g, history.GrantChanged)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if g, ok := eventObject(obj).(*quotav1alpha1.ResourceGrant); ok {
+				h.grantEvent(g, history.GrantDeleted)
+			}
+		},
+	})
+	return func() {
+		end()
+		cancel()
+		<-done
+	}
+}
+
+// claimDecided records a claim's decision when its Granted condition
+// changed to a decision.
+func (h *historyRecorder) claimDecided(old, c *quotav1alpha1.ResourceClaim) {
+	cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
+	if cond == nil || cond.Status == metav1.ConditionUnknown {
+		return
+	}
+	if old != nil {
+		if prev := meta.FindStatusCondition(old.Status.Conditions, quotav1alpha1.ClaimConditionGranted); prev != nil &&
+			prev.Status == cond.Status && prev.Reason == cond.Reason {
+			return
+		}
+	}
+	event := history.ClaimGranted
+	if cond.Status == metav1.ConditionFalse {
+		event = history.ClaimDenied
+	}
+	h.claimEvent(c, event, cond)
+}
+
+func (h *historyRecorder) claimEvent(c *quotav1alpha1.ResourceClaim, event string, cond *metav1.Condition) {
+	e := history.Entry{Event: event, Policy: c.Annotations[AnnotationPolicy],
+		Object: history.ObjectRef{APIGroup: quotav1alpha1.SchemeGroupVersion.Group, Kind: "ResourceClaim", Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}}
+	if r := c.Spec.ResourceRef; r != nil {
+		e.For = &history.ObjectRef{APIGroup: r.APIGroup, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: c.Annotations[AnnotationResourceUID]}
+	}
+	if cond != nil {
+		e.Reason, e.Message = cond.Reason, cond.Message
+	}
+	var types []string
+	for _, r := range c.Spec.Requests {
+		e.Requests = append(e.Requests, history.Amount{ResourceType: string(r.ResourceType), Amount: r.Amount})
+		types = append(types, string(r.ResourceType))
+	}
+	consumer := convert.ConsumerID(c.Spec.ConsumerRef)
+	e.Buckets = bucketNumbers(consumer, types)
+	h.record(consumer, e)
+}
+
+func (h *historyRecorder) grantEvent(g *quotav1alpha1.ResourceGrant, event string) {
+	e := history.Entry{Event: event, Policy: g.Annotations[grantpolicy.AnnotationPolicy],
+		Object: history.ObjectRef{APIGroup: quotav1alpha1.SchemeGroupVersion.Group, Kind: "ResourceGrant", Namespace: g.Namespace, Name: g.Name, UID: string(g.UID)}}
+	var types []string
+	for _, a := range g.Spec.Allowances {
+		var sum int64
+		for _, b := range a.Buckets {
+			sum += b.Amount
+		}
+		e.Requests = append(e.Requests, history.Amount{ResourceType: string(a.ResourceType), Amount: sum})
+		types = append(types, string(a.ResourceType))
+	}
+	consumer := convert.ConsumerID(g.Spec.ConsumerRef)
+	e.Buckets = bucketNumbers(consumer, types)
+	h.record(consumer, e)
+}
+
+// limitChanged records a bucket whose limit changed since the engine last
+// verified it.
+func (h *historyRecorder) limitChanged(id quota.BucketID, before, after bucketSample) {
+	h.record(id.Consumer, history.Entry{Event: history.LimitChanged,
+		Object:  history.ObjectRef{APIGroup: quotav1alpha1.SchemeGroupVersion.Group, Kind: "AllowanceBucket", Namespace: after.namespace, Name: after.name, UID: after.uid},
+		Message: fmt.Sprintf("limit %d → %d", before.limit, after.limit),
+		Buckets: []history.Bucket{after.numbers()}})
+}
+
+func (s bucketSample) numbers() history.Bucket {
+	return history.Bucket{Name: s.name, ResourceType: s.resourceType, Limit: s.limit, Allocated: s.allocated, Available: s.available}
+}
+
+// bucketNumbers are the overall buckets of consumer for resourceTypes, as
+// last verified.
+func bucketNumbers(consumer quota.ConsumerID, resourceTypes []string) []history.Bucket {
+	exported.mu.Lock()
+	defer exported.mu.Unlock()
+	var out []history.Bucket
+	for _, rt := range resourceTypes {
+		if s, ok := exported.buckets[quota.BucketID{Consumer: consumer, ResourceType: rt}]; ok {
+			out = append(out, s.numbers())
+		}
+	}
+	return out
+}
+
+// Refusal is a create refused at admission for quota: it leaves no claim, so
+// admission reports it for the decision history.
+type Refusal struct {
+	// Consumer is the consumer whose quota did not suffice.
+	Consumer quota.ConsumerID
+	// Object is the object whose create was refused.
+	Object history.ObjectRef
+	// Policy is the ClaimCreationPolicy that charged it.
+	Policy string
+	// Requests are what the policy asked for.
+	Requests []history.Amount
+	// Message is the refusal the client received.
+	Message string
+}
+
+// RecordRefusal records an admission refusal in the consumer's decision
+// history, with its buckets' numbers, without waiting. It does nothing when
+// this replica does not lead.
+func (hd *Handle) RecordRefusal(r Refusal) {
+	exported.mu.Lock()
+	h := exported.history
+	exported.mu.Unlock()
+	if h == nil {
+		return
+	}
+	var types []string
+	for _, a := range r.Requests {
+		types = append(types, a.ResourceType)
+	}
+	h.record(r.Consumer, history.Entry{Event: history.AdmissionRefused, Object: r.Object, Policy: r.Policy, Reason: "QuotaExceeded",
+		Message: r.Message, Requests: r.Requests, Buckets: bucketNumbers(r.Consumer, types)})
+}
+
+// HistoryLabelValue is the value of a history ConfigMap's consumer labels
+// for a kind or name: labels are shortened where names are not.
+func HistoryLabelValue(s string) string { return labelValue(s) }
