@@ -53,6 +53,5 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(decisionsTotal, decisionLatency, pendingClaims, bucketsGauge, ledgerWrites, isLeader, recoverySeconds)
-		legacyregistry.CustomMustRegister(&stateCollector{})
 	})
 }

@@ -1,14 +1,22 @@
 package engine
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"io"
+	"maps"
+	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/component-base/metrics"
+	"k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -16,12 +24,17 @@ import (
 
 // State metrics: every quota object as the seed's kube-state-metrics
 // families (milo_quota_bucket_limit, milo_quota_registration_info, ...),
-// served by the leading engine from its own state, so that no other
-// component has to run. Only the leader exports them: a standby's caches are
-// not running, and two replicas exporting the same buckets would double every
-// sum. Collecting never takes the engine's lock: buckets are kept in a copy
-// the bucket writer updates (it reads the engine anyway), and the other kinds
-// are read from the informers' stores.
+// served on /metrics by the leading engine from its own state, so that no
+// other component has to run. Only the leader exports them: a standby's
+// caches are not running, and two replicas exporting the same buckets would
+// double every sum. Collecting never takes the engine's lock: buckets are
+// kept in a copy the bucket writer updates (it reads the engine anyway), and
+// the other kinds are read from the informers' stores.
+//
+// They are written straight in Prometheus' text format after the registry's
+// metrics (MetricsHandler), not through the registry: at 100,000 buckets that
+// is 700,000 series, which the registry's generic path takes 10 s to gather
+// and encode on a small machine (docs/benchmarks.md).
 
 // MetricsOptions choose the state metrics the engine exports.
 type MetricsOptions struct {
@@ -122,84 +135,156 @@ func (t *term) bucketGone(id quota.BucketID) {
 	exported.mu.Unlock()
 }
 
-func desc(name, help string, labels ...string) *metrics.Desc {
-	return metrics.NewDesc(name, help, labels, nil, metrics.ALPHA, "")
-}
+// family is one state metric family.
+type family struct{ name, help string }
 
 var (
-	bucketLabelNames = []string{"component", "namespace", "name", "resource_type", "consumer_kind", "consumer_name"}
+	termStartFamily = family{"milo_quota_engine_term_start_timestamp_seconds",
+		"Unix time this replica, leading the quota engine, had rebuilt its state and began deciding (only on the leader)."}
 
-	bucketInfoDesc = desc("milo_quota_bucket_info", "AllowanceBucket metadata and consumer reference; always 1.",
-		"component", "uid", "name", "namespace", "consumer_api_group", "consumer_kind", "consumer_name", "resource_type")
-	bucketLimitDesc     = desc("milo_quota_bucket_limit", "Total quota capacity from contributing grants.", bucketLabelNames...)
-	bucketAllocatedDesc = desc("milo_quota_bucket_allocated", "Total quota consumed by granted claims.", bucketLabelNames...)
-	bucketAvailableDesc = desc("milo_quota_bucket_available", "Available quota capacity (limit - allocated, never below 0).", bucketLabelNames...)
-	bucketClaimsDesc    = desc("milo_quota_bucket_claim_count", "Number of claims consuming from this bucket.", bucketLabelNames...)
-	bucketGrantsDesc    = desc("milo_quota_bucket_grant_count", "Number of grants contributing to this bucket.", bucketLabelNames...)
-	bucketVerifiedDesc  = desc("milo_quota_bucket_last_reconciliation_timestamp",
-		"Unix time the engine last verified this bucket against its own state (written or found equal); an idle bucket is verified every minute.", bucketLabelNames...)
-	bucketObservedDesc = desc("milo_quota_bucket_observed_generation", "Generation of the bucket the engine last verified.", bucketLabelNames...)
-	bucketCurrentDesc  = desc("milo_quota_bucket_current_generation", "Generation of the stored bucket.", bucketLabelNames...)
-
-	registrationInfoDesc = desc("milo_quota_registration_info", "ResourceRegistration metadata; always 1.",
-		"component", "uid", "name", "description", "consumer_api_group", "consumer_kind", "resource_type", "registration_type", "base_unit", "display_unit", "unit_conversion_factor")
-	registrationConditionDesc = desc("milo_quota_registration_status_condition", "ResourceRegistration conditions: 1 for the status the condition has, 0 for the others.",
-		"component", "name", "resource_type", "type", "status")
-	registrationObservedDesc = desc("milo_quota_registration_observed_generation", "Generation of the registration the engine last reconciled.", "component", "name", "resource_type")
-	registrationCurrentDesc  = desc("milo_quota_registration_current_generation", "Generation of the registration's specification.", "component", "name", "resource_type")
-
-	grantInfoDesc = desc("milo_quota_grant_info", "ResourceGrant metadata and consumer reference; always 1.",
-		"component", "uid", "name", "namespace", "consumer_api_group", "consumer_kind", "consumer_name")
-	grantConditionDesc = desc("milo_quota_grant_status_condition", "ResourceGrant conditions: 1 for the status the condition has, 0 for the others.",
-		"component", "name", "namespace", "type", "status")
-	grantObservedDesc = desc("milo_quota_grant_observed_generation", "Generation of the grant the engine last reconciled.", "component", "name", "namespace")
-	grantCurrentDesc  = desc("milo_quota_grant_current_generation", "Generation of the grant's specification.", "component", "name", "namespace")
-
-	claimInfoDesc = desc("milo_quota_claim_info", "ResourceClaim metadata, consumer and triggering resource; always 1 (only with --metrics-claim-info).",
-		"component", "uid", "name", "namespace", "consumer_api_group", "consumer_kind", "consumer_name",
-		"triggering_resource_api_group", "triggering_resource_kind", "triggering_resource_name", "triggering_resource_namespace")
-	claimConditionDesc = desc("milo_quota_claim_status_condition", "ResourceClaim conditions: 1 for the status the condition has, 0 for the others (only with --metrics-claim-info).",
-		"component", "name", "namespace", "type", "status")
-	claimObservedDesc = desc("milo_quota_claim_observed_generation", "Generation of the claim the engine last decided (only with --metrics-claim-info).", "component", "name", "namespace")
-	claimCurrentDesc  = desc("milo_quota_claim_current_generation", "Generation of the claim's specification (only with --metrics-claim-info).", "component", "name", "namespace")
-
-	claimPolicyInfoDesc = desc("milo_quota_claim_policy_info", "ClaimCreationPolicy metadata; always 1.",
-		"component", "uid", "name", "target_api_version", "target_kind", "enabled")
-	claimPolicyConditionDesc = desc("milo_quota_claim_policy_status_condition", "ClaimCreationPolicy conditions: 1 for the status the condition has, 0 for the others.",
-		"component", "name", "type", "status")
-	claimPolicyEnabledDesc  = desc("milo_quota_claim_policy_enabled", "1 when the ClaimCreationPolicy is enabled, 0 when disabled.", "component", "name")
-	claimPolicyObservedDesc = desc("milo_quota_claim_policy_observed_generation", "Generation of the policy the engine last judged.", "component", "name")
-	claimPolicyCurrentDesc  = desc("milo_quota_claim_policy_current_generation", "Generation of the policy's specification.", "component", "name")
-
-	termStartDesc = desc("milo_quota_engine_term_start_timestamp_seconds",
-		"Unix time this replica, leading the quota engine, had rebuilt its state and began deciding (only on the leader).")
-
-	stateDescs = []*metrics.Desc{
-		termStartDesc,
-		bucketInfoDesc, bucketLimitDesc, bucketAllocatedDesc, bucketAvailableDesc, bucketClaimsDesc, bucketGrantsDesc,
-		bucketVerifiedDesc, bucketObservedDesc, bucketCurrentDesc,
-		registrationInfoDesc, registrationConditionDesc, registrationObservedDesc, registrationCurrentDesc,
-		grantInfoDesc, grantConditionDesc, grantObservedDesc, grantCurrentDesc,
-		claimInfoDesc, claimConditionDesc, claimObservedDesc, claimCurrentDesc,
-		claimPolicyInfoDesc, claimPolicyConditionDesc, claimPolicyEnabledDesc, claimPolicyObservedDesc, claimPolicyCurrentDesc,
-		thresholdDesc,
+	bucketInfoFamily = family{"milo_quota_bucket_info", "AllowanceBucket metadata and consumer reference; always 1."}
+	// The numbers of a bucket, all with the labels
+	// component, namespace, name, resource_type, consumer_kind, consumer_name.
+	bucketFamilies = []struct {
+		family
+		value func(*bucketSample) float64
+	}{
+		{family{"milo_quota_bucket_limit", "Total quota capacity from contributing grants."}, func(s *bucketSample) float64 { return float64(s.limit) }},
+		{family{"milo_quota_bucket_allocated", "Total quota consumed by granted claims."}, func(s *bucketSample) float64 { return float64(s.allocated) }},
+		{family{"milo_quota_bucket_available", "Available quota capacity (limit - allocated, never below 0)."}, func(s *bucketSample) float64 { return float64(s.available) }},
+		{family{"milo_quota_bucket_claim_count", "Number of claims consuming from this bucket."}, func(s *bucketSample) float64 { return float64(s.claims) }},
+		{family{"milo_quota_bucket_grant_count", "Number of grants contributing to this bucket."}, func(s *bucketSample) float64 { return float64(s.grants) }},
+		{family{"milo_quota_bucket_last_reconciliation_timestamp",
+			"Unix time the engine last verified this bucket against its own state (written or found equal); an idle bucket is verified every minute."},
+			func(s *bucketSample) float64 { return float64(s.verified.UnixMilli()) / 1000 }},
+		{family{"milo_quota_bucket_observed_generation", "Generation of the bucket the engine last verified."}, func(s *bucketSample) float64 { return float64(s.generation) }},
+		{family{"milo_quota_bucket_current_generation", "Generation of the stored bucket."}, func(s *bucketSample) float64 { return float64(s.generation) }},
 	}
+
+	registrationInfoFamily      = family{"milo_quota_registration_info", "ResourceRegistration metadata; always 1."}
+	registrationConditionFamily = family{"milo_quota_registration_status_condition", "ResourceRegistration conditions: 1 for the status the condition has, 0 for the others."}
+	registrationObservedFamily  = family{"milo_quota_registration_observed_generation", "Generation of the registration the engine last reconciled."}
+	registrationCurrentFamily   = family{"milo_quota_registration_current_generation", "Generation of the registration's specification."}
+	thresholdFamily             = family{"milo_quota_registration_threshold_percent",
+		"The percent of a limit at which the buckets of a resource type report ApproachingLimit, by level (warning, critical); the alert rules and dashboard read it."}
+
+	grantInfoFamily      = family{"milo_quota_grant_info", "ResourceGrant metadata and consumer reference; always 1."}
+	grantConditionFamily = family{"milo_quota_grant_status_condition", "ResourceGrant conditions: 1 for the status the condition has, 0 for the others."}
+	grantObservedFamily  = family{"milo_quota_grant_observed_generation", "Generation of the grant the engine last reconciled."}
+	grantCurrentFamily   = family{"milo_quota_grant_current_generation", "Generation of the grant's specification."}
+
+	claimInfoFamily      = family{"milo_quota_claim_info", "ResourceClaim metadata, consumer and triggering resource; always 1 (only with --metrics-claim-info)."}
+	claimConditionFamily = family{"milo_quota_claim_status_condition", "ResourceClaim conditions: 1 for the status the condition has, 0 for the others (only with --metrics-claim-info)."}
+	claimObservedFamily  = family{"milo_quota_claim_observed_generation", "Generation of the claim the engine last decided (only with --metrics-claim-info)."}
+	claimCurrentFamily   = family{"milo_quota_claim_current_generation", "Generation of the claim's specification (only with --metrics-claim-info)."}
+
+	claimPolicyInfoFamily      = family{"milo_quota_claim_policy_info", "ClaimCreationPolicy metadata; always 1."}
+	claimPolicyConditionFamily = family{"milo_quota_claim_policy_status_condition", "ClaimCreationPolicy conditions: 1 for the status the condition has, 0 for the others."}
+	claimPolicyEnabledFamily   = family{"milo_quota_claim_policy_enabled", "1 when the ClaimCreationPolicy is enabled, 0 when disabled."}
+	claimPolicyObservedFamily  = family{"milo_quota_claim_policy_observed_generation", "Generation of the policy the engine last judged."}
+	claimPolicyCurrentFamily   = family{"milo_quota_claim_policy_current_generation", "Generation of the policy's specification."}
 )
 
-// stateCollector formats the exported state at each scrape.
-type stateCollector struct {
-	metrics.BaseStableCollector
+// MetricsHandler serves next's metrics (the process's registry) followed by
+// the quota state, in Prometheus' text format, gzipped when the client
+// accepts it. Other methods than GET (a DELETE resetting the registry) go to
+// next.
+func MetricsHandler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			next.ServeHTTP(w, r)
+			return
+		}
+		inner := r.Clone(r.Context())
+		inner.Header.Set("Accept", "text/plain;version=0.0.4")
+		inner.Header.Del("Accept-Encoding")
+		rec := &bufferedResponse{header: http.Header{}, code: http.StatusOK}
+		next.ServeHTTP(rec, inner)
+		if rec.code != http.StatusOK {
+			maps.Copy(w.Header(), rec.header)
+			w.WriteHeader(rec.code)
+			_, _ = w.Write(rec.body.Bytes())
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		var out io.Writer = w
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+			defer gz.Close()
+			out = gz
+		}
+		if _, err := out.Write(rec.body.Bytes()); err != nil {
+			return
+		}
+		_ = writeState(out)
+	})
 }
 
-var _ metrics.StableCollector = &stateCollector{}
+type bufferedResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
 
-func (c *stateCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
-	for _, d := range stateDescs {
-		ch <- d
+func (b *bufferedResponse) Header() http.Header         { return b.header }
+func (b *bufferedResponse) WriteHeader(code int)        { b.code = code }
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
+
+// expo writes Prometheus' text format.
+type expo struct {
+	w   *bufio.Writer
+	num []byte
+}
+
+func (e *expo) header(f family) {
+	e.w.WriteString("# HELP ")
+	e.w.WriteString(f.name)
+	e.w.WriteByte(' ')
+	e.w.WriteString(f.help)
+	e.w.WriteString("\n# TYPE ")
+	e.w.WriteString(f.name)
+	e.w.WriteString(" gauge\n")
+}
+
+// sample writes one series; labels is a label set from labelSet.
+func (e *expo) sample(name string, labels []byte, v float64) {
+	e.w.WriteString(name)
+	e.w.Write(labels)
+	e.w.WriteByte(' ')
+	e.num = strconv.AppendFloat(e.num[:0], v, 'g', -1, 64)
+	e.w.Write(e.num)
+	e.w.WriteByte('\n')
+}
+
+// labelSet appends {k="v",...} for the pairs kv to b.
+func labelSet(b []byte, kv ...string) []byte {
+	b = append(b, '{')
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, kv[i]...)
+		b = append(b, '=', '"')
+		for j := 0; j < len(kv[i+1]); j++ {
+			switch c := kv[i+1][j]; c {
+			case '\\':
+				b = append(b, '\\', '\\')
+			case '"':
+				b = append(b, '\\', '"')
+			case '\n':
+				b = append(b, '\\', 'n')
+			default:
+				b = append(b, c)
+			}
+		}
+		b = append(b, '"')
 	}
+	return append(b, '}')
 }
 
-func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
+// writeState writes the exported state: nothing unless this replica leads.
+func writeState(w io.Writer) error {
 	// Copy under the export's own lock, format outside it.
 	exported.mu.Lock()
 	t, since := exported.term, exported.since
@@ -209,119 +294,209 @@ func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	}
 	exported.mu.Unlock()
 	if t == nil {
-		return
+		return nil
 	}
-	ch <- gauge(termStartDesc, float64(since.UnixMilli())/1000)
-	collectBuckets(ch, samples)
-	collectRegistrations(ch, t)
-	collectGrants(ch, t)
-	collectClaimPolicies(ch, t)
+	e := &expo{w: bufio.NewWriterSize(w, 256<<10)}
+	e.header(termStartFamily)
+	e.sample(termStartFamily.name, nil, float64(since.UnixMilli())/1000)
+	writeBuckets(e, samples)
+	writeRegistrations(e, t)
+	writeGrants(e, t)
+	writeClaimPolicies(e, t)
 	if claimInfo.Load() {
-		collectClaims(ch, t)
+		writeClaims(e, t)
 	}
+	return e.w.Flush()
 }
 
-func gauge(d *metrics.Desc, v float64, labels ...string) metrics.Metric {
-	return metrics.NewLazyConstMetric(d, metrics.GaugeValue, v, labels...)
-}
-
-func collectBuckets(ch chan<- metrics.Metric, samples []bucketSample) {
+func writeBuckets(e *expo, samples []bucketSample) {
+	sort.Slice(samples, func(i, j int) bool {
+		if samples[i].namespace != samples[j].namespace {
+			return samples[i].namespace < samples[j].namespace
+		}
+		return samples[i].name < samples[j].name
+	})
+	e.header(bucketInfoFamily)
+	var b []byte
 	for i := range samples {
 		s := &samples[i]
-		ch <- gauge(bucketInfoDesc, 1, componentLabel, s.uid, s.name, s.namespace, s.consumer.APIGroup, s.consumer.Kind, s.consumer.Name, s.resourceType)
-		l := []string{componentLabel, s.namespace, s.name, s.resourceType, s.consumer.Kind, s.consumer.Name}
-		ch <- gauge(bucketLimitDesc, float64(s.limit), l...)
-		ch <- gauge(bucketAllocatedDesc, float64(s.allocated), l...)
-		ch <- gauge(bucketAvailableDesc, float64(s.available), l...)
-		ch <- gauge(bucketClaimsDesc, float64(s.claims), l...)
-		ch <- gauge(bucketGrantsDesc, float64(s.grants), l...)
-		ch <- gauge(bucketVerifiedDesc, float64(s.verified.UnixMilli())/1000, l...)
-		ch <- gauge(bucketObservedDesc, float64(s.generation), l...)
-		ch <- gauge(bucketCurrentDesc, float64(s.generation), l...)
+		b = labelSet(b[:0], "component", componentLabel, "uid", s.uid, "name", s.name, "namespace", s.namespace,
+			"consumer_api_group", s.consumer.APIGroup, "consumer_kind", s.consumer.Kind, "consumer_name", s.consumer.Name, "resource_type", s.resourceType)
+		e.sample(bucketInfoFamily.name, b, 1)
+	}
+	// One label set per bucket, shared by its numbers.
+	sets := make([][]byte, len(samples))
+	for i := range samples {
+		s := &samples[i]
+		sets[i] = labelSet(nil, "component", componentLabel, "namespace", s.namespace, "name", s.name, "resource_type", s.resourceType,
+			"consumer_kind", s.consumer.Kind, "consumer_name", s.consumer.Name)
+	}
+	for _, f := range bucketFamilies {
+		e.header(f.family)
+		for i := range samples {
+			e.sample(f.name, sets[i], f.value(&samples[i]))
+		}
 	}
 }
 
-// conditionSeries emits, for each condition, one series per possible status
-// (as kube-state-metrics does), 1 for the status it has.
-func conditionSeries(ch chan<- metrics.Metric, d *metrics.Desc, conds []metav1.Condition, labels ...string) {
+// conditionSamples writes, for each condition, one series per possible
+// status (as kube-state-metrics does), 1 for the status it has.
+func conditionSamples(e *expo, f family, b []byte, conds []metav1.Condition, kv ...string) []byte {
 	for _, c := range conds {
 		for _, st := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
 			v := 0.0
 			if c.Status == st {
 				v = 1
 			}
-			ch <- gauge(d, v, append(labels, c.Type, string(st))...)
+			b = labelSet(b[:0], append(kv, "type", c.Type, "status", string(st))...)
+			e.sample(f.name, b, v)
 		}
 	}
+	return b
 }
 
-func collectRegistrations(ch chan<- metrics.Metric, t *term) {
-	for _, obj := range t.regInformer.GetStore().List() {
-		r, ok := obj.(*quotav1alpha1.ResourceRegistration)
-		if !ok {
-			continue
+// objectsOf lists a cache's objects of type T, sorted by namespace and name.
+func objectsOf[T metav1.Object](inf cache.SharedIndexInformer) []T {
+	var out []T
+	for _, obj := range inf.GetStore().List() {
+		if o, ok := obj.(T); ok {
+			out = append(out, o)
 		}
-		rt := string(r.Spec.ResourceType)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].GetNamespace() != out[j].GetNamespace() {
+			return out[i].GetNamespace() < out[j].GetNamespace()
+		}
+		return out[i].GetName() < out[j].GetName()
+	})
+	return out
+}
+
+func writeRegistrations(e *expo, t *term) {
+	regs := objectsOf[*quotav1alpha1.ResourceRegistration](t.regInformer)
+	var b []byte
+	e.header(registrationInfoFamily)
+	for _, r := range regs {
 		factor := r.Spec.UnitConversionFactor
 		if factor == 0 {
 			factor = 1
 		}
-		ch <- gauge(registrationInfoDesc, 1, componentLabel, string(r.UID), r.Name, r.Spec.Description, r.Spec.ConsumerType.APIGroup, r.Spec.ConsumerType.Kind,
-			rt, string(r.Spec.Type), r.Spec.BaseUnit, r.Spec.DisplayUnit, strconv.FormatInt(factor, 10))
-		conditionSeries(ch, registrationConditionDesc, r.Status.Conditions, componentLabel, r.Name, rt)
-		ch <- gauge(registrationObservedDesc, float64(r.Status.ObservedGeneration), componentLabel, r.Name, rt)
-		ch <- gauge(registrationCurrentDesc, float64(r.Generation), componentLabel, r.Name, rt)
-		collectThresholds(ch, r)
+		b = labelSet(b[:0], "component", componentLabel, "uid", string(r.UID), "name", r.Name, "description", r.Spec.Description,
+			"consumer_api_group", r.Spec.ConsumerType.APIGroup, "consumer_kind", r.Spec.ConsumerType.Kind, "resource_type", string(r.Spec.ResourceType),
+			"registration_type", string(r.Spec.Type), "base_unit", r.Spec.BaseUnit, "display_unit", r.Spec.DisplayUnit,
+			"unit_conversion_factor", strconv.FormatInt(factor, 10))
+		e.sample(registrationInfoFamily.name, b, 1)
+	}
+	e.header(registrationConditionFamily)
+	for _, r := range regs {
+		b = conditionSamples(e, registrationConditionFamily, b, r.Status.Conditions, "component", componentLabel, "name", r.Name, "resource_type", string(r.Spec.ResourceType))
+	}
+	for _, g := range []struct {
+		family
+		value func(*quotav1alpha1.ResourceRegistration) int64
+	}{
+		{registrationObservedFamily, func(r *quotav1alpha1.ResourceRegistration) int64 { return r.Status.ObservedGeneration }},
+		{registrationCurrentFamily, func(r *quotav1alpha1.ResourceRegistration) int64 { return r.Generation }},
+	} {
+		e.header(g.family)
+		for _, r := range regs {
+			b = labelSet(b[:0], "component", componentLabel, "name", r.Name, "resource_type", string(r.Spec.ResourceType))
+			e.sample(g.name, b, float64(g.value(r)))
+		}
+	}
+	e.header(thresholdFamily)
+	for _, r := range regs {
+		th := thresholdsOf(r)
+		for _, l := range []struct {
+			level string
+			pct   int32
+		}{{"warning", th.warning}, {"critical", th.critical}} {
+			b = labelSet(b[:0], "component", componentLabel, "name", r.Name, "resource_type", string(r.Spec.ResourceType), "level", l.level)
+			e.sample(thresholdFamily.name, b, float64(l.pct))
+		}
 	}
 }
 
-func collectGrants(ch chan<- metrics.Metric, t *term) {
-	for _, obj := range t.grantInformer.GetStore().List() {
-		g, ok := obj.(*quotav1alpha1.ResourceGrant)
-		if !ok {
-			continue
+func writeGenerations[T metav1.Object](e *expo, b []byte, objs []T, observed, current family, observedOf func(T) int64) []byte {
+	for _, g := range []struct {
+		family
+		value func(T) int64
+	}{{observed, observedOf}, {current, func(o T) int64 { return o.GetGeneration() }}} {
+		e.header(g.family)
+		for _, o := range objs {
+			if o.GetNamespace() == "" {
+				b = labelSet(b[:0], "component", componentLabel, "name", o.GetName())
+			} else {
+				b = labelSet(b[:0], "component", componentLabel, "name", o.GetName(), "namespace", o.GetNamespace())
+			}
+			e.sample(g.name, b, float64(g.value(o)))
 		}
+	}
+	return b
+}
+
+func writeGrants(e *expo, t *term) {
+	grants := objectsOf[*quotav1alpha1.ResourceGrant](t.grantInformer)
+	var b []byte
+	e.header(grantInfoFamily)
+	for _, g := range grants {
 		c := g.Spec.ConsumerRef
-		ch <- gauge(grantInfoDesc, 1, componentLabel, string(g.UID), g.Name, g.Namespace, c.APIGroup, c.Kind, c.Name)
-		conditionSeries(ch, grantConditionDesc, g.Status.Conditions, componentLabel, g.Name, g.Namespace)
-		ch <- gauge(grantObservedDesc, float64(g.Status.ObservedGeneration), componentLabel, g.Name, g.Namespace)
-		ch <- gauge(grantCurrentDesc, float64(g.Generation), componentLabel, g.Name, g.Namespace)
+		b = labelSet(b[:0], "component", componentLabel, "uid", string(g.UID), "name", g.Name, "namespace", g.Namespace,
+			"consumer_api_group", c.APIGroup, "consumer_kind", c.Kind, "consumer_name", c.Name)
+		e.sample(grantInfoFamily.name, b, 1)
 	}
+	e.header(grantConditionFamily)
+	for _, g := range grants {
+		b = conditionSamples(e, grantConditionFamily, b, g.Status.Conditions, "component", componentLabel, "name", g.Name, "namespace", g.Namespace)
+	}
+	writeGenerations(e, b, grants, grantObservedFamily, grantCurrentFamily, func(g *quotav1alpha1.ResourceGrant) int64 { return g.Status.ObservedGeneration })
 }
 
-func collectClaims(ch chan<- metrics.Metric, t *term) {
-	for _, obj := range t.claimInformer.GetStore().List() {
-		c, ok := obj.(*quotav1alpha1.ResourceClaim)
-		if !ok {
-			continue
-		}
+func writeClaims(e *expo, t *term) {
+	claims := objectsOf[*quotav1alpha1.ResourceClaim](t.claimInformer)
+	var b []byte
+	e.header(claimInfoFamily)
+	for _, c := range claims {
 		cr := c.Spec.ConsumerRef
 		var ref quotav1alpha1.ResourceRef
 		if c.Spec.ResourceRef != nil {
 			ref = *c.Spec.ResourceRef
 		}
-		ch <- gauge(claimInfoDesc, 1, componentLabel, string(c.UID), c.Name, c.Namespace, cr.APIGroup, cr.Kind, cr.Name, ref.APIGroup, ref.Kind, ref.Name, ref.Namespace)
-		conditionSeries(ch, claimConditionDesc, c.Status.Conditions, componentLabel, c.Name, c.Namespace)
-		ch <- gauge(claimObservedDesc, float64(c.Status.ObservedGeneration), componentLabel, c.Name, c.Namespace)
-		ch <- gauge(claimCurrentDesc, float64(c.Generation), componentLabel, c.Name, c.Namespace)
+		b = labelSet(b[:0], "component", componentLabel, "uid", string(c.UID), "name", c.Name, "namespace", c.Namespace,
+			"consumer_api_group", cr.APIGroup, "consumer_kind", cr.Kind, "consumer_name", cr.Name,
+			"triggering_resource_api_group", ref.APIGroup, "triggering_resource_kind", ref.Kind,
+			"triggering_resource_name", ref.Name, "triggering_resource_namespace", ref.Namespace)
+		e.sample(claimInfoFamily.name, b, 1)
 	}
+	e.header(claimConditionFamily)
+	for _, c := range claims {
+		b = conditionSamples(e, claimConditionFamily, b, c.Status.Conditions, "component", componentLabel, "name", c.Name, "namespace", c.Namespace)
+	}
+	writeGenerations(e, b, claims, claimObservedFamily, claimCurrentFamily, func(c *quotav1alpha1.ResourceClaim) int64 { return c.Status.ObservedGeneration })
 }
 
-func collectClaimPolicies(ch chan<- metrics.Metric, t *term) {
-	for _, obj := range t.policyInformer.GetStore().List() {
-		p, ok := obj.(*quotav1alpha1.ClaimCreationPolicy)
-		if !ok {
-			continue
-		}
+func writeClaimPolicies(e *expo, t *term) {
+	policies := objectsOf[*quotav1alpha1.ClaimCreationPolicy](t.policyInformer)
+	var b []byte
+	e.header(claimPolicyInfoFamily)
+	for _, p := range policies {
+		tr := p.Spec.Trigger.Resource
+		b = labelSet(b[:0], "component", componentLabel, "uid", string(p.UID), "name", p.Name, "target_api_version", tr.APIVersion,
+			"target_kind", tr.Kind, "enabled", strconv.FormatBool(!p.Spec.Disabled))
+		e.sample(claimPolicyInfoFamily.name, b, 1)
+	}
+	e.header(claimPolicyConditionFamily)
+	for _, p := range policies {
+		b = conditionSamples(e, claimPolicyConditionFamily, b, p.Status.Conditions, "component", componentLabel, "name", p.Name)
+	}
+	e.header(claimPolicyEnabledFamily)
+	for _, p := range policies {
 		enabled := 1.0
 		if p.Spec.Disabled {
 			enabled = 0
 		}
-		tr := p.Spec.Trigger.Resource
-		ch <- gauge(claimPolicyInfoDesc, 1, componentLabel, string(p.UID), p.Name, tr.APIVersion, tr.Kind, strconv.FormatBool(!p.Spec.Disabled))
-		conditionSeries(ch, claimPolicyConditionDesc, p.Status.Conditions, componentLabel, p.Name)
-		ch <- gauge(claimPolicyEnabledDesc, enabled, componentLabel, p.Name)
-		ch <- gauge(claimPolicyObservedDesc, float64(p.Status.ObservedGeneration), componentLabel, p.Name)
-		ch <- gauge(claimPolicyCurrentDesc, float64(p.Generation), componentLabel, p.Name)
+		b = labelSet(b[:0], "component", componentLabel, "name", p.Name)
+		e.sample(claimPolicyEnabledFamily.name, b, enabled)
 	}
+	writeGenerations(e, b, policies, claimPolicyObservedFamily, claimPolicyCurrentFamily, func(p *quotav1alpha1.ClaimCreationPolicy) int64 { return p.Status.ObservedGeneration })
 }

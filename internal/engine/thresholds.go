@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/component-base/metrics"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -174,14 +173,4 @@ func (r *Runner) events() record.EventRecorder {
 		return prev.(record.EventRecorder)
 	}
 	return rec
-}
-
-var thresholdDesc = desc("milo_quota_registration_threshold_percent",
-	"The percent of a limit at which the buckets of a resource type report ApproachingLimit, by level (warning, critical); the alert rules and dashboard read it.",
-	"component", "name", "resource_type", "level")
-
-func collectThresholds(ch chan<- metrics.Metric, r *quotav1alpha1.ResourceRegistration) {
-	th := thresholdsOf(r)
-	ch <- gauge(thresholdDesc, float64(th.warning), componentLabel, r.Name, string(r.Spec.ResourceType), "warning")
-	ch <- gauge(thresholdDesc, float64(th.critical), componentLabel, r.Name, string(r.Spec.ResourceType), "critical")
 }

@@ -14,11 +14,13 @@ import (
 	"k8s.io/apiserver/pkg/util/notfoundhandler"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
 
 	"github.com/quotaplane/quotaplane/internal/crdinstall"
+	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
@@ -83,6 +85,10 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the aggregator: %w", err)
 	}
+	// /metrics also shows the quota state while this replica leads the engine.
+	mux := s.chain.GenericAPIServer.Handler.NonGoRestfulMux
+	mux.Unregister("/metrics")
+	mux.Handle("/metrics", engine.MetricsHandler(legacyregistry.HandlerWithReset()))
 	le := c.Options.KubeControllers
 	components := append([]Component{
 		kubecontrollers.Start(le),
