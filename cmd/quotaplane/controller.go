@@ -14,7 +14,7 @@ import (
 func newControllerCommand() *cobra.Command {
 	o := controller.NewOptions()
 	engineOpts := engine.DefaultOptions()
-	var metricsOpts engine.MetricsOptions
+	metricsOpts := engine.DefaultMetricsOptions()
 	logOpts := logs.NewOptions()
 	cmd := &cobra.Command{
 		Use:   "controller",

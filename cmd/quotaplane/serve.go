@@ -18,7 +18,7 @@ import (
 func newServeCommand() *cobra.Command {
 	o := server.NewOptions()
 	engineOpts := engine.DefaultOptions()
-	var metricsOpts engine.MetricsOptions
+	metricsOpts := engine.DefaultMetricsOptions()
 	logOpts := logs.NewOptions()
 	cmd := &cobra.Command{
 		Use:   "serve",

@@ -75,7 +75,7 @@ func consumerOf(c quota.ConsumerID) history.Consumer {
 
 // record queues e for c's history without waiting.
 func (h *historyRecorder) record(c quota.ConsumerID, e history.Entry) {
-	if h == nil {
+	if h == nil || historyOff.Load() {
 		return
 	}
 	if e.Time.IsZero() {
@@ -243,6 +243,9 @@ func (t *term) observe() func() {
 // claimDecided records a claim's decision when its Granted condition
 // changed to a decision.
 func (h *historyRecorder) claimDecided(old, c *quotav1alpha1.ResourceClaim) {
+	if historyOff.Load() {
+		return
+	}
 	cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
 	if cond == nil || cond.Status == metav1.ConditionUnknown {
 		return
@@ -261,6 +264,9 @@ func (h *historyRecorder) claimDecided(old, c *quotav1alpha1.ResourceClaim) {
 }
 
 func (h *historyRecorder) claimEvent(c *quotav1alpha1.ResourceClaim, event string, cond *metav1.Condition) {
+	if historyOff.Load() {
+		return
+	}
 	e := history.Entry{Event: event, Policy: c.Annotations[AnnotationPolicy],
 		Object: history.ObjectRef{APIGroup: quotav1alpha1.SchemeGroupVersion.Group, Kind: "ResourceClaim", Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}}
 	if r := c.Spec.ResourceRef; r != nil {
@@ -280,6 +286,9 @@ func (h *historyRecorder) claimEvent(c *quotav1alpha1.ResourceClaim, event strin
 }
 
 func (h *historyRecorder) grantEvent(g *quotav1alpha1.ResourceGrant, event string) {
+	if historyOff.Load() {
+		return
+	}
 	e := history.Entry{Event: event, Policy: g.Annotations[grantpolicy.AnnotationPolicy],
 		Object: history.ObjectRef{APIGroup: quotav1alpha1.SchemeGroupVersion.Group, Kind: "ResourceGrant", Namespace: g.Namespace, Name: g.Name, UID: string(g.UID)}}
 	var types []string

@@ -36,23 +36,39 @@ import (
 // is 700,000 series, which the registry's generic path takes 10 s to gather
 // and encode on a small machine (docs/benchmarks.md).
 
-// MetricsOptions choose the state metrics the engine exports.
+// MetricsOptions choose what the engine shows operators.
 type MetricsOptions struct {
-	// ClaimInfo exports milo_quota_claim_info and
+	// State exports the quota state (the seed's milo_quota_bucket_*,
+	// _registration_*, _grant_*, _claim_policy_* families) on /metrics.
+	State bool
+	// ClaimInfo also exports milo_quota_claim_info and
 	// milo_quota_claim_status_condition: one series per claim (and three per
 	// claim condition), so off by default.
 	ClaimInfo bool
+	// History records the decision history (internal/history).
+	History bool
 }
+
+// DefaultMetricsOptions are the production defaults: state and history on,
+// per-claim series off.
+func DefaultMetricsOptions() MetricsOptions { return MetricsOptions{State: true, History: true} }
 
 // AddFlags registers the metrics flags.
 func (o *MetricsOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&o.ClaimInfo, "metrics-claim-info", o.ClaimInfo, "Export milo_quota_claim_info and milo_quota_claim_status_condition, one series per ResourceClaim (off by default: a series per claim).")
+	fs.BoolVar(&o.State, "metrics-quota-state", o.State, "Export the quota state (buckets, registrations, grants, policies) on /metrics while this replica leads the engine.")
+	fs.BoolVar(&o.ClaimInfo, "metrics-claim-info", o.ClaimInfo, "Also export milo_quota_claim_info and milo_quota_claim_status_condition, one series per ResourceClaim (off by default: a series per claim).")
+	fs.BoolVar(&o.History, "decision-history", o.History, "Record every decision in its consumer's decision history (quotaplane history).")
 }
 
-// Apply makes these options the process's.
-func (o MetricsOptions) Apply() { claimInfo.Store(o.ClaimInfo) }
+// Apply makes these options the process's. Until it is called, state and
+// history are on and per-claim series off.
+func (o MetricsOptions) Apply() {
+	stateOff.Store(!o.State)
+	claimInfo.Store(o.ClaimInfo)
+	historyOff.Store(!o.History)
+}
 
-var claimInfo atomic.Bool
+var stateOff, claimInfo, historyOff atomic.Bool
 
 // componentLabel is on every state series, as in the seed.
 const componentLabel = "quota_system"
@@ -105,6 +121,9 @@ func exportState(t *term, h *historyRecorder) func() {
 
 // bucketVerified records that the stored bucket b shows st, as of at.
 func (t *term) bucketVerified(id quota.BucketID, b *quotav1alpha1.AllowanceBucket, st quota.BucketStatus, at time.Time) {
+	if stateOff.Load() && historyOff.Load() {
+		return
+	}
 	s := bucketSample{
 		uid: string(b.UID), name: b.Name, namespace: b.Namespace,
 		consumer: id.Consumer, resourceType: id.ResourceType,
@@ -293,7 +312,7 @@ func writeState(w io.Writer) error {
 		samples = append(samples, s)
 	}
 	exported.mu.Unlock()
-	if t == nil {
+	if t == nil || stateOff.Load() {
 		return nil
 	}
 	e := &expo{w: bufio.NewWriterSize(w, 256<<10)}
