@@ -4,14 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,10 +58,20 @@ func TestPrometheusScrapesServe(t *testing.T) {
 	t.Logf("replica %s leads, %s stands by", leader.Name, standby.Name)
 
 	dir := t.TempDir()
-	promPort := quotatest.FreePort(t)
-	startPrometheus(t, prometheus, dir, promPort, replicas)
-	prom := promClient{base: fmt.Sprintf("http://127.0.0.1:%d", promPort)}
-	prom.waitTargetsUp(t, len(replicas))
+	rules, err := os.ReadFile(filepath.Join(monitoringDir(), "quotaplane-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rulesFile := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rulesFile, forLine.ReplaceAll(rules, []byte("${1}1s")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var targets []quotatest.PromTarget
+	for _, r := range replicas {
+		targets = append(targets, quotatest.PromTarget{Name: r.Name, Config: r.Config})
+	}
+	prom := quotatest.StartPrometheus(t, prometheus, dir, time.Second, rulesFile, targets...)
+	prom.WaitTargetsUp(t, len(replicas))
 
 	// Quota: a bucket at 91 of 100 (past 90 %, over the default warning
 	// threshold of 80 and under the critical 95), filled through admission;
@@ -96,32 +101,32 @@ func TestPrometheusScrapesServe(t *testing.T) {
 	api.Decided("waits")
 
 	// The shipped alert fires for the bucket past 90 %.
-	alert := prom.waitAlert(t, "QuotaBucketWarning", map[string]string{"consumer_name": full.Org.Name}, 2*time.Minute)
+	alert := prom.WaitAlert(t, "QuotaBucketWarning", map[string]string{"consumer_name": full.Org.Name}, 2*time.Minute)
 	t.Logf("alert firing: %v", alert)
 
 	// Only the leader exports bucket series.
-	byInstance := prom.query(t, `count by (instance) (milo_quota_bucket_limit)`)
+	byInstance := prom.Query(t, `count by (instance) (milo_quota_bucket_limit)`)
 	if len(byInstance) != 1 || byInstance[0].Metric["instance"] != instanceOf(leader) {
 		t.Errorf("bucket series by instance = %v, want only the leader %s", byInstance, instanceOf(leader))
 	}
-	if got := prom.query(t, fmt.Sprintf(`milo_quota_bucket_limit{instance=%q}`, instanceOf(standby))); len(got) != 0 {
+	if got := prom.Query(t, fmt.Sprintf(`milo_quota_bucket_limit{instance=%q}`, instanceOf(standby))); len(got) != 0 {
 		t.Errorf("the standby %s exports %d bucket series", standby.Name, len(got))
 	}
 
 	// Every dashboard query parses and returns data. Rates need two scrapes
 	// in their window after the traffic above.
 	time.Sleep(3 * time.Second)
-	admissionFamily := len(prom.query(t, `milo_quota_admission_result_total`)) > 0
+	admissionFamily := len(prom.Query(t, `milo_quota_admission_result_total`)) > 0
 	for _, q := range dashboardQueries(t) {
 		expr := strings.NewReplacer("$__rate_interval", "1m", "$resource_type", ".*").Replace(q.expr)
 		if !admissionFamily && strings.Contains(expr, "milo_quota_admission_result_total") {
 			t.Logf("panel %q: milo_quota_admission_result_total is not counted by admission yet; query only parsed", q.panel)
-			prom.query(t, expr)
+			prom.Query(t, expr)
 			continue
 		}
-		var got []sample
+		var got []quotatest.PromSample
 		err := wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(context.Context) (bool, error) {
-			got = prom.query(t, expr)
+			got = prom.Query(t, expr)
 			return len(got) > 0, nil
 		})
 		if err != nil {
@@ -133,175 +138,7 @@ func TestPrometheusScrapesServe(t *testing.T) {
 }
 
 func instanceOf(r *quotatest.Replica) string {
-	u, _ := url.Parse(r.Config.Host)
-	return u.Host
-}
-
-// startPrometheus runs Prometheus on 127.0.0.1:port with its data in dir,
-// scraping every replica each second with the replica's own admin
-// certificate, and the shipped rules with `for:` shortened to 1s.
-func startPrometheus(t *testing.T, bin, dir string, port int, replicas []*quotatest.Replica) {
-	t.Helper()
-	rules, err := os.ReadFile(filepath.Join(monitoringDir(), "quotaplane-rules.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rulesFile := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(rulesFile, forLine.ReplaceAll(rules, []byte("${1}1s")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files: [%q]\nscrape_configs:\n", rulesFile)
-	for _, r := range replicas {
-		files := map[string][]byte{"ca.crt": r.Config.CAData, "client.crt": r.Config.CertData, "client.key": r.Config.KeyData}
-		for name, data := range files {
-			if err := os.WriteFile(filepath.Join(dir, r.Name+"-"+name), data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		fmt.Fprintf(&cfg, `  - job_name: quotaplane-%[1]s
-    scheme: https
-    metrics_path: /metrics
-    tls_config:
-      ca_file: %[2]q
-      cert_file: %[3]q
-      key_file: %[4]q
-    static_configs:
-      - targets: [%[5]q]
-    relabel_configs:
-      - target_label: job
-        replacement: quotaplane
-`, r.Name, filepath.Join(dir, r.Name+"-ca.crt"), filepath.Join(dir, r.Name+"-client.crt"), filepath.Join(dir, r.Name+"-client.key"), instanceOf(r))
-	}
-	cfgFile := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address=127.0.0.1:"+strconv.Itoa(port), "--log.level=warn")
-	out := &quotatest.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus output:\n%s", out.Tail())
-		}
-	})
-}
-
-type promClient struct{ base string }
-
-type sample struct {
-	Metric map[string]string `json:"metric"`
-	Value  []any             `json:"value"`
-}
-
-func (p promClient) get(t *testing.T, path string, params url.Values, out any) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path+"?"+params.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	var env struct {
-		Status string          `json:"status"`
-		Error  string          `json:"error"`
-		Data   json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil {
-		return fmt.Errorf("%s: %v: %s", path, err, body)
-	}
-	if env.Status != "success" {
-		return fmt.Errorf("%s %v: %s", path, params, env.Error)
-	}
-	return json.Unmarshal(env.Data, out)
-}
-
-// query runs an instant query; a query that does not parse fails the test.
-func (p promClient) query(t *testing.T, expr string) []sample {
-	t.Helper()
-	var data struct {
-		ResultType string          `json:"resultType"`
-		Result     json.RawMessage `json:"result"`
-	}
-	if err := p.get(t, "/api/v1/query", url.Values{"query": {expr}}, &data); err != nil {
-		t.Fatalf("query %s: %v", expr, err)
-	}
-	var out []sample
-	if data.ResultType == "vector" {
-		if err := json.Unmarshal(data.Result, &out); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-func (p promClient) waitTargetsUp(t *testing.T, n int) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		var data struct {
-			Result []sample `json:"result"`
-		}
-		if err := p.get(t, "/api/v1/query", url.Values{"query": {`up{job="quotaplane"} == 1`}}, &data); err != nil {
-			return false, nil
-		}
-		return len(data.Result) == n, nil
-	})
-	if err != nil {
-		t.Fatalf("Prometheus does not scrape the %d replicas: %v", n, err)
-	}
-}
-
-// waitAlert waits until the alert name with the labels want is firing.
-func (p promClient) waitAlert(t *testing.T, name string, want map[string]string, timeout time.Duration) map[string]string {
-	t.Helper()
-	var firing map[string]string
-	var seen []map[string]string
-	err := wait.PollUntilContextTimeout(t.Context(), time.Second, timeout, true, func(context.Context) (bool, error) {
-		var data struct {
-			Alerts []struct {
-				Labels map[string]string `json:"labels"`
-				State  string            `json:"state"`
-			} `json:"alerts"`
-		}
-		if err := p.get(t, "/api/v1/alerts", nil, &data); err != nil {
-			return false, nil
-		}
-		seen = seen[:0]
-	alerts:
-		for _, a := range data.Alerts {
-			seen = append(seen, a.Labels)
-			if a.Labels["alertname"] != name || a.State != "firing" {
-				continue
-			}
-			for k, v := range want {
-				if a.Labels[k] != v {
-					continue alerts
-				}
-			}
-			firing = a.Labels
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("alert %s %v did not fire within %s; alerts: %v", name, want, timeout, seen)
-	}
-	return firing
+	return quotatest.PromTarget{Config: r.Config}.Instance()
 }
 
 type dashboardQuery struct{ panel, expr string }
