@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/metricstext"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -155,60 +155,57 @@ func (t *term) bucketGone(id quota.BucketID) {
 }
 
 // family is one state metric family.
-type family struct{ name, help string }
+type family = metricstext.Family
 
 var (
-	termStartFamily = family{"milo_quota_engine_term_start_timestamp_seconds",
-		"Unix time this replica, leading the quota engine, had rebuilt its state and began deciding (only on the leader)."}
+	termStartFamily = family{Name: "milo_quota_engine_term_start_timestamp_seconds", Help: "Unix time this replica, leading the quota engine, had rebuilt its state and began deciding (only on the leader)."}
 
-	bucketInfoFamily = family{"milo_quota_bucket_info", "AllowanceBucket metadata and consumer reference; always 1."}
+	bucketInfoFamily = family{Name: "milo_quota_bucket_info", Help: "AllowanceBucket metadata and consumer reference; always 1."}
 	// The numbers of a bucket, all with the labels
 	// component, namespace, name, resource_type, consumer_kind, consumer_name.
 	bucketFamilies = []struct {
 		family
 		value func(*bucketSample) float64
 	}{
-		{family{"milo_quota_bucket_limit", "Total quota capacity from contributing grants."}, func(s *bucketSample) float64 { return float64(s.limit) }},
-		{family{"milo_quota_bucket_allocated", "Total quota consumed by granted claims."}, func(s *bucketSample) float64 { return float64(s.allocated) }},
-		{family{"milo_quota_bucket_available", "Available quota capacity (limit - allocated, never below 0)."}, func(s *bucketSample) float64 { return float64(s.available) }},
-		{family{"milo_quota_bucket_claim_count", "Number of claims consuming from this bucket."}, func(s *bucketSample) float64 { return float64(s.claims) }},
-		{family{"milo_quota_bucket_grant_count", "Number of grants contributing to this bucket."}, func(s *bucketSample) float64 { return float64(s.grants) }},
-		{family{"milo_quota_bucket_last_reconciliation_timestamp",
-			"Unix time the engine last verified this bucket against its own state (written or found equal); an idle bucket is verified every minute."},
+		{family{Name: "milo_quota_bucket_limit", Help: "Total quota capacity from contributing grants."}, func(s *bucketSample) float64 { return float64(s.limit) }},
+		{family{Name: "milo_quota_bucket_allocated", Help: "Total quota consumed by granted claims."}, func(s *bucketSample) float64 { return float64(s.allocated) }},
+		{family{Name: "milo_quota_bucket_available", Help: "Available quota capacity (limit - allocated, never below 0)."}, func(s *bucketSample) float64 { return float64(s.available) }},
+		{family{Name: "milo_quota_bucket_claim_count", Help: "Number of claims consuming from this bucket."}, func(s *bucketSample) float64 { return float64(s.claims) }},
+		{family{Name: "milo_quota_bucket_grant_count", Help: "Number of grants contributing to this bucket."}, func(s *bucketSample) float64 { return float64(s.grants) }},
+		{family{Name: "milo_quota_bucket_last_reconciliation_timestamp", Help: "Unix time the engine last verified this bucket against its own state (written or found equal); an idle bucket is verified every minute."},
 			func(s *bucketSample) float64 { return float64(s.verified.UnixMilli()) / 1000 }},
-		{family{"milo_quota_bucket_observed_generation", "Generation of the bucket the engine last verified."}, func(s *bucketSample) float64 { return float64(s.generation) }},
-		{family{"milo_quota_bucket_current_generation", "Generation of the stored bucket."}, func(s *bucketSample) float64 { return float64(s.generation) }},
+		{family{Name: "milo_quota_bucket_observed_generation", Help: "Generation of the bucket the engine last verified."}, func(s *bucketSample) float64 { return float64(s.generation) }},
+		{family{Name: "milo_quota_bucket_current_generation", Help: "Generation of the stored bucket."}, func(s *bucketSample) float64 { return float64(s.generation) }},
 	}
 
-	registrationInfoFamily      = family{"milo_quota_registration_info", "ResourceRegistration metadata; always 1."}
-	registrationConditionFamily = family{"milo_quota_registration_status_condition", "ResourceRegistration conditions: 1 for the status the condition has, 0 for the others."}
-	registrationObservedFamily  = family{"milo_quota_registration_observed_generation", "Generation of the registration the engine last reconciled."}
-	registrationCurrentFamily   = family{"milo_quota_registration_current_generation", "Generation of the registration's specification."}
-	thresholdFamily             = family{"milo_quota_registration_threshold_percent",
-		"The percent of a limit at which the buckets of a resource type report ApproachingLimit, by level (warning, critical); the alert rules and dashboard read it."}
+	registrationInfoFamily      = family{Name: "milo_quota_registration_info", Help: "ResourceRegistration metadata; always 1."}
+	registrationConditionFamily = family{Name: "milo_quota_registration_status_condition", Help: "ResourceRegistration conditions: 1 for the status the condition has, 0 for the others."}
+	registrationObservedFamily  = family{Name: "milo_quota_registration_observed_generation", Help: "Generation of the registration the engine last reconciled."}
+	registrationCurrentFamily   = family{Name: "milo_quota_registration_current_generation", Help: "Generation of the registration's specification."}
+	thresholdFamily             = family{Name: "milo_quota_registration_threshold_percent", Help: "The percent of a limit at which the buckets of a resource type report ApproachingLimit, by level (warning, critical); the alert rules and dashboard read it."}
 
-	grantInfoFamily      = family{"milo_quota_grant_info", "ResourceGrant metadata and consumer reference; always 1."}
-	grantConditionFamily = family{"milo_quota_grant_status_condition", "ResourceGrant conditions: 1 for the status the condition has, 0 for the others."}
-	grantObservedFamily  = family{"milo_quota_grant_observed_generation", "Generation of the grant the engine last reconciled."}
-	grantCurrentFamily   = family{"milo_quota_grant_current_generation", "Generation of the grant's specification."}
+	grantInfoFamily      = family{Name: "milo_quota_grant_info", Help: "ResourceGrant metadata and consumer reference; always 1."}
+	grantConditionFamily = family{Name: "milo_quota_grant_status_condition", Help: "ResourceGrant conditions: 1 for the status the condition has, 0 for the others."}
+	grantObservedFamily  = family{Name: "milo_quota_grant_observed_generation", Help: "Generation of the grant the engine last reconciled."}
+	grantCurrentFamily   = family{Name: "milo_quota_grant_current_generation", Help: "Generation of the grant's specification."}
 
-	claimInfoFamily      = family{"milo_quota_claim_info", "ResourceClaim metadata, consumer and triggering resource; always 1 (only with --metrics-claim-info)."}
-	claimConditionFamily = family{"milo_quota_claim_status_condition", "ResourceClaim conditions: 1 for the status the condition has, 0 for the others (only with --metrics-claim-info)."}
-	claimObservedFamily  = family{"milo_quota_claim_observed_generation", "Generation of the claim the engine last decided (only with --metrics-claim-info)."}
-	claimCurrentFamily   = family{"milo_quota_claim_current_generation", "Generation of the claim's specification (only with --metrics-claim-info)."}
+	claimInfoFamily      = family{Name: "milo_quota_claim_info", Help: "ResourceClaim metadata, consumer and triggering resource; always 1 (only with --metrics-claim-info)."}
+	claimConditionFamily = family{Name: "milo_quota_claim_status_condition", Help: "ResourceClaim conditions: 1 for the status the condition has, 0 for the others (only with --metrics-claim-info)."}
+	claimObservedFamily  = family{Name: "milo_quota_claim_observed_generation", Help: "Generation of the claim the engine last decided (only with --metrics-claim-info)."}
+	claimCurrentFamily   = family{Name: "milo_quota_claim_current_generation", Help: "Generation of the claim's specification (only with --metrics-claim-info)."}
 
-	claimPolicyInfoFamily      = family{"milo_quota_claim_policy_info", "ClaimCreationPolicy metadata; always 1."}
-	claimPolicyConditionFamily = family{"milo_quota_claim_policy_status_condition", "ClaimCreationPolicy conditions: 1 for the status the condition has, 0 for the others."}
-	claimPolicyEnabledFamily   = family{"milo_quota_claim_policy_enabled", "1 when the ClaimCreationPolicy is enabled, 0 when disabled."}
-	claimPolicyObservedFamily  = family{"milo_quota_claim_policy_observed_generation", "Generation of the policy the engine last judged."}
-	claimPolicyCurrentFamily   = family{"milo_quota_claim_policy_current_generation", "Generation of the policy's specification."}
+	claimPolicyInfoFamily      = family{Name: "milo_quota_claim_policy_info", Help: "ClaimCreationPolicy metadata; always 1."}
+	claimPolicyConditionFamily = family{Name: "milo_quota_claim_policy_status_condition", Help: "ClaimCreationPolicy conditions: 1 for the status the condition has, 0 for the others."}
+	claimPolicyEnabledFamily   = family{Name: "milo_quota_claim_policy_enabled", Help: "1 when the ClaimCreationPolicy is enabled, 0 when disabled."}
+	claimPolicyObservedFamily  = family{Name: "milo_quota_claim_policy_observed_generation", Help: "Generation of the policy the engine last judged."}
+	claimPolicyCurrentFamily   = family{Name: "milo_quota_claim_policy_current_generation", Help: "Generation of the policy's specification."}
 )
 
 // MetricsHandler serves next's metrics (the process's registry) followed by
-// the quota state, in Prometheus' text format, gzipped when the client
-// accepts it. Other methods than GET (a DELETE resetting the registry) go to
-// next.
-func MetricsHandler(next http.Handler) http.Handler {
+// the quota state and what more writes (the grant engine's policies), in
+// Prometheus' text format, gzipped when the client accepts it. Other methods
+// than GET (a DELETE resetting the registry) go to next.
+func MetricsHandler(next http.Handler, more ...func(*metricstext.Writer)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			next.ServeHTTP(w, r)
@@ -236,7 +233,12 @@ func MetricsHandler(next http.Handler) http.Handler {
 		if _, err := out.Write(rec.body.Bytes()); err != nil {
 			return
 		}
-		_ = writeState(out)
+		e := metricstext.NewWriter(out)
+		writeState(e)
+		for _, write := range more {
+			write(e)
+		}
+		_ = e.Flush()
 	})
 }
 
@@ -250,60 +252,8 @@ func (b *bufferedResponse) Header() http.Header         { return b.header }
 func (b *bufferedResponse) WriteHeader(code int)        { b.code = code }
 func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
 
-// expo writes Prometheus' text format.
-type expo struct {
-	w   *bufio.Writer
-	num []byte
-}
-
-func (e *expo) header(f family) {
-	e.w.WriteString("# HELP ")
-	e.w.WriteString(f.name)
-	e.w.WriteByte(' ')
-	e.w.WriteString(f.help)
-	e.w.WriteString("\n# TYPE ")
-	e.w.WriteString(f.name)
-	e.w.WriteString(" gauge\n")
-}
-
-// sample writes one series; labels is a label set from labelSet.
-func (e *expo) sample(name string, labels []byte, v float64) {
-	e.w.WriteString(name)
-	e.w.Write(labels)
-	e.w.WriteByte(' ')
-	e.num = strconv.AppendFloat(e.num[:0], v, 'g', -1, 64)
-	e.w.Write(e.num)
-	e.w.WriteByte('\n')
-}
-
-// labelSet appends {k="v",...} for the pairs kv to b.
-func labelSet(b []byte, kv ...string) []byte {
-	b = append(b, '{')
-	for i := 0; i+1 < len(kv); i += 2 {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, kv[i]...)
-		b = append(b, '=', '"')
-		for j := 0; j < len(kv[i+1]); j++ {
-			switch c := kv[i+1][j]; c {
-			case '\\':
-				b = append(b, '\\', '\\')
-			case '"':
-				b = append(b, '\\', '"')
-			case '\n':
-				b = append(b, '\\', 'n')
-			default:
-				b = append(b, c)
-			}
-		}
-		b = append(b, '"')
-	}
-	return append(b, '}')
-}
-
 // writeState writes the exported state: nothing unless this replica leads.
-func writeState(w io.Writer) error {
+func writeState(e *metricstext.Writer) {
 	// Copy under the export's own lock, format outside it.
 	exported.mu.Lock()
 	t, since := exported.term, exported.since
@@ -313,11 +263,10 @@ func writeState(w io.Writer) error {
 	}
 	exported.mu.Unlock()
 	if t == nil || stateOff.Load() {
-		return nil
+		return
 	}
-	e := &expo{w: bufio.NewWriterSize(w, 256<<10)}
-	e.header(termStartFamily)
-	e.sample(termStartFamily.name, nil, float64(since.UnixMilli())/1000)
+	e.Header(termStartFamily)
+	e.Sample(termStartFamily.Name, nil, float64(since.UnixMilli())/1000)
 	writeBuckets(e, samples)
 	writeRegistrations(e, t)
 	writeGrants(e, t)
@@ -325,50 +274,49 @@ func writeState(w io.Writer) error {
 	if claimInfo.Load() {
 		writeClaims(e, t)
 	}
-	return e.w.Flush()
 }
 
-func writeBuckets(e *expo, samples []bucketSample) {
+func writeBuckets(e *metricstext.Writer, samples []bucketSample) {
 	sort.Slice(samples, func(i, j int) bool {
 		if samples[i].namespace != samples[j].namespace {
 			return samples[i].namespace < samples[j].namespace
 		}
 		return samples[i].name < samples[j].name
 	})
-	e.header(bucketInfoFamily)
+	e.Header(bucketInfoFamily)
 	var b []byte
 	for i := range samples {
 		s := &samples[i]
-		b = labelSet(b[:0], "component", componentLabel, "uid", s.uid, "name", s.name, "namespace", s.namespace,
+		b = metricstext.LabelSet(b[:0], "component", componentLabel, "uid", s.uid, "name", s.name, "namespace", s.namespace,
 			"consumer_api_group", s.consumer.APIGroup, "consumer_kind", s.consumer.Kind, "consumer_name", s.consumer.Name, "resource_type", s.resourceType)
-		e.sample(bucketInfoFamily.name, b, 1)
+		e.Sample(bucketInfoFamily.Name, b, 1)
 	}
 	// One label set per bucket, shared by its numbers.
 	sets := make([][]byte, len(samples))
 	for i := range samples {
 		s := &samples[i]
-		sets[i] = labelSet(nil, "component", componentLabel, "namespace", s.namespace, "name", s.name, "resource_type", s.resourceType,
+		sets[i] = metricstext.LabelSet(nil, "component", componentLabel, "namespace", s.namespace, "name", s.name, "resource_type", s.resourceType,
 			"consumer_kind", s.consumer.Kind, "consumer_name", s.consumer.Name)
 	}
 	for _, f := range bucketFamilies {
-		e.header(f.family)
+		e.Header(f.family)
 		for i := range samples {
-			e.sample(f.name, sets[i], f.value(&samples[i]))
+			e.Sample(f.Name, sets[i], f.value(&samples[i]))
 		}
 	}
 }
 
 // conditionSamples writes, for each condition, one series per possible
 // status (as kube-state-metrics does), 1 for the status it has.
-func conditionSamples(e *expo, f family, b []byte, conds []metav1.Condition, kv ...string) []byte {
+func conditionSamples(e *metricstext.Writer, f family, b []byte, conds []metav1.Condition, kv ...string) []byte {
 	for _, c := range conds {
 		for _, st := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
 			v := 0.0
 			if c.Status == st {
 				v = 1
 			}
-			b = labelSet(b[:0], append(kv, "type", c.Type, "status", string(st))...)
-			e.sample(f.name, b, v)
+			b = metricstext.LabelSet(b[:0], append(kv, "type", c.Type, "status", string(st))...)
+			e.Sample(f.Name, b, v)
 		}
 	}
 	return b
@@ -391,22 +339,22 @@ func objectsOf[T metav1.Object](inf cache.SharedIndexInformer) []T {
 	return out
 }
 
-func writeRegistrations(e *expo, t *term) {
+func writeRegistrations(e *metricstext.Writer, t *term) {
 	regs := objectsOf[*quotav1alpha1.ResourceRegistration](t.regInformer)
 	var b []byte
-	e.header(registrationInfoFamily)
+	e.Header(registrationInfoFamily)
 	for _, r := range regs {
 		factor := r.Spec.UnitConversionFactor
 		if factor == 0 {
 			factor = 1
 		}
-		b = labelSet(b[:0], "component", componentLabel, "uid", string(r.UID), "name", r.Name, "description", r.Spec.Description,
+		b = metricstext.LabelSet(b[:0], "component", componentLabel, "uid", string(r.UID), "name", r.Name, "description", r.Spec.Description,
 			"consumer_api_group", r.Spec.ConsumerType.APIGroup, "consumer_kind", r.Spec.ConsumerType.Kind, "resource_type", string(r.Spec.ResourceType),
 			"registration_type", string(r.Spec.Type), "base_unit", r.Spec.BaseUnit, "display_unit", r.Spec.DisplayUnit,
 			"unit_conversion_factor", strconv.FormatInt(factor, 10))
-		e.sample(registrationInfoFamily.name, b, 1)
+		e.Sample(registrationInfoFamily.Name, b, 1)
 	}
-	e.header(registrationConditionFamily)
+	e.Header(registrationConditionFamily)
 	for _, r := range regs {
 		b = conditionSamples(e, registrationConditionFamily, b, r.Status.Conditions, "component", componentLabel, "name", r.Name, "resource_type", string(r.Spec.ResourceType))
 	}
@@ -417,105 +365,105 @@ func writeRegistrations(e *expo, t *term) {
 		{registrationObservedFamily, func(r *quotav1alpha1.ResourceRegistration) int64 { return r.Status.ObservedGeneration }},
 		{registrationCurrentFamily, func(r *quotav1alpha1.ResourceRegistration) int64 { return r.Generation }},
 	} {
-		e.header(g.family)
+		e.Header(g.family)
 		for _, r := range regs {
-			b = labelSet(b[:0], "component", componentLabel, "name", r.Name, "resource_type", string(r.Spec.ResourceType))
-			e.sample(g.name, b, float64(g.value(r)))
+			b = metricstext.LabelSet(b[:0], "component", componentLabel, "name", r.Name, "resource_type", string(r.Spec.ResourceType))
+			e.Sample(g.Name, b, float64(g.value(r)))
 		}
 	}
-	e.header(thresholdFamily)
+	e.Header(thresholdFamily)
 	for _, r := range regs {
 		th := thresholdsOf(r)
 		for _, l := range []struct {
 			level string
 			pct   int32
 		}{{"warning", th.warning}, {"critical", th.critical}} {
-			b = labelSet(b[:0], "component", componentLabel, "name", r.Name, "resource_type", string(r.Spec.ResourceType), "level", l.level)
-			e.sample(thresholdFamily.name, b, float64(l.pct))
+			b = metricstext.LabelSet(b[:0], "component", componentLabel, "name", r.Name, "resource_type", string(r.Spec.ResourceType), "level", l.level)
+			e.Sample(thresholdFamily.Name, b, float64(l.pct))
 		}
 	}
 }
 
-func writeGenerations[T metav1.Object](e *expo, b []byte, objs []T, observed, current family, observedOf func(T) int64) []byte {
+func writeGenerations[T metav1.Object](e *metricstext.Writer, b []byte, objs []T, observed, current family, observedOf func(T) int64) []byte {
 	for _, g := range []struct {
 		family
 		value func(T) int64
 	}{{observed, observedOf}, {current, func(o T) int64 { return o.GetGeneration() }}} {
-		e.header(g.family)
+		e.Header(g.family)
 		for _, o := range objs {
 			if o.GetNamespace() == "" {
-				b = labelSet(b[:0], "component", componentLabel, "name", o.GetName())
+				b = metricstext.LabelSet(b[:0], "component", componentLabel, "name", o.GetName())
 			} else {
-				b = labelSet(b[:0], "component", componentLabel, "name", o.GetName(), "namespace", o.GetNamespace())
+				b = metricstext.LabelSet(b[:0], "component", componentLabel, "name", o.GetName(), "namespace", o.GetNamespace())
 			}
-			e.sample(g.name, b, float64(g.value(o)))
+			e.Sample(g.Name, b, float64(g.value(o)))
 		}
 	}
 	return b
 }
 
-func writeGrants(e *expo, t *term) {
+func writeGrants(e *metricstext.Writer, t *term) {
 	grants := objectsOf[*quotav1alpha1.ResourceGrant](t.grantInformer)
 	var b []byte
-	e.header(grantInfoFamily)
+	e.Header(grantInfoFamily)
 	for _, g := range grants {
 		c := g.Spec.ConsumerRef
-		b = labelSet(b[:0], "component", componentLabel, "uid", string(g.UID), "name", g.Name, "namespace", g.Namespace,
+		b = metricstext.LabelSet(b[:0], "component", componentLabel, "uid", string(g.UID), "name", g.Name, "namespace", g.Namespace,
 			"consumer_api_group", c.APIGroup, "consumer_kind", c.Kind, "consumer_name", c.Name)
-		e.sample(grantInfoFamily.name, b, 1)
+		e.Sample(grantInfoFamily.Name, b, 1)
 	}
-	e.header(grantConditionFamily)
+	e.Header(grantConditionFamily)
 	for _, g := range grants {
 		b = conditionSamples(e, grantConditionFamily, b, g.Status.Conditions, "component", componentLabel, "name", g.Name, "namespace", g.Namespace)
 	}
 	writeGenerations(e, b, grants, grantObservedFamily, grantCurrentFamily, func(g *quotav1alpha1.ResourceGrant) int64 { return g.Status.ObservedGeneration })
 }
 
-func writeClaims(e *expo, t *term) {
+func writeClaims(e *metricstext.Writer, t *term) {
 	claims := objectsOf[*quotav1alpha1.ResourceClaim](t.claimInformer)
 	var b []byte
-	e.header(claimInfoFamily)
+	e.Header(claimInfoFamily)
 	for _, c := range claims {
 		cr := c.Spec.ConsumerRef
 		var ref quotav1alpha1.ResourceRef
 		if c.Spec.ResourceRef != nil {
 			ref = *c.Spec.ResourceRef
 		}
-		b = labelSet(b[:0], "component", componentLabel, "uid", string(c.UID), "name", c.Name, "namespace", c.Namespace,
+		b = metricstext.LabelSet(b[:0], "component", componentLabel, "uid", string(c.UID), "name", c.Name, "namespace", c.Namespace,
 			"consumer_api_group", cr.APIGroup, "consumer_kind", cr.Kind, "consumer_name", cr.Name,
 			"triggering_resource_api_group", ref.APIGroup, "triggering_resource_kind", ref.Kind,
 			"triggering_resource_name", ref.Name, "triggering_resource_namespace", ref.Namespace)
-		e.sample(claimInfoFamily.name, b, 1)
+		e.Sample(claimInfoFamily.Name, b, 1)
 	}
-	e.header(claimConditionFamily)
+	e.Header(claimConditionFamily)
 	for _, c := range claims {
 		b = conditionSamples(e, claimConditionFamily, b, c.Status.Conditions, "component", componentLabel, "name", c.Name, "namespace", c.Namespace)
 	}
 	writeGenerations(e, b, claims, claimObservedFamily, claimCurrentFamily, func(c *quotav1alpha1.ResourceClaim) int64 { return c.Status.ObservedGeneration })
 }
 
-func writeClaimPolicies(e *expo, t *term) {
+func writeClaimPolicies(e *metricstext.Writer, t *term) {
 	policies := objectsOf[*quotav1alpha1.ClaimCreationPolicy](t.policyInformer)
 	var b []byte
-	e.header(claimPolicyInfoFamily)
+	e.Header(claimPolicyInfoFamily)
 	for _, p := range policies {
 		tr := p.Spec.Trigger.Resource
-		b = labelSet(b[:0], "component", componentLabel, "uid", string(p.UID), "name", p.Name, "target_api_version", tr.APIVersion,
+		b = metricstext.LabelSet(b[:0], "component", componentLabel, "uid", string(p.UID), "name", p.Name, "target_api_version", tr.APIVersion,
 			"target_kind", tr.Kind, "enabled", strconv.FormatBool(!p.Spec.Disabled))
-		e.sample(claimPolicyInfoFamily.name, b, 1)
+		e.Sample(claimPolicyInfoFamily.Name, b, 1)
 	}
-	e.header(claimPolicyConditionFamily)
+	e.Header(claimPolicyConditionFamily)
 	for _, p := range policies {
 		b = conditionSamples(e, claimPolicyConditionFamily, b, p.Status.Conditions, "component", componentLabel, "name", p.Name)
 	}
-	e.header(claimPolicyEnabledFamily)
+	e.Header(claimPolicyEnabledFamily)
 	for _, p := range policies {
 		enabled := 1.0
 		if p.Spec.Disabled {
 			enabled = 0
 		}
-		b = labelSet(b[:0], "component", componentLabel, "name", p.Name)
-		e.sample(claimPolicyEnabledFamily.name, b, enabled)
+		b = metricstext.LabelSet(b[:0], "component", componentLabel, "name", p.Name)
+		e.Sample(claimPolicyEnabledFamily.Name, b, enabled)
 	}
 	writeGenerations(e, b, policies, claimPolicyObservedFamily, claimPolicyCurrentFamily, func(p *quotav1alpha1.ClaimCreationPolicy) int64 { return p.Status.ObservedGeneration })
 }

@@ -316,6 +316,7 @@ func (c *controller) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
+	defer exportPolicies(c)()
 	// Grants whose policy went away while no engine ran are found by label.
 	for _, p := range c.grantPolicies() {
 		c.queue.Add(policyKey(p))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/crdinstall"
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
@@ -88,7 +89,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	// /metrics also shows the quota state while this replica leads the engine.
 	mux := s.chain.GenericAPIServer.Handler.NonGoRestfulMux
 	mux.Unregister("/metrics")
-	mux.Handle("/metrics", engine.MetricsHandler(legacyregistry.HandlerWithReset()))
+	mux.Handle("/metrics", engine.MetricsHandler(legacyregistry.HandlerWithReset(), grantpolicy.WriteState))
 	le := c.Options.KubeControllers
 	components := append([]Component{
 		kubecontrollers.Start(le),

@@ -10,7 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/testutil"
+	"sigs.k8s.io/yaml"
 
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/test/manifests"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -67,6 +70,14 @@ func TestStateMetricsNamesAndLabels(t *testing.T) {
 	f.Decided("c1")
 	bucket := f.WaitBucket(quotatest.N(4, 1, 3), "secrets")
 	reg := f.ID + "-secrets"
+	gp := &quotav1alpha1.GrantCreationPolicy{}
+	if err := yaml.Unmarshal([]byte(manifests.GrantPolicy(f.ID+"-grants")), gp); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(context.Background(), gp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), gp) })
 
 	sorted := func(s ...string) []string { sort.Strings(s); return s }
 	bucketLabels := sorted("component", "namespace", "name", "resource_type", "consumer_kind", "consumer_name")
@@ -98,6 +109,12 @@ func TestStateMetricsNamesAndLabels(t *testing.T) {
 		"milo_quota_claim_policy_enabled":             {"name", p.Name, sorted("component", "name")},
 		"milo_quota_claim_policy_observed_generation": {"name", p.Name, sorted("component", "name")},
 		"milo_quota_claim_policy_current_generation":  {"name", p.Name, sorted("component", "name")},
+		"milo_quota_grant_policy_info": {"name", gp.Name, sorted("component", "uid", "name", "trigger_api_version", "trigger_kind",
+			"parent_context_api_group", "parent_context_kind", "enabled")},
+		"milo_quota_grant_policy_status_condition":    {"name", gp.Name, sorted("component", "name", "type", "status")},
+		"milo_quota_grant_policy_enabled":             {"name", gp.Name, sorted("component", "name")},
+		"milo_quota_grant_policy_observed_generation": {"name", gp.Name, sorted("component", "name")},
+		"milo_quota_grant_policy_current_generation":  {"name", gp.Name, sorted("component", "name")},
 	}
 	var m testutil.Metrics
 	// The bucket's series appear once the bucket writer has verified it.
