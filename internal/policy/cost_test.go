@@ -73,6 +73,7 @@ func TestCostEstimate(t *testing.T) {
 		{"one exists over a list", "trigger.metadata.finalizers.exists(f, f == 'x')", "", true, ""},
 		{"one map over labels in a template", "", "cm-{{ trigger.metadata.labels.map(k, k).size() }}", true, ""},
 		{"user groups", "user.groups.exists(g, g == 'admins')", "", true, ""},
+		{"a number as text in a template", "", "cm-{{ string(trigger.data.size()) + '-x' }}", true, ""},
 		{"plain fields", "trigger.metadata.name.startsWith('a') && !trigger.immutable", "{{ trigger.metadata.name }}", true, ""},
 		{"a field the schema lacks is not estimated", "trigger.spec.replicas > 0", "", true, ""},
 		{"two nested all", nestedAll(2), "", true, "spec.trigger.constraints[0].expression"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/overloads"
 	"github.com/google/cel-go/common/types"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,7 +137,7 @@ type compiler struct {
 	// typed types `trigger` from its schema, for cost estimates; nil
 	// without a schema.
 	typed     *cel.Env
-	estimator *library.CostEstimator
+	estimator *costEstimator
 	// triggerOnly: the policy is evaluated on stored objects, so `user` and
 	// `requestInfo` are refused.
 	triggerOnly bool
@@ -159,7 +160,7 @@ func newCompiler(o Options, kind string, triggerOnly bool) *compiler {
 	if err != nil {
 		return c
 	}
-	c.typed, c.estimator = env, &library.CostEstimator{SizeEstimator: &sizeEstimator{trigger: t}}
+	c.typed, c.estimator = env, &costEstimator{CostEstimator: library.CostEstimator{SizeEstimator: &sizeEstimator{trigger: t}}}
 	return c
 }
 
@@ -253,6 +254,21 @@ func (s *sizeEstimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 
 func (s *sizeEstimator) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
 	return nil
+}
+
+// costEstimator is the Kubernetes libraries' estimator, knowing besides that
+// a number's decimal form is at most 20 characters: an amount like
+// string(trigger.spec.memoryGiB) + "Gi" costs little.
+type costEstimator struct {
+	library.CostEstimator
+}
+
+func (c *costEstimator) EstimateCallCost(function, overloadID string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	switch overloadID {
+	case overloads.IntToString, overloads.UintToString:
+		return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 1}, ResultSize: &checker.SizeEstimate{Min: 1, Max: 20}}
+	}
+	return c.CostEstimator.EstimateCallCost(function, overloadID, target, args)
 }
 
 // requestVariable names the request variable (`user` or `requestInfo`) a
