@@ -22,7 +22,7 @@ func newHistoryCommand() *cobra.Command {
 		Use:   "history",
 		Short: "List the quota decisions of a consumer or about an object: grants, denials, admission refusals, releases, grant and limit changes, with the bucket's numbers then",
 		Long: `history reads the decision history the quota engine keeps, per consumer, in ConfigMaps of its system
-namespace (the last 200 decisions of each consumer; refusals are kept before routine grants).
+namespace (the last 100 decisions of each consumer; refusals are kept before routine grants).
 
   quotaplane history --data-dir .quotaplane --consumer Organization/acme
   quotaplane history --kubeconfig ~/.kube/config --object Secret/team-a/s3     # why was it refused?

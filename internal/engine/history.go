@@ -34,7 +34,7 @@ const (
 	// historyQueue bounds the entries waiting to be written.
 	historyQueue = 16384
 	// historyFlushPeriod is how often waiting entries are written.
-	historyFlushPeriod = time.Second
+	historyFlushPeriod = 2 * time.Second
 	// historyWriters write consumers' histories in parallel.
 	historyWriters = 4
 )
@@ -273,7 +273,10 @@ func (h *historyRecorder) claimEvent(c *quotav1alpha1.ResourceClaim, event strin
 		e.For = &history.ObjectRef{APIGroup: r.APIGroup, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: c.Annotations[AnnotationResourceUID]}
 	}
 	if cond != nil {
-		e.Reason, e.Message = cond.Reason, cond.Message
+		e.Reason = cond.Reason
+		if event != history.ClaimGranted { // a grant's message says nothing its entry does not
+			e.Message = cond.Message
+		}
 	}
 	var types []string
 	for _, r := range c.Spec.Requests {

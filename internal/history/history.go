@@ -50,7 +50,7 @@ const (
 )
 
 // Limit is how many entries a consumer's history keeps.
-const Limit = 200
+const Limit = 100
 
 // Entry is one decision.
 type Entry struct {
