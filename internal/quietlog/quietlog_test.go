@@ -1,0 +1,49 @@
+package quietlog_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+
+	"github.com/quotaplane/quotaplane/internal/quietlog"
+)
+
+// TestFilter: quotaplane's own messages pass; the printf-style lines only
+// the libraries use are dropped, except errors, which are held back until
+// ready and counted, and written after.
+func TestFilter(t *testing.T) {
+	var out bytes.Buffer
+	l := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&out)))
+	klog.SetLoggerWithOptions(l, klog.ContextualLogger(true), klog.WriteKlogBuffer(l.GetSink().(textlogger.KlogBufferWriter).WriteKlogBuffer))
+	defer klog.ClearLogger()
+	f := quietlog.Install(&out)
+	if f == nil {
+		t.Fatal("not installed over a text logger")
+	}
+
+	klog.Background().Info("own message", "k", "v")
+	klog.Infof("library chatter")
+	klog.Warningf("library warning")
+	klog.Errorf("library error before ready")
+	f.Ready()
+	klog.Errorf("library error after ready")
+	klog.Flush()
+
+	got := out.String()
+	for _, want := range []string{`"own message" k="v"`, "1 transient errors of the Kubernetes libraries during start-up not shown", "library error after ready"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	for _, unwanted := range []string{"library chatter", "library warning", "before ready"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("%q shown:\n%s", unwanted, got)
+		}
+	}
+	if !strings.Contains(got, "quietlog_test.go:") {
+		t.Errorf("the caller of quotaplane's own message is not its file:\n%s", got)
+	}
+}
