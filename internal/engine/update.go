@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
@@ -73,6 +76,16 @@ type UpdateResult struct {
 	Changes []ChangeResult
 }
 
+// updateReadmissions counts updates admitted again in the same request (the
+// storage retried after a conflict): their earlier decision was undone.
+var updateReadmissions = metrics.NewCounter(&metrics.CounterOpts{
+	Name:           "milo_quota_update_readmissions_total",
+	Help:           "Updates whose admission ran again in the same request after a storage conflict; the earlier decision was undone first.",
+	StabilityLevel: metrics.ALPHA,
+})
+
+var registerUpdateMetrics sync.Once
+
 // ErrObjectBusy means another change of the same object is being decided
 // and did not settle in time; the caller should retry.
 var ErrObjectBusy = errors.New("another change of this object is still being charged")
@@ -84,6 +97,7 @@ var ErrObjectBusy = errors.New("another change of this object is still being cha
 // Admission of an update can run again in the same request (the storage
 // retries on a conflict): the request's earlier decision is undone first.
 func (h *Handle) AdmitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyChange, dryRun bool) (UpdateResult, error) {
+	registerUpdateMetrics.Do(func() { legacyregistry.MustRegister(updateReadmissions) })
 	t := h.term.Load()
 	if t == nil || t.journal == nil {
 		return UpdateResult{}, ErrNotLeader
@@ -131,6 +145,7 @@ func (t *term) admitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyC
 	defer done()
 	if len(mine) > 0 {
 		// This request's earlier attempt: undone before deciding again.
+		updateReadmissions.Inc()
 		var keys []string
 		for _, p := range mine {
 			t.forgetPendingLocked(p)

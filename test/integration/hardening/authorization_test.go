@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -52,7 +53,7 @@ func newTenant(t *testing.T, admin client.Client, kube kubernetes.Interface, org
 	// Claims, ConfigMaps and Secrets in its own namespace only.
 	for _, o := range []client.Object{
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "workloads", Namespace: ns}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create", "get", "list", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"create", "get", "list", "delete", "patch", "update"}},
 			{APIGroups: []string{quotav1alpha1.GroupName}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"update", "patch"}},
 		}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "workloads", Namespace: ns}, Subjects: []rbacv1.Subject{subject},
@@ -154,6 +155,17 @@ func TestATenantCannotSpendAnotherTenantsQuota(t *testing.T) {
 	mustContain(t, err, p.Name, "Organization "+acme, `verb "claim"`)
 	if err := b.c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: b.ns, Labels: map[string]string{"org": beta}}}); err != nil {
 		t.Fatalf("beta creating a ConfigMap charged to itself: %v", err)
+	}
+	// An update cannot move the charge to another tenant either.
+	err = b.c.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: b.ns}},
+		client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{"org":%q}}}`, acme))))
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("beta relabelling its ConfigMap to charge acme: want 403, got %v", err)
+	}
+	mustContain(t, err, p.Name, "Organization "+acme, `verb "claim"`)
+	mine := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "mine"}, mine); err != nil || mine.Labels["org"] != beta {
+		t.Fatalf("a refused relabelling changed the ConfigMap: %v %v", mine.Labels, err)
 	}
 	// acme's bucket holds nothing; beta's holds its 10 + 90.
 	acmeBucket := &quotav1alpha1.AllowanceBucketList{}

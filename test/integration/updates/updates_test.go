@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -53,7 +55,11 @@ func TestResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.WaitBucket(quotatest.N(10, 1, 9), "cpus")
-	t.Logf("resize down shown in the bucket %v after the update was sent", time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	t.Logf("resize down shown in the bucket %v after the update was sent", took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Errorf("a resize down took %v to show in the bucket; it is released once the update is stored", took)
+	}
 	w.waitHeld("m1", "cpus", 1)
 
 	// A dry run of a resize up answers as the update would, and keeps nothing.
@@ -227,6 +233,7 @@ func TestConcurrentResizes(t *testing.T) {
 func TestConflictingPatchesOnOneObject(t *testing.T) {
 	w := newWorld(t, 1000)
 	w.create("hot", 1)
+	before := readmissions(t)
 	var wg sync.WaitGroup
 	var failures atomic.Int64
 	for g := range 8 {
@@ -249,6 +256,32 @@ func TestConflictingPatchesOnOneObject(t *testing.T) {
 	cpus := spec(w.get("hot"), "cpus")
 	w.waitHeld("hot", "cpus", cpus)
 	w.WaitBucket(quotatest.N(1000, cpus, 1000-cpus), "cpus")
+	// The race made the storage retry, and admission ran again in the same
+	// requests: that is what this test is about.
+	if again := readmissions(t) - before; again == 0 {
+		t.Fatal("no update was admitted twice in one request; the race did not happen")
+	} else {
+		t.Logf("%v updates admitted again after a storage conflict", again)
+	}
+}
+
+// readmissions reads milo_quota_update_readmissions_total from the server.
+func readmissions(t *testing.T) float64 {
+	t.Helper()
+	body, err := kubernetes.NewForConfigOrDie(srv.Config).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, "milo_quota_update_readmissions_total "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
 }
 
 // TestQuantities: amounts written as quantities convert with the
