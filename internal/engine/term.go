@@ -211,6 +211,7 @@ func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 	if t.adoptLocked(c) || t.eng.Knows(uid) {
 		t.mu.Unlock()
 		t.claims.Add(uid) // write its decision now that the cache has it
+		t.kickNow()       // an update's replacement changes buckets
 		return
 	}
 	t.claimKeys[uid] = key(c.Namespace, c.Name)
