@@ -284,7 +284,7 @@ func (h *historyRecorder) claimEvent(c *quotav1alpha1.ResourceClaim, event strin
 		types = append(types, string(r.ResourceType))
 	}
 	consumer := convert.ConsumerID(c.Spec.ConsumerRef)
-	e.Buckets = bucketNumbers(consumer, types)
+	e.Buckets = h.bucketNumbers(consumer, types)
 	h.record(consumer, e)
 }
 
@@ -304,7 +304,7 @@ func (h *historyRecorder) grantEvent(g *quotav1alpha1.ResourceGrant, event strin
 		types = append(types, string(a.ResourceType))
 	}
 	consumer := convert.ConsumerID(g.Spec.ConsumerRef)
-	e.Buckets = bucketNumbers(consumer, types)
+	e.Buckets = h.bucketNumbers(consumer, types)
 	h.record(consumer, e)
 }
 
@@ -322,14 +322,36 @@ func (s bucketSample) numbers() history.Bucket {
 }
 
 // bucketNumbers are the overall buckets of consumer for resourceTypes, as
-// last verified.
-func bucketNumbers(consumer quota.ConsumerID, resourceTypes []string) []history.Bucket {
-	exported.mu.Lock()
-	defer exported.mu.Unlock()
+// last verified, or — for a bucket not verified yet — as the engine has them
+// now (a brief read under its lock, off the decision path).
+func (h *historyRecorder) bucketNumbers(consumer quota.ConsumerID, resourceTypes []string) []history.Bucket {
 	var out []history.Bucket
+	var missing []string
+	exported.mu.Lock()
 	for _, rt := range resourceTypes {
 		if s, ok := exported.buckets[quota.BucketID{Consumer: consumer, ResourceType: rt}]; ok {
 			out = append(out, s.numbers())
+		} else {
+			missing = append(missing, rt)
+		}
+	}
+	exported.mu.Unlock()
+	if len(missing) > 0 {
+		out = append(out, h.t.liveBucketNumbers(consumer, missing)...)
+	}
+	return out
+}
+
+// liveBucketNumbers are the engine's own numbers of consumer's overall
+// buckets of resourceTypes.
+func (t *term) liveBucketNumbers(consumer quota.ConsumerID, resourceTypes []string) []history.Bucket {
+	var out []history.Bucket
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, rt := range resourceTypes {
+		id := quota.BucketID{Consumer: consumer, ResourceType: rt}
+		if st, ok := t.eng.Bucket(id); ok {
+			out = append(out, history.Bucket{Name: quota.BucketName(id), ResourceType: rt, Limit: st.Limit, Allocated: st.Allocated, Available: st.Available()})
 		}
 	}
 	return out
@@ -357,15 +379,17 @@ func (hd *Handle) RecordRefusal(r Refusal) {
 	exported.mu.Lock()
 	h := exported.history
 	exported.mu.Unlock()
-	if h == nil {
+	if h == nil || historyOff.Load() {
 		return
 	}
 	var types []string
 	for _, a := range r.Requests {
 		types = append(types, a.ResourceType)
 	}
+	// The engine's numbers at the refusal, not the last verified ones: the
+	// refusal may follow the change that filled the bucket by microseconds.
 	h.record(r.Consumer, history.Entry{Event: history.AdmissionRefused, Object: r.Object, Policy: r.Policy, Reason: "QuotaExceeded",
-		Message: r.Message, Requests: r.Requests, Buckets: bucketNumbers(r.Consumer, types)})
+		Message: r.Message, Requests: r.Requests, Buckets: h.t.liveBucketNumbers(r.Consumer, types)})
 }
 
 // HistoryLabelValue is the value of a history ConfigMap's consumer labels

@@ -23,6 +23,21 @@ var (
 	registerResultOnce sync.Once
 )
 
+// countResult counts one create judged by policy into the seed's family, with
+// the kind the policy charges (the created object's): report.go's result
+// calls it.
+func (r *reporter) countResult(policy, result string) {
+	var gk schema.GroupKind
+	r.p.mu.Lock()
+	if r.p.policies != nil {
+		if f := r.p.policies.byName[policy]; f != nil {
+			gk = schema.GroupKind{Group: f.compiled.Group, Kind: f.compiled.Kind}
+		}
+	}
+	r.p.mu.Unlock()
+	countAdmissionResult(policy, gk, result)
+}
+
 // countAdmissionResult counts one create judged by policy, of an object of
 // kind gk.
 func countAdmissionResult(policy string, gk schema.GroupKind, result string) {
