@@ -57,8 +57,10 @@ type term struct {
 	pending map[string]*pendingClaim
 	// pendingByObject are the keys of pending, by object UID.
 	pendingByObject map[string]map[string]struct{}
-	// updating marks an object whose update is being decided.
-	updating map[string]*struct{}
+	// updating marks an object whose update is being decided, with a token
+	// of that decision (updateSeq).
+	updating  map[string]uint64
+	updateSeq uint64
 	// objectClaims are the claims policies made, by object UID (claim UID →
 	// policy), and claimObject the reverse: what an update replaces.
 	objectClaims map[string]map[string]string
@@ -120,7 +122,7 @@ func newTerm(r *Runner, l *ledger, j *journal, inflight map[string]string) *term
 		committerDone:   make(chan struct{}),
 		pending:         map[string]*pendingClaim{},
 		pendingByObject: map[string]map[string]struct{}{},
-		updating:        map[string]*struct{}{},
+		updating:        map[string]uint64{},
 		objectClaims:    map[string]map[string]string{},
 		claimObject:     map[string]string{},
 		replacing:       map[string]bool{},

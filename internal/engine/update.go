@@ -119,7 +119,7 @@ func (t *term) admitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyC
 		}
 		var others bool
 		mine, others = t.pendingOfObject(obj.UID, rec)
-		if !others && t.updating[obj.UID] == nil {
+		if _, busy := t.updating[obj.UID]; !others && !busy {
 			break
 		}
 		t.mu.Unlock()
@@ -133,11 +133,12 @@ func (t *term) admitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyC
 		defer t.mu.Unlock()
 		return t.decideChangesLocked(obj, changes, nil, true)
 	}
-	busy := &struct{}{}
-	t.updating[obj.UID] = busy
+	t.updateSeq++
+	token := t.updateSeq
+	t.updating[obj.UID] = token
 	done := func() {
 		t.mu.Lock()
-		if t.updating[obj.UID] == busy {
+		if t.updating[obj.UID] == token {
 			delete(t.updating, obj.UID)
 		}
 		t.mu.Unlock()
