@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/history"
@@ -96,4 +97,30 @@ func TestAdmissionRecordsItsRefusals(t *testing.T) {
 	if r := rows[len(rows)-1]; len(r.Buckets) != 1 || r.Buckets[0].Available != 0 {
 		t.Errorf("refusal recorded as %+v", r)
 	}
+}
+
+// TestHistoryRecordsGrantAndLimitChanges: a grant created, changed and
+// deleted, and the limit it makes, are in the consumer's history; a limit
+// change says from what to what.
+func TestHistoryRecordsGrantAndLimitChanges(t *testing.T) {
+	c := quotatest.NewClient(t, srv.Config)
+	f := quotatest.NewFixture(t, c)
+	f.Register("cpus")
+	g := f.Grant("g", map[string][]quotatest.Bucket{"cpus": {{Amount: 4}}})
+	f.WaitBucket(quotatest.N(4, 0, 4), "cpus")
+	f.UpdateGrant(g, func(g *quotav1alpha1.ResourceGrant) { g.Spec.Allowances[0].Buckets[0].Amount = 6 })
+	f.WaitBucket(quotatest.N(6, 0, 6), "cpus")
+	consumer := history.Query{ConsumerKind: f.Org.Kind, ConsumerName: f.Org.Name}
+	rows := readHistory(t, consumer, func(rows []history.Row) bool {
+		return hasEvent(history.GrantCreated)(rows) && hasEvent(history.GrantChanged)(rows) && hasEvent(history.LimitChanged)(rows)
+	})
+	for _, r := range rows {
+		if r.Event == history.LimitChanged && (r.Message != "limit 4 → 6" || len(r.Buckets) != 1 || r.Buckets[0].Limit != 6) {
+			t.Errorf("limit change recorded as %+v", r)
+		}
+	}
+	if err := c.Delete(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	readHistory(t, consumer, hasEvent(history.GrantDeleted))
 }
