@@ -74,8 +74,17 @@ func stateHandler() http.Handler {
 func TestStateMetricsExportOnlyWhileLeading(t *testing.T) {
 	h := stateHandler()
 	end := scrapeWorld(t, 3, 2)
-	if _, series := scrapeOnce(t, h, false); series == 0 {
+	_, series := scrapeOnce(t, h, false)
+	if series == 0 {
 		t.Fatal("a leader exports nothing")
+	}
+	// Per-claim series only when asked for: claim_info, three per claim
+	// condition, two generations.
+	claimInfo.Store(true)
+	_, withClaims := scrapeOnce(t, h, false)
+	claimInfo.Store(false)
+	if want := series + 2*(1+3+2); withClaims != want {
+		t.Errorf("with --metrics-claim-info, %d series; want %d", withClaims, want)
 	}
 	end()
 	if _, series := scrapeOnce(t, h, false); series != 0 {
