@@ -69,6 +69,10 @@ type pendingClaim struct {
 	Replaces []replacedClaim                 `json:"x,omitempty"`
 	Growth   []quotav1alpha1.ResourceRequest `json:"gr,omitempty"`
 	Check    *UpdateCheck                    `json:"k,omitempty"`
+	// ClaimUID is the UID the new claim is written with, chosen at
+	// admission: the cache adopts a claim for this entry only by it (a claim
+	// an earlier entry of the same name wrote may be seen late).
+	ClaimUID string `json:"cu,omitempty"`
 
 	// outcome is what this server reported of the create, when it ended.
 	outcome outcome

@@ -11,8 +11,11 @@ import (
 // at once, without looking it up; a create refused after admission (by a
 // later admission step, or because the name was taken) is released at once.
 type CreateRecord struct {
-	mu   sync.Mutex
-	keys []string
+	mu sync.Mutex
+	// entries are the pending entries this request made. A key alone
+	// would not do: once an entry settles, another request's entry may
+	// have the same key.
+	entries []*pendingClaim
 }
 
 type createRecordKey struct{}
@@ -23,12 +26,19 @@ func WithCreateRecord(ctx context.Context) (context.Context, *CreateRecord) {
 	return context.WithValue(ctx, createRecordKey{}, rec), rec
 }
 
-// has reports whether this request made the pending entry k.
-func (rec *CreateRecord) has(k string) bool {
+// empty reports whether this request made no pending entry.
+func (rec *CreateRecord) empty() bool {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	for _, x := range rec.keys {
-		if x == k {
+	return len(rec.entries) == 0
+}
+
+// has reports whether this request made the pending entry p.
+func (rec *CreateRecord) has(p *pendingClaim) bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, x := range rec.entries {
+		if x == p {
 			return true
 		}
 	}
@@ -43,7 +53,7 @@ func noteGrants(ctx context.Context, entries []*pendingClaim) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, p := range entries {
-		rec.keys = append(rec.keys, p.key())
+		rec.entries = append(rec.entries, p)
 	}
 }
 
@@ -51,9 +61,9 @@ func noteGrants(ctx context.Context, entries []*pendingClaim) {
 // its HTTP status, 0 when it ended without one (a panic).
 func (h *Handle) CreateEnded(rec *CreateRecord, status int) {
 	rec.mu.Lock()
-	keys := rec.keys
+	entries := rec.entries
 	rec.mu.Unlock()
-	if len(keys) == 0 {
+	if len(entries) == 0 {
 		return
 	}
 	t := h.term.Load()
@@ -70,10 +80,15 @@ func (h *Handle) CreateEnded(rec *CreateRecord, status int) {
 		out = outcomeRefused
 	}
 	now := time.Now()
+	var keys []string
 	t.mu.Lock()
-	for _, k := range keys {
-		if p, ok := t.pending[k]; ok {
+	for _, p := range entries {
+		// Only an entry still pending as this request's: one released
+		// when admission ran again, or settled, says nothing of others
+		// that took its key since.
+		if t.pending[p.key()] == p {
 			p.outcome, p.ended = out, now
+			keys = append(keys, p.key())
 		}
 	}
 	t.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -103,6 +104,23 @@ func (h *Handle) AdmitUpdate(ctx context.Context, obj ObjectRef, changes []Polic
 		return UpdateResult{}, ErrNotLeader
 	}
 	return t.admitUpdate(ctx, obj, changes, dryRun)
+}
+
+// UndoEarlierAttempt undoes what an earlier run of admission decided for an
+// update of obj in this same request: admission runs again when the storage
+// retries on a conflict, and the newer object may need a different change, or
+// none. It costs nothing when the request decided nothing for the object.
+func (h *Handle) UndoEarlierAttempt(ctx context.Context, objectUID string) error {
+	rec, _ := ctx.Value(createRecordKey{}).(*CreateRecord)
+	if rec == nil || rec.empty() {
+		return nil
+	}
+	t := h.term.Load()
+	if t == nil || t.journal == nil {
+		return nil // a new leader settles them by looking the object up
+	}
+	_, err := t.admitUpdate(ctx, ObjectRef{UID: objectUID}, nil, false)
+	return err
 }
 
 func (t *term) admitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyChange, dryRun bool) (UpdateResult, error) {
@@ -212,7 +230,8 @@ func (t *term) decideChangesLocked(obj ObjectRef, changes []PolicyChange, entrie
 			res.Changes = append(res.Changes, cr)
 			continue
 		}
-		p := &pendingClaim{Policy: ch.Policy, Resource: obj.Resource, ObjectUID: obj.UID, Created: now, Update: true, Check: &ch.Check}
+		p := &pendingClaim{Policy: ch.Policy, Resource: obj.Resource, ObjectUID: obj.UID, Created: now, Update: true, Check: &ch.Check,
+			ClaimUID: string(uuid.NewUUID())}
 		for _, o := range olds {
 			p.Replaces = append(p.Replaces, o.ref)
 		}
@@ -371,7 +390,7 @@ func (t *term) pendingOfObject(objectUID string, rec *CreateRecord) (mine []*pen
 		if p == nil {
 			continue
 		}
-		if rec != nil && rec.has(k) && p.Update && p.outcome == outcomeUnknown {
+		if rec != nil && p.Update && p.outcome == outcomeUnknown && rec.has(p) {
 			mine = append(mine, p)
 		} else {
 			others = true
@@ -502,7 +521,7 @@ func (t *term) swapLocked(p *pendingClaim, c *quotav1alpha1.ResourceClaim) {
 // adoptUpdateLocked counts a claim written for an update, seen by the cache
 // (possibly before the writer learned its transaction committed).
 func (t *term) adoptUpdateLocked(p *pendingClaim, c *quotav1alpha1.ResourceClaim) bool {
-	if c.Annotations[AnnotationResourceUID] != p.ObjectUID || !convert.IsGranted(c) {
+	if string(c.UID) != p.ClaimUID || !convert.IsGranted(c) {
 		return false
 	}
 	t.swapLocked(p, c)

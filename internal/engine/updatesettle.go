@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -129,7 +128,7 @@ func (t *term) writeReplacement(ctx context.Context, p *pendingClaim, gvr schema
 		c = &quotav1alpha1.ResourceClaim{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: p.Namespace, Name: name, Labels: p.Labels, Annotations: p.annotations(),
-				UID: uuid.NewUUID(), CreationTimestamp: metav1.Now(), Generation: 1,
+				UID: types.UID(p.ClaimUID), CreationTimestamp: metav1.Now(), Generation: 1,
 			},
 			Spec: p.Spec,
 		}

@@ -292,6 +292,7 @@ func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.
 	p.reports.resultAll(applying, resultDenied)
 	msg := denialMessage(kind.Kind, a.GetName(), res)
 	p.reports.denied(applying, msg)
+	p.recordRefusal(a, applying, claims, msg)
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), errors.New(msg))
 }
 

@@ -69,6 +69,7 @@ func (r *reporter) events() record.EventRecorder {
 
 func (r *reporter) result(policy, result string) {
 	admissionResults.WithLabelValues(policy, result).Inc()
+	r.countResult(policy, result)
 }
 
 func (r *reporter) resultAll(applying []*inForce, result string) {

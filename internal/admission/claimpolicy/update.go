@@ -78,6 +78,12 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 		applying = append(applying, f)
 	}
 	if len(changes) == 0 {
+		// An earlier run of admission in this request (before the storage
+		// retried on a conflict) may have decided a change this object, as
+		// it is now, does not make.
+		if err := p.handle.UndoEarlierAttempt(ctx, string(oldMeta.GetUID())); err != nil {
+			return apierrors.NewTimeoutError(fmt.Sprintf("quota for this update of %s %s could not be settled: %v; retry", tg.kind.Kind, a.GetName(), err), 2)
+		}
 		return nil
 	}
 	var claims []*quotav1alpha1.ResourceClaim
@@ -148,6 +154,14 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 	p.reports.resultAll(applying, resultDenied)
 	msg := updateDenialMessage(kind, a.GetName(), res)
 	p.reports.denied(applying, msg)
+	var refused []*inForce
+	var claims []*quotav1alpha1.ResourceClaim
+	for i, ch := range changes {
+		if ch.Claim != nil {
+			refused, claims = append(refused, applying[i]), append(claims, ch.Claim)
+		}
+	}
+	p.recordRefusal(a, refused, claims, msg)
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), errors.New(msg))
 }
 

@@ -86,7 +86,6 @@ func TestHistoryAnswersWhyAnObjectWasRefused(t *testing.T) {
 // TestAdmissionRecordsItsRefusals: a create refused at admission is in the
 // object's history without anything else calling RecordRefusal.
 func TestAdmissionRecordsItsRefusals(t *testing.T) {
-	t.Skip("needs the one-line hook in internal/admission/claimpolicy (a denial calls engine.Handle.RecordRefusal); remove this Skip with it")
 	c := quotatest.NewClient(t, srv.Config)
 	f := quotatest.NewFixture(t, c)
 	f.SecretsPolicy(1)

@@ -92,11 +92,15 @@ func TestOwnerChargesTheirOrganizationForProjects(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("a project in beta after one was deleted: %v", last)
 	}
+	// The new project's claim is written once its create has ended, and
+	// the deleted project's claim goes with the garbage collector.
 	claims := &quotav1alpha1.ResourceClaimList{}
-	if err := admin.List(ctx, claims, client.InNamespace(rmv1alpha1.OrganizationNamespace(beta.Name))); err != nil {
-		t.Fatal(err)
-	}
-	if len(claims.Items) != 2 {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := admin.List(ctx, claims, client.InNamespace(rmv1alpha1.OrganizationNamespace(beta.Name))); err != nil {
+			return false, nil
+		}
+		return len(claims.Items) == 2, nil
+	}); err != nil {
 		t.Errorf("%d claims in beta's namespace, want 2 (one per project)", len(claims.Items))
 	}
 }
