@@ -29,7 +29,7 @@ import (
 )
 
 const (
-	soakDuration = 5 * time.Minute
+	soakDuration = 3 * time.Minute
 	soakClients  = 8
 	// answerWithin is how long any request may take to be answered: the
 	// admission decide timeout (10 s) with room for the rest of the request.
@@ -37,7 +37,7 @@ const (
 )
 
 // TestSoak runs the quota plane as production would — two serve replicas on
-// one external etcd — under 8 clients for 5 minutes: ConfigMaps and Secrets
+// one external etcd — under 8 clients for 3 minutes: ConfigMaps and Secrets
 // created, updated and deleted under three policies (one fail-open, one
 // placing its claims in a central namespace, one with a generated claim
 // name), claims created and deleted directly, a policy edited every few
@@ -47,7 +47,7 @@ const (
 // answered within its timeout (a non-leader's 504 counts as an answer).
 func TestSoak(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs for 5 minutes")
+		t.Skip("runs for 3 minutes")
 	}
 	quotatest.Exclusive(t)
 	bin := quotatest.BuildBinary(t)
@@ -221,7 +221,7 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(2 * time.Minute)
+	time.Sleep(soakDuration / 3)
 	leader := engineLeader(t, replicas)
 	t.Logf("killing the engine's leader, replica %s", leader.Name)
 	_ = leader.Cmd.Process.Signal(syscall.SIGKILL)
