@@ -2,11 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,45 +48,21 @@ func TestAdmissionSurvivesKill(t *testing.T) {
 	f.SecretsPolicy(limit)
 
 	// 16 clients create Secrets; the server is killed after the 20th success.
-	var admitted atomic.Int64
 	next := make(chan int, 200)
 	for i := range 200 {
 		next <- i
 	}
 	close(next)
-	killed := make(chan struct{})
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				select {
-				case <-killed:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%03d", i), Namespace: f.NS}})
-				cancel()
-				if err == nil && admitted.Add(1) == 20 {
-					once.Do(func() {
-						_ = p.cmd.Process.Kill()
-						close(killed)
-					})
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	select {
-	case <-killed:
-	default:
-		t.Fatalf("only %d creates were admitted; the server was never killed", admitted.Load())
-	}
-	<-p.exitErr
-	t.Logf("killed after %d admitted creates", admitted.Load())
+	admitted := killAfterSuccesses(t, p, 16, 200, 20, func(*rand.Rand) error {
+		i, more := <-next
+		if !more {
+			return errors.New("no more Secrets to create")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%03d", i), Namespace: f.NS}})
+	})
+	t.Logf("killed after %d admitted creates", admitted)
 
 	began := time.Now()
 	startServe(t, bin, dataDir, port)
@@ -117,9 +93,9 @@ func TestAdmissionSurvivesKill(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after the restart, the stored Secrets never all had their granted claims with the bucket allocating exactly them (%d stored)", stored)
 	}
-	t.Logf("%d Secrets stored before the kill (%d answered); all claimed and accounted %s after the restart began", stored, admitted.Load(), time.Since(began).Round(time.Millisecond))
-	if stored < int(admitted.Load()) {
-		t.Fatalf("%d creates were answered as admitted but only %d Secrets are stored", admitted.Load(), stored)
+	t.Logf("%d Secrets stored before the kill (%d answered); all claimed and accounted %s after the restart began", stored, admitted, time.Since(began).Round(time.Millisecond))
+	if stored < int(admitted) {
+		t.Fatalf("%d creates were answered as admitted but only %d Secrets are stored", admitted, stored)
 	}
 
 	// Fill the quota: exactly limit Secrets in all.

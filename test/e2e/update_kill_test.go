@@ -63,43 +63,14 @@ func TestResizesSurviveKill(t *testing.T) {
 		}
 	}
 
-	var resized atomic.Int64
-	killed := make(chan struct{})
-	var once sync.Once
-	var wg sync.WaitGroup
-	for g := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(g), 1))
-			for range 100 {
-				select {
-				case <-killed:
-					return
-				default:
-				}
-				name := fmt.Sprintf("cm-%02d", r.IntN(objects))
-				body := fmt.Sprintf(`{"data":{"size":"%d"}}`, 1+r.IntN(10))
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := c.Patch(rctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}}, client.RawPatch(types.MergePatchType, []byte(body)))
-				cancel()
-				if err == nil && resized.Add(1) == 60 {
-					once.Do(func() {
-						_ = p.cmd.Process.Kill()
-						close(killed)
-					})
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	select {
-	case <-killed:
-	default:
-		t.Fatalf("only %d resizes were admitted; the server was never killed", resized.Load())
-	}
-	<-p.exitErr
-	t.Logf("killed after %d admitted resizes", resized.Load())
+	resized := killAfterSuccesses(t, p, 32, 100, 60, func(r *rand.Rand) error {
+		name := fmt.Sprintf("cm-%02d", r.IntN(objects))
+		body := fmt.Sprintf(`{"data":{"size":"%d"}}`, 1+r.IntN(10))
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return c.Patch(rctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}}, client.RawPatch(types.MergePatchType, []byte(body)))
+	})
+	t.Logf("killed after %d admitted resizes", resized)
 
 	began := time.Now()
 	startServe(t, bin, dataDir, port)
@@ -148,4 +119,42 @@ func TestResizesSurviveKill(t *testing.T) {
 		t.Fatalf("the ConfigMaps add up to %d against a limit of %d", sum, limit)
 	}
 	t.Logf("every ConfigMap's claim equals its stored size (total %d of %d) %s after the restart began", sum, limit, time.Since(began).Round(time.Millisecond))
+}
+
+// killAfterSuccesses runs clients workers, each calling do up to perClient
+// times (with its own random source), SIGKILLs p once n calls in all have
+// succeeded, and waits for p to exit. It returns the successes; the test
+// fails if p was never killed.
+func killAfterSuccesses(t *testing.T, p *serveProcess, clients, perClient int, n int64, do func(r *rand.Rand) error) int64 {
+	t.Helper()
+	var ok atomic.Int64
+	killed := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for g := range clients {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for range perClient {
+				select {
+				case <-killed:
+					return
+				default:
+				}
+				if do(r) == nil && ok.Add(1) == n {
+					once.Do(func() {
+						_ = p.cmd.Process.Kill()
+						close(killed)
+					})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-killed:
+	default:
+		t.Fatalf("only %d requests succeeded; the server was never killed", ok.Load())
+	}
+	<-p.exitErr
+	return ok.Load()
 }
