@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -368,18 +369,8 @@ func (t *term) claimsOfObjectLocked(objectUID, policy string) []heldClaim {
 		c, _ := t.eng.Claim(uid)
 		out = append(out, heldClaim{ref: replacedClaim{Namespace: c.Namespace, Name: c.Name, UID: uid}, claim: c})
 	}
-	slices.SortFunc(out, func(a, b heldClaim) int { return compare(a.ref.key(), b.ref.key()) })
+	slices.SortFunc(out, func(a, b heldClaim) int { return strings.Compare(a.ref.key(), b.ref.key()) })
 	return out
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // pendingOfObject returns the pending entries of an object made in this

@@ -1,6 +1,9 @@
 package quota
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // GrantedDecision is the decision of a claim granted in full: each request
 // allocated from its consumer's overall bucket. It is how a claim that
@@ -72,21 +75,11 @@ func Cells(h map[Cell]int64) []Cell {
 	slices.SortFunc(out, func(a, b Cell) int {
 		switch {
 		case a.Consumer.String() != b.Consumer.String():
-			return compareStrings(a.Consumer.String(), b.Consumer.String())
+			return strings.Compare(a.Consumer.String(), b.Consumer.String())
 		case a.ResourceType != b.ResourceType:
-			return compareStrings(a.ResourceType, b.ResourceType)
+			return strings.Compare(a.ResourceType, b.ResourceType)
 		}
-		return compareStrings(a.Dims, b.Dims)
+		return strings.Compare(a.Dims, b.Dims)
 	})
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
