@@ -87,11 +87,25 @@ func createsPerSecond(b *testing.B, c client.Client, n, clients int) float64 {
 	f := quotatest.NewFixture(b, c)
 	f.SecretsPolicy(int64(n + 10))
 	time.Sleep(time.Second) // let set-up writes settle
+	elapsed, _ := runClients(b, n, clients, func(i int) error {
+		return c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%06d", i), Namespace: f.NS}, StringData: map[string]string{"k": "v"}})
+	})
+	time.Sleep(2 * time.Second) // the asynchronous writes: claims, buckets, history
+	removeNamespace(b, c, f.NS)
+	return float64(n) / elapsed.Seconds()
+}
+
+// runClients calls do for 0..n-1 from the given number of clients, fails
+// the benchmark if any call failed, and returns the time all took and each
+// call's latency, sorted.
+func runClients(b *testing.B, n, clients int, do func(i int) error) (time.Duration, []time.Duration) {
+	b.Helper()
 	next := make(chan int, n)
 	for i := range n {
 		next <- i
 	}
 	close(next)
+	latencies := make([]time.Duration, n)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed error
@@ -99,7 +113,9 @@ func createsPerSecond(b *testing.B, c client.Client, n, clients int) float64 {
 	for range clients {
 		wg.Go(func() {
 			for i := range next {
-				err := c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%06d", i), Namespace: f.NS}, StringData: map[string]string{"k": "v"}})
+				start := time.Now()
+				err := do(i)
+				latencies[i] = time.Since(start)
 				if err != nil {
 					mu.Lock()
 					failed = err
@@ -113,7 +129,6 @@ func createsPerSecond(b *testing.B, c client.Client, n, clients int) float64 {
 	if failed != nil {
 		b.Fatal(failed)
 	}
-	time.Sleep(2 * time.Second) // the asynchronous writes: claims, buckets, history
-	removeNamespace(b, c, f.NS)
-	return float64(n) / elapsed.Seconds()
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	return elapsed, latencies
 }

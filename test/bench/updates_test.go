@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,46 +79,19 @@ func updatesPerSecond(b *testing.B, c client.Client, mode string, n, clients int
 			Data: map[string]string{"size": "1", "note": "0"}})
 	})
 	time.Sleep(time.Second) // let set-up writes settle
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	latencies := make([]time.Duration, n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed error
-	began := time.Now()
-	for range clients {
-		wg.Go(func() {
-			for i := range next {
-				// Update k of an object: size 2 on odd k, 1 on even k
-				// (b: alternately up and down), or only the note (c).
-				obj, k := i%objects, i/objects
-				body := fmt.Sprintf(`{"data":{"size":"%d"}}`, 1+(k+1)%2)
-				if mode == "c-unread-field" {
-					body = fmt.Sprintf(`{"data":{"note":"%d"}}`, k+1)
-				}
-				start := time.Now()
-				err := c.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", obj), Namespace: f.NS}},
-					client.RawPatch(types.MergePatchType, []byte(body)))
-				latencies[i] = time.Since(start)
-				if err != nil {
-					mu.Lock()
-					failed = err
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(began)
-	if failed != nil {
-		b.Fatal(failed)
-	}
+	elapsed, latencies := runClients(b, n, clients, func(i int) error {
+		// Update k of an object: size 2 on odd k, 1 on even k (b:
+		// alternately up and down), or only the note (c).
+		obj, k := i%objects, i/objects
+		body := fmt.Sprintf(`{"data":{"size":"%d"}}`, 1+(k+1)%2)
+		if mode == "c-unread-field" {
+			body = fmt.Sprintf(`{"data":{"note":"%d"}}`, k+1)
+		}
+		return c.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", obj), Namespace: f.NS}},
+			client.RawPatch(types.MergePatchType, []byte(body)))
+	})
 	time.Sleep(2 * time.Second) // the asynchronous writes: replaced claims, buckets
 	removeNamespace(b, c, f.NS)
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return float64(n) / elapsed.Seconds(), ms(latencies[n/2]), ms(latencies[n*99/100])
 }
