@@ -25,6 +25,20 @@ type Engine struct {
 	changedBuckets map[bucketRef]struct{}
 	changedGrants  map[string]struct{}
 	changedRegs    map[string]struct{}
+
+	// Hierarchy (levels.go): what is known of each consumer object, the
+	// valid group grants by UID in a stable order, and whether claims'
+	// levels must be computed again.
+	info        map[ConsumerID]ConsumerInfo
+	groups      []string
+	levelsStale bool
+	// sharedRoom: a level shared by several consumers (a parent or a
+	// group) gained room or a limit; every waiting claim is decided again.
+	sharedRoom bool
+
+	// holds are delegated-budget reservations of grants being admitted
+	// (budget.go), by grant namespace/name.
+	holds map[string]budgetHold
 }
 
 type seriesKey struct {
@@ -82,7 +96,9 @@ func (b *bucket) removeGrant(uid string) bool {
 type claimState struct {
 	claim    Claim
 	decision Decision
-	series   []*series // one per request, in request order
+	// levels are, per request in request order, the series it draws from:
+	// its consumer's first, then its ancestors' and groups' (levels.go).
+	levels [][]*series
 }
 
 type consumerState struct {
@@ -104,6 +120,8 @@ func NewEngine() *Engine {
 		changedBuckets: map[bucketRef]struct{}{},
 		changedGrants:  map[string]struct{}{},
 		changedRegs:    map[string]struct{}{},
+		info:           map[ConsumerID]ConsumerInfo{},
+		holds:          map[string]budgetHold{},
 	}
 }
 
@@ -149,6 +167,7 @@ func (e *Engine) registrationsChanged() {
 		}
 	}
 	e.active = active
+	e.levelsStale = true
 	for _, n := range names {
 		e.changedRegs[n] = struct{}{}
 	}
@@ -227,8 +246,8 @@ func (e *Engine) ValidateGrant(g Grant) Validity {
 		if !ok {
 			return Validity{Reason: ReasonValidationFailed, Cause: CauseResourceTypeNotRegistered, Message: fmt.Sprintf("resource type %s is not registered; create a ResourceRegistration for it or fix the allowance", a.ResourceType)}
 		}
-		if (GroupKind{g.Consumer.APIGroup, g.Consumer.Kind}) != r.ConsumerType {
-			return Validity{Reason: ReasonValidationFailed, Cause: CauseConsumerTypeMismatch, Message: fmt.Sprintf("consumer %s cannot receive %s: ResourceRegistration %s grants it to %s consumers", g.Consumer, a.ResourceType, r.Name, r.ConsumerType)}
+		if v, ok := grantKindAllowed(g, r); !ok {
+			return v
 		}
 	}
 	return Validity{Valid: true, Reason: ReasonGrantActive, Message: "grant is valid and counts towards its consumer's limits"}
@@ -246,6 +265,8 @@ func (e *Engine) RemoveGrant(uid string) {
 		return
 	}
 	e.withdrawGrant(uid)
+	e.groupChanged(uid, e.grants[uid], false)
+	e.dropHoldOf(e.grants[uid])
 	delete(e.grants, uid)
 	delete(e.grantValid, uid)
 	delete(e.changedGrants, uid)
@@ -264,9 +285,12 @@ func (e *Engine) applyGrant(uid string, g Grant) {
 		e.changedGrants[uid] = struct{}{}
 	}
 	e.grantValid[uid] = v
+	e.groupChanged(uid, g, v.Valid)
+	e.settleHold(g)
 	if !v.Valid {
 		return
 	}
+	e.sharedRoom = true
 	for _, a := range g.Allowances {
 		s := e.seriesFor(seriesKey{g.Consumer, a.ResourceType})
 		for _, gb := range a.Buckets {
@@ -356,6 +380,7 @@ func (e *Engine) touch(s *series, dimsKey string) {
 // Bucket returns the live state of a bucket; false when it does not exist
 // (nothing refers to it).
 func (e *Engine) Bucket(id BucketID) (BucketStatus, bool) {
+	e.refreshLevels()
 	s, ok := e.series[seriesKey{id.Consumer, id.ResourceType}]
 	if !ok {
 		return BucketStatus{}, false
@@ -364,7 +389,7 @@ func (e *Engine) Bucket(id BucketID) (BucketStatus, bool) {
 	if !ok {
 		return BucketStatus{}, false
 	}
-	st := BucketStatus{ID: id, Dims: b.dims, Limit: b.limit(), Allocated: b.allocated(), Claims: b.claims}
+	st := e.bucketStatus(s, b)
 	for _, g := range b.grants {
 		st.Grants = append(st.Grants, g)
 	}
@@ -379,6 +404,7 @@ func (e *Engine) Bucket(id BucketID) (BucketStatus, bool) {
 
 // BucketIDs lists every existing bucket.
 func (e *Engine) BucketIDs() []BucketID {
+	e.refreshLevels()
 	var ids []BucketID
 	for k, s := range e.series {
 		for key := range s.buckets {
@@ -392,6 +418,7 @@ func (e *Engine) BucketIDs() []BucketID {
 // buckets (possibly removed), grants and registrations whose validity may
 // have changed.
 func (e *Engine) TakeChanged() (buckets []BucketID, grants, registrations []string) {
+	e.refreshLevels()
 	for ref := range e.changedBuckets {
 		buckets = append(buckets, BucketID{ref.s.key.Consumer, ref.s.key.ResourceType, ref.key})
 	}
@@ -415,11 +442,14 @@ func (e *Engine) AddClaim(c Claim) {
 	if _, ok := e.claims[c.UID]; ok {
 		return
 	}
-	cs := &claimState{claim: c, decision: Decision{Outcome: Pending}, series: make([]*series, len(c.Requests))}
+	e.refreshLevels()
+	cs := &claimState{claim: c, decision: Decision{Outcome: Pending}, levels: make([][]*series, len(c.Requests))}
 	e.claims[c.UID] = cs
 	for i, r := range c.Requests {
-		cs.series[i] = e.seriesFor(seriesKey{c.Consumer, r.ResourceType})
-		cs.series[i].claims++
+		cs.levels[i] = e.levelsOf(c.Consumer, r.ResourceType)
+		for _, s := range cs.levels[i] {
+			s.claims++
+		}
 	}
 	q := e.consumers[c.Consumer]
 	if q == nil {
@@ -459,9 +489,11 @@ func (e *Engine) RemoveClaim(uid string) {
 	} else if q := e.consumers[c.Consumer]; q != nil {
 		q.remove(cs)
 	}
-	for _, s := range cs.series {
-		s.claims--
-		e.prune(s)
+	for _, ls := range cs.levels {
+		for _, s := range ls {
+			s.claims--
+			e.prune(s)
+		}
 	}
 	if q := e.consumers[c.Consumer]; q != nil {
 		if q.claims--; q.claims == 0 {
@@ -514,6 +546,8 @@ func (e *Engine) Decide() []Changed {
 // When the bound stops it, more is true and the rest is decided by a later
 // call. Callers bound the grants that are recorded but not yet written.
 func (e *Engine) DecideUpTo(max int) (out []Changed, more bool) {
+	e.refreshLevels()
+	e.spreadSharedRoom()
 	granted := 0
 	for c, roomGained := range e.dirty {
 		if max >= 0 && granted >= max {
@@ -562,18 +596,36 @@ func (e *Engine) DecideUpTo(max int) (out []Changed, more bool) {
 func (e *Engine) allocate(cs *claimState, d Decision) {
 	c := cs.claim
 	for i, r := range c.Requests {
-		s := cs.series[i]
-		s.granted[c.UID] = grantedReq{amount: r.Amount, dims: r.Dims}
-		for key, b := range s.buckets {
-			if b.dims.SubsetOf(r.Dims) {
-				b.allocSum.add(r.Amount)
-				b.claims++
-				e.touch(s, key)
-			}
+		for _, s := range cs.levels[i] {
+			e.charge(s, c.UID, r)
 		}
 	}
 	d.Outcome = Granted
 	cs.decision = d
+}
+
+// charge counts a granted request in every bucket of s that covers it.
+func (e *Engine) charge(s *series, uid string, r Request) {
+	s.granted[uid] = grantedReq{amount: r.Amount, dims: r.Dims}
+	for key, b := range s.buckets {
+		if b.dims.SubsetOf(r.Dims) {
+			b.allocSum.add(r.Amount)
+			b.claims++
+			e.touch(s, key)
+		}
+	}
+}
+
+// uncharge is charge undone.
+func (e *Engine) uncharge(s *series, uid string, r Request) {
+	delete(s.granted, uid)
+	for key, b := range s.buckets {
+		if b.dims.SubsetOf(r.Dims) {
+			b.allocSum.sub(r.Amount)
+			b.claims--
+			e.touch(s, key)
+		}
+	}
 }
 
 // evaluate decides a claim against the current state without changing it.
@@ -585,31 +637,10 @@ func (e *Engine) evaluate(cs *claimState) Decision {
 	results := make([]RequestResult, len(c.Requests))
 	var firstDenied string
 	for i, r := range c.Requests {
-		s := cs.series[i]
-		overall := BucketID{c.Consumer, r.ResourceType, ""}
-		res := RequestResult{ResourceType: r.ResourceType, Bucket: overall}
-		short, shortKey := (*bucket)(nil), ""
-		if s == nil {
-			short = &bucket{}
-		} else {
-			for key, b := range s.buckets {
-				if !b.dims.SubsetOf(r.Dims) || b.available() >= r.Amount {
-					continue
-				}
-				if short == nil || key < shortKey {
-					short, shortKey = b, key
-				}
-			}
-		}
 		reg, _ := e.activeRegistration(r.ResourceType)
-		if short != nil {
-			res.Status, res.Reason = "Denied", ReasonQuotaExceeded
-			res.Message = exceededMessage(c, r, reg.BaseUnit, BucketID{c.Consumer, r.ResourceType, short.dims.Key()}, short)
-			if firstDenied == "" {
-				firstDenied = res.Message
-			}
-		} else {
-			res.Status, res.Reason, res.Allocated = "Granted", ReasonQuotaAvailable, r.Amount
+		res := e.check(c, r, reg, cs.levels[i])
+		if res.Status == "Denied" && firstDenied == "" {
+			firstDenied = res.Message
 		}
 		results[i] = res
 	}
@@ -710,6 +741,7 @@ func (e *Engine) Claims() int { return len(e.claims) }
 // apply to one create. It returns each claim's decision and whether all were
 // granted.
 func (e *Engine) DecideTogether(uids []string) (map[string]Decision, bool) {
+	e.refreshLevels()
 	out := make(map[string]Decision, len(uids))
 	var done []*claimState
 	ok := true
@@ -748,13 +780,10 @@ func (e *Engine) DecideTogether(uids []string) (map[string]Decision, bool) {
 func (e *Engine) deallocate(cs *claimState) {
 	c := cs.claim
 	for i, r := range c.Requests {
-		s := cs.series[i]
-		delete(s.granted, c.UID)
-		for key, b := range s.buckets {
-			if b.dims.SubsetOf(r.Dims) {
-				b.allocSum.sub(r.Amount)
-				b.claims--
-				e.touch(s, key)
+		for j, s := range cs.levels[i] {
+			e.uncharge(s, c.UID, r)
+			if j > 0 {
+				e.sharedRoom = true
 			}
 		}
 	}
@@ -786,10 +815,12 @@ func (e *Engine) Rekey(old, uid string) bool {
 	delete(e.claims, old)
 	cs.claim.UID = uid
 	e.claims[uid] = cs
-	for _, s := range cs.series {
-		if g, ok := s.granted[old]; ok {
-			delete(s.granted, old)
-			s.granted[uid] = g
+	for _, ls := range cs.levels {
+		for _, s := range ls {
+			if g, ok := s.granted[old]; ok {
+				delete(s.granted, old)
+				s.granted[uid] = g
+			}
 		}
 	}
 	return true

@@ -1,6 +1,10 @@
 package quota
 
-import "time"
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
 
 // Registration is what the engine needs of a ResourceRegistration.
 type Registration struct {
@@ -13,6 +17,11 @@ type Registration struct {
 	// empty when the registration declares none.
 	BaseUnitQuantity string
 	Claiming         []GroupKind
+	// Levels are the consumer kinds above ConsumerType, nearest first, whose
+	// grants also limit claims of this resource type: a claim of a Project
+	// draws from its Organization's buckets too when Organization is listed.
+	// Empty: one level, as before hierarchies.
+	Levels []GroupKind
 	// Deleting is set while the registration waits for deletion.
 	Deleting bool
 }
@@ -24,6 +33,23 @@ type Grant struct {
 	Name       string
 	Consumer   ConsumerID
 	Allowances []Allowance
+	// Group, when set, makes the grant a group's: its buckets cap the sum of
+	// the usage of every consumer the group selects, and Consumer is the
+	// group's own identity (GroupID).
+	Group *Group
+	// Budget, when set, is the consumer whose delegable budget the grant
+	// draws from: a grant an organization's owners wrote for one of its
+	// projects (see budget.go).
+	Budget *ConsumerID
+	// Generation is the grant's metadata.generation.
+	Generation int64
+}
+
+// Group selects consumers of one kind by their labels.
+type Group struct {
+	Kind GroupKind
+	// Selector matches consumers' labels.
+	Selector labels.Selector
 }
 
 // Allowance is the quota a grant gives for one resource type.
@@ -93,6 +119,23 @@ type RequestResult struct {
 	Allocated    int64
 	// Bucket is the overall (dimensionless) bucket the amount is counted in.
 	Bucket BucketID
+	// Refused, for a request denied for quota, is the bucket that refused
+	// it (at any level), and Levels the state of every level checked.
+	Refused *BucketStatus
+	Levels  []LevelStatus
+}
+
+// LevelStatus is how one level of a hierarchy stood when a request was
+// checked against it.
+type LevelStatus struct {
+	// Consumer is the level: the claim's consumer, an ancestor, or a group.
+	Consumer ConsumerID
+	// Limited is false when the level has no grant: it does not limit.
+	Limited bool
+	// Bucket is the level's tightest bucket covering the request.
+	Bucket BucketStatus
+	// Refused marks the level whose limit refused the request.
+	Refused bool
 }
 
 // Decision is the outcome of a claim with a message a person can act on.
@@ -112,13 +155,16 @@ type BucketStatus struct {
 	Allocated int64
 	Claims    int32
 	Grants    []GrantContribution
+	// Unlimited: the bucket is at a level of a hierarchy where no grant
+	// exists; it counts usage and limits nothing.
+	Unlimited bool
 }
 
 // Available is limit minus allocated, never below zero.
 func (b BucketStatus) Available() int64 { return room(b.Limit, b.Allocated) }
 
 // OverLimit reports whether allocated exceeds limit (a limit was lowered).
-func (b BucketStatus) OverLimit() bool { return b.Allocated > b.Limit }
+func (b BucketStatus) OverLimit() bool { return !b.Unlimited && b.Allocated > b.Limit }
 
 // GrantContribution is what one grant adds to a bucket: the sum of its
 // buckets with these dimensions, saturated at MaxInt64.
@@ -155,4 +201,7 @@ const (
 	CauseDuplicateResourceType     = "DuplicateResourceType"
 	CauseResourceTypeNotRegistered = "ResourceTypeNotRegistered"
 	CauseConsumerTypeMismatch      = "ConsumerTypeMismatch"
+	// CauseNamespaceNotAllowed: the grant's namespace may not name its
+	// consumer (see GrantScope).
+	CauseNamespaceNotAllowed = "NamespaceNotAllowed"
 )

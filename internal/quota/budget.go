@@ -1,0 +1,147 @@
+package quota
+
+import "fmt"
+
+// Delegated budgets. An organization's limit for a resource type is also a
+// budget its owners may split among its projects: the grants they write for
+// their projects (Grant.Budget set) may together give at most that limit.
+// Grants the platform writes, or GrantCreationPolicies make, are outside it.
+// The check runs in the engine, serialized with every other decision, and a
+// grant admitted but not yet seen stored is held (a budgetHold) so that
+// concurrent grants cannot both take the last of a budget.
+
+// budgetHold is a delegated grant admitted and not yet seen stored.
+type budgetHold struct {
+	grant Grant
+}
+
+// BudgetResult is the outcome of a budget check.
+type BudgetResult struct {
+	OK bool
+	// For a refusal: the resource type, what the grant asks beyond what it
+	// gave before, what is left, the budget's limit and what is given.
+	ResourceType       string
+	Asked, Left, Limit int64
+	Given              int64
+	Message            string
+}
+
+func grantKey(g Grant) string { return g.Namespace + "/" + g.Name }
+
+// delegated is what one allowance gives out of a budget: the sum of its
+// buckets without dimensions (dimensioned buckets only narrow it).
+func delegated(a Allowance) int64 {
+	var t total
+	for _, b := range a.Buckets {
+		if len(b.Dims) == 0 {
+			t.add(b.Amount)
+		}
+	}
+	return t.value()
+}
+
+// budgetUse is what the grant under one key gives of a resource type out of
+// budget: the larger of the stored grant and one being admitted.
+func (e *Engine) budgetUse(budget ConsumerID, key, resourceType string, stored *Grant) int64 {
+	var out int64
+	if stored != nil && stored.Budget != nil && *stored.Budget == budget {
+		for _, a := range stored.Allowances {
+			if a.ResourceType == resourceType {
+				out = delegated(a)
+			}
+		}
+	}
+	if h, ok := e.holds[key]; ok && h.grant.Budget != nil && *h.grant.Budget == budget {
+		for _, a := range h.grant.Allowances {
+			if a.ResourceType == resourceType {
+				out = max(out, delegated(a))
+			}
+		}
+	}
+	return out
+}
+
+// CheckBudget decides whether a delegated grant fits its budget: for each
+// resource type it gives more of than the grant under the same name did,
+// the grants of the budget together must stay within the budget's limit.
+// A grant that gives no more than before always fits (lowering is never
+// refused, even over a lowered budget).
+func (e *Engine) CheckBudget(g Grant) BudgetResult {
+	if g.Budget == nil {
+		return BudgetResult{OK: true}
+	}
+	budget, key := *g.Budget, grantKey(g)
+	stored := map[string]*Grant{}
+	for uid := range e.grants {
+		x := e.grants[uid]
+		stored[grantKey(x)] = &x
+	}
+	for _, a := range g.Allowances {
+		asked := delegated(a)
+		before := e.budgetUse(budget, key, a.ResourceType, stored[key])
+		if asked <= before {
+			continue
+		}
+		var given total
+		seen := map[string]bool{key: true}
+		for k, x := range stored {
+			seen[k] = true
+			if k != key {
+				given.add(e.budgetUse(budget, k, a.ResourceType, x))
+			}
+		}
+		for k := range e.holds {
+			if !seen[k] {
+				given.add(e.budgetUse(budget, k, a.ResourceType, nil))
+			}
+		}
+		limit := int64(0)
+		if s, ok := e.series[seriesKey{budget, a.ResourceType}]; ok {
+			limit = s.buckets[""].limit()
+		}
+		gave := given.value()
+		left := room(limit, gave)
+		if asked <= left {
+			continue
+		}
+		reg, _ := e.activeRegistration(a.ResourceType)
+		return BudgetResult{ResourceType: a.ResourceType, Asked: asked, Left: left, Limit: limit, Given: gave,
+			Message: fmt.Sprintf("ResourceGrant %s gives %s %d %s of %s out of %s's budget, but only %d of it is left to give "+
+				"(the limit %d, of which %d is given to its projects by grants its owners wrote); lower the amount or another project's grant, "+
+				"or ask the platform administrators, who manage %s's own ResourceGrant, to raise it",
+				key, g.Consumer.LevelName(), asked, unit(reg.BaseUnit), a.ResourceType, budget.LevelName(), left, limit, gave, budget.LevelName())}
+	}
+	return BudgetResult{OK: true}
+}
+
+// HoldBudget holds what an admitted delegated grant gives until the grant is
+// seen stored (UpsertGrant of the same UID and generation) or released.
+func (e *Engine) HoldBudget(g Grant) {
+	if g.Budget != nil {
+		e.holds[grantKey(g)] = budgetHold{grant: g}
+	}
+}
+
+// ReleaseBudgetHold forgets a hold: the grant was not stored.
+func (e *Engine) ReleaseBudgetHold(g Grant) {
+	if h, ok := e.holds[grantKey(g)]; ok && h.grant.UID == g.UID && h.grant.Generation == g.Generation {
+		delete(e.holds, grantKey(g))
+	}
+}
+
+// BudgetHolds counts holds, for tests and metrics.
+func (e *Engine) BudgetHolds() int { return len(e.holds) }
+
+// settleHold forgets the hold a stored grant settles.
+func (e *Engine) settleHold(g Grant) {
+	if h, ok := e.holds[grantKey(g)]; ok && h.grant.UID == g.UID && g.Generation >= h.grant.Generation {
+		delete(e.holds, grantKey(g))
+	}
+}
+
+// dropHoldOf forgets the hold of a deleted grant.
+func (e *Engine) dropHoldOf(g Grant) {
+	if h, ok := e.holds[grantKey(g)]; ok && h.grant.UID == g.UID {
+		delete(e.holds, grantKey(g))
+	}
+}

@@ -1,0 +1,241 @@
+package quota
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+const vcpu = "compute.example.com/vcpu"
+
+func proj(name string) ConsumerID {
+	return ConsumerID{APIGroup: OrganizationGroup, Kind: "Project", Name: name}
+}
+
+// hierarchy is an engine with vcpu charged to Projects and, a level up, to
+// their Organizations; projects web and api belong to acme.
+func hierarchy(t *testing.T) *Engine {
+	t.Helper()
+	e := NewEngine()
+	e.UpsertRegistration(Registration{Name: "vcpu", Created: t0, ResourceType: vcpu, ConsumerType: project, BaseUnit: "core",
+		Claiming: []GroupKind{{"", "ConfigMap"}}, Levels: []GroupKind{orgType}})
+	e.SetConsumer(org, ConsumerInfo{})
+	for _, p := range []string{"web", "api"} {
+		e.SetConsumer(proj(p), ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "data"}})
+	}
+	return e
+}
+
+func group(uid string, amount int64, sel string) Grant {
+	s, err := labels.Parse(sel)
+	if err != nil {
+		panic(err)
+	}
+	return Grant{UID: uid, Namespace: "milo-system", Name: uid, Consumer: GroupID("milo-system", uid),
+		Group:      &Group{Kind: project, Selector: s},
+		Allowances: []Allowance{{ResourceType: vcpu, Buckets: []GrantBucket{{Amount: amount}}}}}
+}
+
+func TestOrganizationCapsItsProjects(t *testing.T) {
+	e := hierarchy(t)
+	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 10}))
+	e.UpsertGrant(grant("web", proj("web"), vcpu, GrantBucket{Amount: 8}))
+	e.UpsertGrant(grant("api", proj("api"), vcpu, GrantBucket{Amount: 8}))
+	e.AddClaim(claim("w", 1, proj("web"), Request{vcpu, 6, nil}))
+	e.AddClaim(claim("a1", 2, proj("api"), Request{vcpu, 4, nil}))
+	e.AddClaim(claim("a2", 3, proj("api"), Request{vcpu, 1, nil}))
+	e.Decide()
+	if diff := cmp.Diff([]Outcome{Granted, Granted, QuotaExceeded}, outcomes(e, "w", "a1", "a2")); diff != "" {
+		t.Fatalf("outcomes (-want +got):\n%s", diff)
+	}
+	if got := nums(t, e, org, vcpu, nil); got != (numbers{10, 10, 0}) {
+		t.Errorf("organization bucket %+v, want 10/10/0", got)
+	}
+	d, _ := e.Decision("a2")
+	msg := d.Message
+	for _, want := range []string{"requested 1 core of " + vcpu + " for Project api", "Project api has 4 of 8 available",
+		"Organization acme has 0 of 10 available (this limit refused", "raise the limit with a ResourceGrant for Organization"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("denial %q does not say %q", msg, want)
+		}
+	}
+	// Room at the organization decides the waiting claim again.
+	e.RemoveClaim("w")
+	e.Decide()
+	if got := outcomes(e, "a2"); got[0] != Granted {
+		t.Errorf("a2 is %s after room appeared at the organization", got[0])
+	}
+}
+
+func TestALevelWithoutAGrantDoesNotLimit(t *testing.T) {
+	e := hierarchy(t)
+	e.AddClaim(claim("none", 1, proj("web"), Request{vcpu, 1, nil}))
+	e.Decide()
+	if d, _ := e.Decision("none"); d.Outcome != QuotaExceeded || !strings.Contains(d.Message, "only 0 of the limit 0") {
+		t.Fatalf("no grant anywhere: %s %q, want refused with the limit 0", d.Outcome, d.Message)
+	}
+	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 3}))
+	e.Decide()
+	if got := outcomes(e, "none"); got[0] != Granted {
+		t.Fatalf("the project has no grant, its organization has room: %s", got[0])
+	}
+	b, _ := e.Bucket(BucketID{proj("web"), vcpu, ""})
+	if !b.Unlimited || b.OverLimit() {
+		t.Errorf("a project without a grant shows %+v; want unlimited, not over its limit", b)
+	}
+}
+
+func TestTheMostRestrictiveGroupRefuses(t *testing.T) {
+	e := hierarchy(t)
+	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 100}))
+	e.UpsertGrant(group("team-data", 5, "quota.miloapis.com/team=data"))
+	e.UpsertGrant(group("all", 50, "quota.miloapis.com/team"))
+	e.AddClaim(claim("w", 1, proj("web"), Request{vcpu, 4, nil}))
+	e.AddClaim(claim("a", 2, proj("api"), Request{vcpu, 2, nil}))
+	e.Decide()
+	if diff := cmp.Diff([]Outcome{Granted, QuotaExceeded}, outcomes(e, "w", "a")); diff != "" {
+		t.Fatalf("outcomes (-want +got):\n%s", diff)
+	}
+	d, _ := e.Decision("a")
+	if !strings.Contains(d.Message, "group team-data has 1 of 5 available (this limit refused") || !strings.Contains(d.Message, "group all has 46 of 50 available") {
+		t.Errorf("denial %q does not name both groups", d.Message)
+	}
+	// The project leaves the small group: its usage leaves with it.
+	e.SetConsumer(proj("web"), ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "web"}})
+	e.Decide()
+	if got := nums(t, e, GroupID("milo-system", "team-data"), vcpu, nil); got != (numbers{5, 2, 3}) {
+		t.Errorf("team-data after web left: %+v, want 5/2/3 (api's claim granted once web left)", got)
+	}
+	// Back in: allocated follows, over the limit, nothing revoked.
+	e.SetConsumer(proj("web"), ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "data"}})
+	b, _ := e.Bucket(BucketID{GroupID("milo-system", "team-data"), vcpu, ""})
+	if b.Allocated != 6 || !b.OverLimit() {
+		t.Errorf("team-data after web came back: %+v, want allocated 6, over its limit", b)
+	}
+	if got := outcomes(e, "w", "a"); got[0] != Granted || got[1] != Granted {
+		t.Errorf("a membership change revoked a claim: %v", got)
+	}
+}
+
+func TestBudgetBindsDelegatedGrants(t *testing.T) {
+	e := hierarchy(t)
+	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 10}))
+	delegate := func(uid, p string, amount int64) Grant {
+		g := grant(uid, proj(p), vcpu, GrantBucket{Amount: amount})
+		g.Namespace, g.Budget = "organization-acme", &org
+		return g
+	}
+	if r := e.CheckBudget(delegate("d1", "web", 6)); !r.OK {
+		t.Fatalf("6 of 10 refused: %s", r.Message)
+	}
+	e.HoldBudget(delegate("d1", "web", 6))
+	r := e.CheckBudget(delegate("d2", "api", 5))
+	if r.OK || r.Left != 4 || !strings.Contains(r.Message, "only 4 of it is left") {
+		t.Fatalf("5 with 4 left: %+v", r)
+	}
+	// The platform's grants are outside the budget.
+	if r := e.CheckBudget(grant("p", proj("api"), vcpu, GrantBucket{Amount: 1000})); !r.OK {
+		t.Fatalf("a platform grant was checked against the budget: %s", r.Message)
+	}
+	// Stored, the hold settles into the grant; lowering is always allowed.
+	e.UpsertGrant(delegate("d1", "web", 6))
+	if e.BudgetHolds() != 0 {
+		t.Fatalf("the stored grant did not settle its hold")
+	}
+	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 2}))
+	if r := e.CheckBudget(delegate("d1", "web", 3)); !r.OK {
+		t.Fatalf("lowering a grant over a lowered budget was refused: %s", r.Message)
+	}
+}
+
+func TestBudgetSumsSaturate(t *testing.T) {
+	e := hierarchy(t)
+	e.UpsertGrant(grant("org1", org, vcpu, GrantBucket{Amount: math.MaxInt64}))
+	e.UpsertGrant(grant("org2", org, vcpu, GrantBucket{Amount: math.MaxInt64}))
+	big := func(uid, p string, amounts ...int64) Grant {
+		var bs []GrantBucket
+		for _, a := range amounts {
+			bs = append(bs, GrantBucket{Amount: a})
+		}
+		g := grant(uid, proj(p), vcpu, bs...)
+		g.Namespace, g.Budget = "organization-acme", &org
+		return g
+	}
+	e.UpsertGrant(big("d1", "web", math.MaxInt64, math.MaxInt64))
+	r := e.CheckBudget(big("d2", "api", 1))
+	if r.OK || r.Limit != math.MaxInt64 || r.Given != math.MaxInt64 || r.Left != 0 {
+		t.Fatalf("a budget given in full accepted more, or wrapped: %+v", r)
+	}
+}
+
+// FuzzHierarchyNeverOverAllocates drives projects, an organization and a
+// group with random claims, releases, grants (amounts up to MaxInt64) and
+// relabelling, and checks that after every decision each level's limited
+// bucket holds no more than its limit unless a change made it so without a
+// new grant, and that no sum wrapped.
+func FuzzHierarchyNeverOverAllocates(f *testing.F) {
+	f.Add(uint64(1), []byte{0, 1, 2, 3, 4, 5, 6, 7})
+	f.Add(uint64(7), []byte{9, 9, 9, 1, 1, 1, 3, 3, 3})
+	f.Fuzz(func(t *testing.T, seed uint64, ops []byte) {
+		if len(ops) > 200 {
+			ops = ops[:200]
+		}
+		rng := rand.New(rand.NewPCG(seed, 1))
+		e := hierarchy(t)
+		projects := []string{"web", "api", "db"}
+		e.SetConsumer(proj("db"), ConsumerInfo{Parent: &org})
+		amount := func() int64 {
+			switch rng.IntN(4) {
+			case 0:
+				return math.MaxInt64 - rng.Int64N(3)
+			default:
+				return rng.Int64N(20)
+			}
+		}
+		live := map[string]Claim{}
+		n := 0
+		for _, op := range ops {
+			n++
+			uid := "c" + string(rune('a'+n%26)) + string(rune('a'+n/26%26))
+			switch op % 6 {
+			case 0, 1:
+				c := claim(uid, n, proj(projects[rng.IntN(3)]), Request{vcpu, 1 + rng.Int64N(8), nil})
+				e.AddClaim(c)
+				live[uid] = c
+			case 2:
+				for k := range live {
+					e.RemoveClaim(k)
+					delete(live, k)
+					break
+				}
+			case 3:
+				e.UpsertGrant(grant("org"+string(rune('0'+rng.IntN(2))), org, vcpu, GrantBucket{Amount: amount()}))
+			case 4:
+				e.UpsertGrant(group("g"+string(rune('0'+rng.IntN(2))), amount(), "quota.miloapis.com/team=data"))
+			case 5:
+				team := []string{"data", "web"}[rng.IntN(2)]
+				e.SetConsumer(proj(projects[rng.IntN(3)]), ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": team}})
+			}
+			before := map[BucketID]BucketStatus{}
+			for _, id := range e.BucketIDs() {
+				before[id], _ = e.Bucket(id)
+			}
+			changed := e.Decide()
+			for _, id := range e.BucketIDs() {
+				b, _ := e.Bucket(id)
+				if b.Limit < 0 || b.Allocated < 0 {
+					t.Fatalf("bucket %v wrapped: %+v", id, b)
+				}
+				// A decision never takes a bucket over its limit, nor
+				// further over it.
+				if len(changed) > 0 && b.OverLimit() && b.Allocated > before[id].Allocated {
+					t.Fatalf("a decision took bucket %v over its limit: %+v (before %+v)", id, b, before[id])
+				}
+			}
+		}
+	})
+}
