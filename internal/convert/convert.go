@@ -5,6 +5,8 @@ package convert
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -52,6 +54,9 @@ func Registration(r *quotav1alpha1.ResourceRegistration) quota.Registration {
 	if q := r.Spec.BaseUnitQuantity; q != nil {
 		out.BaseUnitQuantity = q.String()
 	}
+	for _, l := range r.Spec.ParentConsumerTypes {
+		out.Levels = append(out.Levels, quota.GroupKind{Group: l.APIGroup, Kind: l.Kind})
+	}
 	for _, c := range r.Spec.ClaimingResources {
 		out.Claiming = append(out.Claiming, quota.GroupKind{Group: c.APIGroup, Kind: c.Kind})
 	}
@@ -60,7 +65,19 @@ func Registration(r *quotav1alpha1.ResourceRegistration) quota.Registration {
 
 // Grant converts a ResourceGrant.
 func Grant(g *quotav1alpha1.ResourceGrant) quota.Grant {
-	out := quota.Grant{UID: string(g.UID), Namespace: g.Namespace, Name: g.Name, Consumer: ConsumerID(g.Spec.ConsumerRef)}
+	out := quota.Grant{UID: string(g.UID), Namespace: g.Namespace, Name: g.Name, Consumer: ConsumerID(g.Spec.ConsumerRef), Generation: g.Generation}
+	if sel := g.Spec.ConsumerSelector; sel != nil {
+		out.Consumer = quota.GroupID(g.Namespace, g.Name)
+		out.Group = &quota.Group{Kind: quota.GroupKind{Group: g.Spec.ConsumerRef.APIGroup, Kind: g.Spec.ConsumerRef.Kind}}
+		if s, err := metav1.LabelSelectorAsSelector(sel); err == nil {
+			out.Group.Selector = s
+		} else {
+			out.Group.Selector = labels.Nothing()
+		}
+	}
+	if org := g.Labels[quotav1alpha1.BudgetLabel]; org != "" && g.Namespace == quota.OrganizationNamespace(org) {
+		out.Budget = &quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: org}
+	}
 	for _, a := range g.Spec.Allowances {
 		al := quota.Allowance{ResourceType: string(a.ResourceType)}
 		for _, b := range a.Buckets {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // CreateRecord collects the grants admission made during one create, so that
@@ -16,6 +18,8 @@ type CreateRecord struct {
 	// would not do: once an entry settles, another request's entry may
 	// have the same key.
 	entries []*pendingClaim
+	// budgets are delegated grants this request holds budget for.
+	budgets []quota.Grant
 }
 
 type createRecordKey struct{}
@@ -61,9 +65,9 @@ func noteGrants(ctx context.Context, entries []*pendingClaim) {
 // its HTTP status, 0 when it ended without one (a panic).
 func (h *Handle) CreateEnded(rec *CreateRecord, status int) {
 	rec.mu.Lock()
-	entries := rec.entries
+	entries, budgets := rec.entries, rec.budgets
 	rec.mu.Unlock()
-	if len(entries) == 0 {
+	if len(entries) == 0 && len(budgets) == 0 {
 		return
 	}
 	t := h.term.Load()
@@ -78,6 +82,9 @@ func (h *Handle) CreateEnded(rec *CreateRecord, status int) {
 		// Admission, validation and the storage's name check all answer
 		// before anything is written.
 		out = outcomeRefused
+	}
+	if len(budgets) > 0 {
+		t.budgetEnded(budgets, out)
 	}
 	now := time.Now()
 	var keys []string

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -46,6 +47,11 @@ type Options struct {
 	// Handle, when set, lets in-process admission use this engine while it
 	// leads.
 	Handle *Handle
+	// Parents declare where each consumer kind's parent is found, for
+	// registrations with parentConsumerTypes. Nil: DefaultParents.
+	Parents []ParentRelation
+	// parentFlags are --consumer-parent values, parsed by Complete.
+	parentFlags []string
 }
 
 // DefaultOptions are the production defaults.
@@ -92,6 +98,19 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	}
 	if opts.Workers == 0 {
 		opts.Workers = def.Workers
+	}
+	if len(opts.parentFlags) > 0 {
+		opts.Parents = nil
+		for _, f := range opts.parentFlags {
+			rel, err := ParseParentRelation(f)
+			if err != nil {
+				return nil, err
+			}
+			opts.Parents = append(opts.Parents, rel)
+		}
+	}
+	if opts.Parents == nil {
+		opts.Parents = DefaultParents()
 	}
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
@@ -441,6 +460,11 @@ func (t *term) startInformers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	consumers, err := t.watchConsumers(ctx)
+	if err != nil {
+		return err
+	}
+	handlers = append(handlers, consumers...)
 	for _, inf := range []cache.SharedIndexInformer{t.regInformer, t.grantInformer, t.claimInformer, t.bucketInformer, t.policyInformer} {
 		go inf.RunWithContext(ctx)
 	}
@@ -554,6 +578,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it stops deciding.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew leadership.")
 	fs.IntVar(&o.Workers, "quota-workers", o.Workers, "Parallel writers of claim decisions and buckets.")
+	fs.StringArrayVar(&o.parentFlags, "consumer-parent", nil, "Where a consumer kind's parent is found, for registrations with spec.parentConsumerTypes: Kind.group=ParentKind.group:label-key, "+
+		"the child naming its parent in that label (repeat for more levels). Default: Project.resourcemanager.miloapis.com=Organization.resourcemanager.miloapis.com:"+rmv1alpha1.OrganizationNameLabel+".")
 }
 
 // StableIdentity is a leader-election identity that stays the same across

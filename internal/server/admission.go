@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/admission/claimguard"
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
+	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
 	"github.com/quotaplane/quotaplane/internal/admission/tenancy"
 	"github.com/quotaplane/quotaplane/internal/engine"
@@ -23,13 +24,15 @@ import (
 // built-in ResourceQuota, after every other validating step. Tenancy comes
 // first: a Project's label and ownerReference are set before a
 // ClaimCreationPolicy renders its claims.
-var quotaPlugins = []string{tenancy.PluginName, registration.PluginName, claimguard.PluginName, claimpolicy.PluginName}
+var quotaPlugins = []string{tenancy.PluginName, hierarchy.PluginName, registration.PluginName, claimguard.PluginName, claimpolicy.PluginName}
 
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
 // enforced at admission (the plugin is registered but disabled).
-func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *engine.Handle, systemNamespace string) {
+func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *engine.Handle, opts *Options) {
+	systemNamespace := opts.SystemNamespace
 	tenancy.Register(o.Plugins)
+	hierarchy.Register(o.Plugins, hierarchy.Config{Handle: handle, SystemNamespace: systemNamespace, PlatformNamespaces: opts.PlatformNamespaces, ReservedLabelPrefix: opts.ReservedLabelPrefix})
 	registration.Register(o.Plugins)
 	claimguard.Register(o.Plugins, systemNamespace, handle != nil)
 	if handle != nil {

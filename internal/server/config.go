@@ -136,7 +136,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	}
 
 	ko := cpoptions.NewOptions()
-	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, opts.SystemNamespace)
+	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options)
 	ko.Admission.GenericAdmission.DefaultOffPlugins = defaultOffAdmissionPlugins()
 	ko.SecureServing.BindAddress = opts.bindIP
 	ko.SecureServing.BindPort = opts.SecurePort

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/leaderelection"
 
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 )
@@ -46,6 +47,12 @@ type Options struct {
 	// SystemNamespace holds claims for cluster-scoped objects and the Lease
 	// of the upstream controllers.
 	SystemNamespace string
+	// PlatformNamespaces are, besides SystemNamespace, the namespaces whose
+	// ResourceGrants may name any consumer and only the platform writes.
+	PlatformNamespaces []string
+	// ReservedLabelPrefix is the label prefix on Organizations and Projects
+	// only the platform may set; group grants select only on it.
+	ReservedLabelPrefix string
 	// KubeControllers tunes the leader election of the upstream controllers
 	// (garbage collector, namespace deletion, ResourceQuota): only the replica
 	// holding their Lease runs them. Namespace defaults to SystemNamespace and
@@ -61,13 +68,18 @@ func NewOptions() *Options {
 		SecurePort:  6443,
 		EtcdPrefix:  "/registry",
 
-		SystemNamespace: engine.DefaultOptions().SystemNamespace,
+		SystemNamespace:     engine.DefaultOptions().SystemNamespace,
+		PlatformNamespaces:  []string{"milo-system"},
+		ReservedLabelPrefix: quotav1alpha1.DefaultReservedLabelPrefix,
 		KubeControllers: kubecontrollers.DefaultOptions(),
 	}
 }
 
 // AddFlags registers the flags of serve.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&o.PlatformNamespaces, "platform-namespaces", o.PlatformNamespaces, "Namespaces, besides the system namespace and those labelled quota.miloapis.com/platform=true, "+
+		"whose ResourceGrants may name any consumer and that only the platform writes (milo-system: manifests written for the reference implementation work unchanged).")
+	fs.StringVar(&o.ReservedLabelPrefix, "reserved-label-prefix", o.ReservedLabelPrefix, "Label prefix on Organizations and Projects that only the platform may set; group grants (spec.consumerSelector) select only on it.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for etcd data (when embedded), certificates and admin.kubeconfig.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "IP address to serve the API on.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port to serve the API on.")

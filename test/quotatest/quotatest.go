@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
 	resourcemanagerv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -169,8 +170,15 @@ func NewFixture(t testing.TB, c client.Client) *Fixture {
 	// The engine writes buckets only into namespaces that exist: the
 	// fixture's organization is a bare consumer name, with no Organization
 	// (and so no tenancy controller) to create its namespace.
+	// The fixture's namespace is a platform namespace: its grants may name
+	// any consumer (the fixture's organization has no namespace of its own
+	// to hold them).
 	for _, ns := range []string{f.NS, f.BucketNS} {
-		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		var labels map[string]string
+		if ns == f.NS {
+			labels = map[string]string{hierarchy.PlatformNamespaceLabel: "true"}
+		}
+		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}); err != nil {
 			t.Fatal(err)
 		}
 	}

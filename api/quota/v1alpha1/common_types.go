@@ -33,11 +33,12 @@ type ConsumerRef struct {
 	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
 	Kind string `json:"kind"`
 
-	// name is the name of the consumer object.
-	// +required
-	// +kubebuilder:validation:MinLength=1
+	// name is the name of the consumer object. Required everywhere except in
+	// a ResourceGrant that selects a group of consumers by
+	// spec.consumerSelector, where consumerRef names only their kind.
+	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// namespace is the namespace of the consumer object, for namespaced
 	// consumer kinds. Empty for cluster-scoped consumers.

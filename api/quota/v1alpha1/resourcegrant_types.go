@@ -35,12 +35,26 @@ type Allowance struct {
 	Buckets []GrantBucket `json:"buckets"`
 }
 
-// ResourceGrantSpec gives quota to one consumer.
+// ResourceGrantSpec gives quota to one consumer, or to a group of consumers
+// selected by their labels.
+// +kubebuilder:validation:XValidation:rule="has(self.consumerSelector) != (has(self.consumerRef.name) && self.consumerRef.name != '')",message="name one consumer in spec.consumerRef.name, or select a group of consumers of kind spec.consumerRef.kind with spec.consumerSelector, not both",fieldPath=".consumerRef.name"
 type ResourceGrantSpec struct {
 	// consumerRef is the consumer that receives the quota. Its kind and
-	// apiGroup must equal the consumerType of each allowance's registration.
+	// apiGroup must be the consumerType of each allowance's registration, or
+	// one of its parentConsumerTypes. With consumerSelector it names only the
+	// kind of the consumers selected (name is omitted).
 	// +required
 	ConsumerRef ConsumerRef `json:"consumerRef"`
+
+	// consumerSelector makes the grant a group's: its buckets cap the sum of
+	// the usage of every consumer of kind consumerRef.kind whose labels it
+	// matches, on top of each consumer's own limits (a claim must fit every
+	// group that covers it). Groups select only on labels under the reserved
+	// prefix (quota.miloapis.com/ by default), which only the platform may
+	// set, so that a tenant cannot leave a cap by relabelling its project.
+	// Only the platform writes group grants, in a platform namespace.
+	// +optional
+	ConsumerSelector *metav1.LabelSelector `json:"consumerSelector,omitempty"`
 
 	// allowances are the quotas granted, one per resource type.
 	// +required

@@ -44,6 +44,17 @@ type ResourceRegistrationSpec struct {
 	// by claims of this resource type, for example an Organization.
 	// +required
 	ConsumerType ConsumerTypeRef `json:"consumerType"`
+	// parentConsumerTypes are the consumer kinds above consumerType, nearest
+	// first, that this resource type is also charged to: a claim of a
+	// Project then draws, in the same all-or-nothing decision, from its own
+	// buckets and from its Organization's, and grants may name either kind.
+	// A level where no grant exists does not limit. Where each consumer's
+	// parent is found is declared per consumer kind (quotaplane serve
+	// --consumer-parent; Project → Organization by default).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	ParentConsumerTypes []ConsumerTypeRef `json:"parentConsumerTypes,omitempty"`
 
 	// type says how the resource is consumed: Entity (counted objects) or
 	// Allocation (a measured amount).

@@ -814,6 +814,11 @@ func (in *ResourceGrantList) DeepCopyObject() runtime.Object {
 func (in *ResourceGrantSpec) DeepCopyInto(out *ResourceGrantSpec) {
 	*out = *in
 	out.ConsumerRef = in.ConsumerRef
+	if in.ConsumerSelector != nil {
+		in, out := &in.ConsumerSelector, &out.ConsumerSelector
+		*out = new(v1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Allowances != nil {
 		in, out := &in.Allowances, &out.Allowances
 		*out = make([]Allowance, len(*in))
@@ -973,6 +978,11 @@ func (in *ResourceRegistrationList) DeepCopyObject() runtime.Object {
 func (in *ResourceRegistrationSpec) DeepCopyInto(out *ResourceRegistrationSpec) {
 	*out = *in
 	out.ConsumerType = in.ConsumerType
+	if in.ParentConsumerTypes != nil {
+		in, out := &in.ParentConsumerTypes, &out.ParentConsumerTypes
+		*out = make([]ConsumerTypeRef, len(*in))
+		copy(*out, *in)
+	}
 	if in.BaseUnitQuantity != nil {
 		in, out := &in.BaseUnitQuantity, &out.BaseUnitQuantity
 		x := (*in).DeepCopy()

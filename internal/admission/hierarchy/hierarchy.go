@@ -1,0 +1,386 @@
+// Package hierarchy is the admission plugin that keeps quota in a hierarchy
+// safe from its tenants:
+//
+//   - Where a ResourceGrant lives decides whom it may name. A platform
+//     namespace (the system namespace, those --platform-namespaces names, and
+//     namespaces labelled quota.miloapis.com/platform=true) may name anyone,
+//     and only the platform writes there. A grant in organization-<name> may
+//     name only that organization's projects, and the organization itself
+//     only when the platform writes it. A grant anywhere else is refused.
+//   - A grant an organization's owners write for one of its projects is
+//     delegated: it is labelled with the organization and must fit the
+//     organization's budget, decided by the engine with its other decisions.
+//     Tenants may change or delete only such grants.
+//   - Labels under the reserved prefix on Organizations and Projects are the
+//     platform's: groups select on them, so tenants may not set, change or
+//     remove them. Group grants select only on such labels.
+//
+// "The platform" is whoever may create ResourceGrants in the system
+// namespace (the quotaplane-platform-admin ClusterRole, cluster admins, and
+// quotaplane's own controllers).
+package hierarchy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/dynamic"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
+)
+
+// PluginName is the plugin's name in the admission chain.
+const PluginName = "QuotaHierarchy"
+
+// PlatformNamespaceLabel marks a namespace as a platform namespace.
+const PlatformNamespaceLabel = "quota.miloapis.com/platform"
+
+// Config is what the plugin is told by the server.
+type Config struct {
+	Handle              *engine.Handle
+	SystemNamespace     string
+	PlatformNamespaces  []string
+	ReservedLabelPrefix string
+}
+
+// Register adds the plugin to plugins.
+func Register(plugins *admission.Plugins, cfg Config) {
+	if cfg.ReservedLabelPrefix == "" {
+		cfg.ReservedLabelPrefix = quotav1alpha1.DefaultReservedLabelPrefix
+	}
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete), cfg: cfg}, nil
+	})
+}
+
+type plugin struct {
+	*admission.Handler
+	cfg        Config
+	dynamic    dynamic.Interface
+	authorizer authorizer.Authorizer
+}
+
+var (
+	_ admission.MutationInterface       = &plugin{}
+	_ admission.ValidationInterface     = &plugin{}
+	_ initializer.WantsDynamicClient    = &plugin{}
+	_ initializer.WantsAuthorizer       = &plugin{}
+	_ admission.InitializationValidator = &plugin{}
+
+	grants        = quotav1alpha1.SchemeGroupVersion.WithResource("resourcegrants").GroupResource()
+	organizations = rmv1alpha1.Resource("organizations")
+	projects      = rmv1alpha1.Resource("projects")
+	projectsGVR   = rmv1alpha1.SchemeGroupVersion.WithResource("projects")
+	namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	grantKind     = quotav1alpha1.SchemeGroupVersion.WithKind("ResourceGrant").GroupKind()
+
+	budgetLabelPath = field.NewPath("metadata", "labels").Key(quotav1alpha1.BudgetLabel)
+	consumerPath    = field.NewPath("spec", "consumerRef")
+	selectorPath    = field.NewPath("spec", "consumerSelector")
+)
+
+func (p *plugin) SetDynamicClient(c dynamic.Interface)  { p.dynamic = c }
+func (p *plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
+
+func (p *plugin) ValidateInitialization() error {
+	if p.dynamic == nil || p.authorizer == nil {
+		return fmt.Errorf("%s needs a dynamic client and an authorizer", PluginName)
+	}
+	return nil
+}
+
+// isPlatform reports whether a user is the platform: may create
+// ResourceGrants in the system namespace.
+func (p *plugin) isPlatform(ctx context.Context, u user.Info) (bool, error) {
+	d, _, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{User: u, Verb: "create", APIGroup: quotav1alpha1.SchemeGroupVersion.Group,
+		APIVersion: quotav1alpha1.SchemeGroupVersion.Version, Resource: "resourcegrants", Namespace: p.cfg.SystemNamespace, ResourceRequest: true})
+	if err != nil && d != authorizer.DecisionAllow {
+		return false, err
+	}
+	return d == authorizer.DecisionAllow, nil
+}
+
+// organizationOf returns the organization whose namespace ns is, "".
+func organizationOf(ns string) string {
+	org, ok := strings.CutPrefix(ns, "organization-")
+	if !ok {
+		return ""
+	}
+	return org
+}
+
+// Admit labels a grant an organization's owners write for one of its
+// projects with their organization: it draws from its budget.
+func (p *plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != grants || a.GetSubresource() != "" || a.GetOperation() == admission.Delete {
+		return nil
+	}
+	org := organizationOf(a.GetNamespace())
+	if org == "" {
+		return nil
+	}
+	obj, ok := a.GetObject().(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	platform, err := p.isPlatform(ctx, a.GetUserInfo())
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	labels := obj.GetLabels()
+	if platform {
+		// The platform keeps a delegated grant delegated when it edits it.
+		if old, ok := a.GetOldObject().(*unstructured.Unstructured); ok {
+			if was := old.GetLabels()[quotav1alpha1.BudgetLabel]; was != "" && labels[quotav1alpha1.BudgetLabel] == "" {
+				setLabel(obj, quotav1alpha1.BudgetLabel, was)
+			}
+		}
+		return nil
+	}
+	setLabel(obj, quotav1alpha1.BudgetLabel, org)
+	return nil
+}
+
+func setLabel(obj *unstructured.Unstructured, k, v string) {
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[k] = v
+	obj.SetLabels(l)
+}
+
+// Validate applies the rules of the package comment.
+func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetSubresource() != "" {
+		return nil
+	}
+	switch a.GetResource().GroupResource() {
+	case grants:
+		return p.validateGrant(ctx, a)
+	case organizations, projects:
+		return p.validateReservedLabels(ctx, a)
+	}
+	return nil
+}
+
+func (p *plugin) validateReservedLabels(ctx context.Context, a admission.Attributes) error {
+	if a.GetOperation() == admission.Delete {
+		return nil
+	}
+	var now, was map[string]string
+	if obj, ok := a.GetObject().(metav1.Object); ok {
+		now = obj.GetLabels()
+	}
+	if old, ok := a.GetOldObject().(metav1.Object); ok && old != nil {
+		was = old.GetLabels()
+	}
+	var changed []string
+	for k, v := range now {
+		if strings.HasPrefix(k, p.cfg.ReservedLabelPrefix) && (was == nil || was[k] != v || !has(was, k)) {
+			changed = append(changed, k)
+		}
+	}
+	for k := range was {
+		if strings.HasPrefix(k, p.cfg.ReservedLabelPrefix) && !has(now, k) {
+			changed = append(changed, k)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	platform, err := p.isPlatform(ctx, a.GetUserInfo())
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if platform {
+		return nil
+	}
+	slices.Sort(changed)
+	var errs field.ErrorList
+	for _, k := range changed {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "labels").Key(k), fmt.Sprintf(
+			"labels under %s are set only by the platform: quota groups select on them, so a tenant may not set, change or remove one (asked by %q); "+
+				"leave the label as it is, or ask the platform administrators to change it", p.cfg.ReservedLabelPrefix, a.GetUserInfo().GetName())))
+	}
+	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), errs.ToAggregate())
+}
+
+func has(m map[string]string, k string) bool { _, ok := m[k]; return ok }
+
+func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) error {
+	platform, err := p.isPlatform(ctx, a.GetUserInfo())
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	ns, name := a.GetNamespace(), a.GetName()
+	forbid := func(msg string) error {
+		return apierrors.NewForbidden(grants, name, errors.New(msg))
+	}
+	// Tenants may change or delete only the grants they wrote.
+	if !platform && a.GetOperation() != admission.Create {
+		old, err := toGrant(a.GetOldObject())
+		if err == nil && old.Labels[quotav1alpha1.BudgetLabel] == "" {
+			return forbid(fmt.Sprintf("ResourceGrant %s/%s was written by the platform (it does not draw from a budget: no label %s); "+
+				"an organization's owners may change or delete only the grants they wrote for their projects. Ask the platform administrators to change it, "+
+				"or write another grant for the project within your organization's budget", ns, name, quotav1alpha1.BudgetLabel))
+		}
+	}
+	if a.GetOperation() == admission.Delete {
+		return nil
+	}
+	g, err := toGrant(a.GetObject())
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if err := p.validateSelector(g); err != nil {
+		return err
+	}
+	if p.isPlatformNamespace(ctx, ns) {
+		if !platform {
+			return forbid(fmt.Sprintf("namespace %s is a platform namespace: its grants may name any consumer, so only the platform writes them (user %q may not). "+
+				"An organization's owners write grants for their projects in organization-<name>", ns, a.GetUserInfo().GetName()))
+		}
+		return nil
+	}
+	org := organizationOf(ns)
+	ref := g.Spec.ConsumerRef
+	if org == "" {
+		return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(field.NewPath("metadata", "namespace"), ns, fmt.Sprintf(
+			"a ResourceGrant here would count for anyone it names, so it may not live in namespace %s: write it in a platform namespace (%s) to name any consumer, "+
+				"or in organization-<name> to name that organization's projects", ns, strings.Join(p.platformNamespaces(), ", ")))})
+	}
+	if g.Spec.ConsumerSelector != nil {
+		return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Forbidden(selectorPath, fmt.Sprintf(
+			"a group grant caps consumers across organizations, so it lives in a platform namespace (%s), written by the platform; not in %s", strings.Join(p.platformNamespaces(), ", "), ns))})
+	}
+	switch {
+	case ref.APIGroup == rmv1alpha1.GroupName && ref.Kind == "Organization":
+		if ref.Name != org {
+			return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(consumerPath.Child("name"), ref.Name, fmt.Sprintf(
+				"a grant in %s may name only Organization %s and its projects; grants for Organization %s live in organization-%s or a platform namespace", ns, org, ref.Name, ref.Name))})
+		}
+		if !platform {
+			return forbid(fmt.Sprintf("only the platform sets Organization %s's own limits: user %q may not write a grant naming the organization itself. "+
+				"Split the organization's quota among its projects with grants naming them (within its budget), or ask the platform administrators to raise it", org, a.GetUserInfo().GetName()))
+		}
+		return nil
+	case ref.APIGroup == rmv1alpha1.GroupName && ref.Kind == "Project":
+		proj, err := p.dynamic.Resource(projectsGVR).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(consumerPath.Child("name"), ref.Name, fmt.Sprintf(
+				"no Project %s exists; a grant in %s may name only Organization %s's projects (kubectl get projects -l %s=%s)", ref.Name, ns, org, rmv1alpha1.OrganizationNameLabel, org))})
+		} else if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("reading Project %s named by spec.consumerRef.name: %w", ref.Name, err))
+		}
+		if got := rmv1alpha1.OrganizationOfProject(proj); got != org {
+			return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(consumerPath.Child("name"), ref.Name, fmt.Sprintf(
+				"Project %s belongs to Organization %s, not %s: a grant in %s may name only Organization %s's projects", ref.Name, got, org, ns, org))})
+		}
+	default:
+		return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(consumerPath.Child("kind"), ref.Kind, fmt.Sprintf(
+			"a grant in %s may name only Organization %s's projects (kind Project, apiGroup %s); grants for other consumers live in a platform namespace (%s)",
+			ns, org, rmv1alpha1.GroupName, strings.Join(p.platformNamespaces(), ", ")))})
+	}
+	if g.Labels[quotav1alpha1.BudgetLabel] == "" {
+		return nil // the platform's grant: outside the budget
+	}
+	if g.Labels[quotav1alpha1.BudgetLabel] != org {
+		return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(budgetLabelPath, g.Labels[quotav1alpha1.BudgetLabel],
+			fmt.Sprintf("a delegated grant in %s draws from Organization %s's budget; set the label to %s or remove it", ns, org, org))})
+	}
+	if p.cfg.Handle == nil {
+		return nil
+	}
+	res, err := p.cfg.Handle.AdmitBudget(ctx, g, a.IsDryRun())
+	if errors.Is(err, engine.ErrNotLeader) {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("the budget of Organization %s cannot be checked right now (%v); retry the request", org, err))
+	} else if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if !res.OK {
+		return forbid("insufficient budget: " + res.Message + "; the grant was not stored")
+	}
+	return nil
+}
+
+// validateSelector checks a group grant's selector: valid, and on reserved
+// labels only.
+func (p *plugin) validateSelector(g *quotav1alpha1.ResourceGrant) error {
+	sel := g.Spec.ConsumerSelector
+	if sel == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+		errs = append(errs, field.Invalid(selectorPath, sel, err.Error()))
+	}
+	if len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0 {
+		errs = append(errs, field.Required(selectorPath, "select the group's consumers by at least one label under "+p.cfg.ReservedLabelPrefix))
+	}
+	reserved := func(path *field.Path, k string) {
+		if !strings.HasPrefix(k, p.cfg.ReservedLabelPrefix) {
+			errs = append(errs, field.Invalid(path, k, fmt.Sprintf("a group selects only on labels under %s, which only the platform may set; "+
+				"a tenant could set or remove %s on its own project and so leave the group's cap", p.cfg.ReservedLabelPrefix, k)))
+		}
+	}
+	keys := make([]string, 0, len(sel.MatchLabels))
+	for k := range sel.MatchLabels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		reserved(selectorPath.Child("matchLabels").Key(k), k)
+	}
+	for i, e := range sel.MatchExpressions {
+		reserved(selectorPath.Child("matchExpressions").Index(i).Child("key"), e.Key)
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(grantKind, g.Name, errs)
+	}
+	return nil
+}
+
+func (p *plugin) platformNamespaces() []string {
+	return append([]string{p.cfg.SystemNamespace}, p.cfg.PlatformNamespaces...)
+}
+
+// isPlatformNamespace: the system namespace, a flag's, or labelled so.
+func (p *plugin) isPlatformNamespace(ctx context.Context, ns string) bool {
+	if slices.Contains(p.platformNamespaces(), ns) {
+		return true
+	}
+	obj, err := p.dynamic.Resource(namespacesGVR).Get(ctx, ns, metav1.GetOptions{})
+	return err == nil && obj.GetLabels()[PlatformNamespaceLabel] == "true"
+}
+
+func toGrant(obj runtime.Object) (*quotav1alpha1.ResourceGrant, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		if g, ok := obj.(*quotav1alpha1.ResourceGrant); ok {
+			return g, nil
+		}
+		return nil, fmt.Errorf("expected a ResourceGrant, got %T", obj)
+	}
+	g := &quotav1alpha1.ResourceGrant{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, g); err != nil {
+		return nil, fmt.Errorf("decoding the ResourceGrant: %w", err)
+	}
+	return g, nil
+}
