@@ -83,3 +83,48 @@ func BenchmarkDecideDenied(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 }
+
+// BenchmarkDecideLevels measures admission's decision (as BenchmarkDecide)
+// for claims of Projects: with one level (the project's grant only), and
+// with three (the project, its organization and a label-selected group,
+// each with a grant). Run both in one invocation and compare decisions/s.
+func BenchmarkDecideLevels(b *testing.B) {
+	for _, levels := range []int{1, 3} {
+		b.Run(fmt.Sprintf("levels=%d", levels), func(b *testing.B) {
+			e := NewEngine()
+			r := Registration{Name: "vcpu", Created: t0, ResourceType: vcpu, ConsumerType: project, BaseUnit: "core", Claiming: []GroupKind{{"", "ConfigMap"}}}
+			if levels == 3 {
+				r.Levels = []GroupKind{orgType}
+			}
+			e.UpsertRegistration(r)
+			const projects = 64
+			for i := range projects {
+				p := proj(fmt.Sprintf("p%d", i))
+				e.SetConsumer(p, ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "data"}})
+				e.UpsertGrant(grant("g"+p.Name, p, vcpu, GrantBucket{Amount: 1 << 40}))
+			}
+			if levels == 3 {
+				e.SetConsumer(org, ConsumerInfo{})
+				e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 1 << 50}))
+				e.UpsertGrant(group("team", 1<<50, "quota.miloapis.com/team=data"))
+			}
+			claims := make([]Claim, 1024)
+			for i := range claims {
+				claims[i] = claim(fmt.Sprintf("c%d", i), i, proj(fmt.Sprintf("p%d", i%projects)), Request{vcpu, 1, nil})
+			}
+			uids := make([]string, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c := claims[i%len(claims)]
+				e.AddClaim(c)
+				uids[0] = c.UID
+				if d, ok := e.DecideTogether(uids); !ok {
+					b.Fatal(d[c.UID].Message)
+				}
+				e.RemoveClaim(c.UID)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}

@@ -390,15 +390,6 @@ func (e *Engine) Bucket(id BucketID) (BucketStatus, bool) {
 		return BucketStatus{}, false
 	}
 	st := e.bucketStatus(s, b)
-	for _, g := range b.grants {
-		st.Grants = append(st.Grants, g)
-	}
-	sort.Slice(st.Grants, func(i, j int) bool {
-		if st.Grants[i].Namespace != st.Grants[j].Namespace {
-			return st.Grants[i].Namespace < st.Grants[j].Namespace
-		}
-		return st.Grants[i].Name < st.Grants[j].Name
-	})
 	return st, true
 }
 

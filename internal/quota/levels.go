@@ -132,7 +132,8 @@ func (e *Engine) levelsOf(c ConsumerID, resourceType string) []*series {
 	if !ok || (len(reg.Levels) == 0 && len(e.groups) == 0) {
 		return out
 	}
-	chain := []ConsumerID{c}
+	var buf [maxDepth + 1]ConsumerID
+	chain := append(buf[:0], c)
 	for cur, depth := c, 0; depth < maxDepth; depth++ {
 		info, ok := e.info[cur]
 		if !ok || info.Parent == nil || slices.Contains(chain, *info.Parent) {
@@ -146,14 +147,26 @@ func (e *Engine) levelsOf(c ConsumerID, resourceType string) []*series {
 	}
 	for _, uid := range e.groups {
 		g := e.grants[uid]
-		if !slices.ContainsFunc(g.Allowances, func(a Allowance) bool { return a.ResourceType == resourceType }) {
+		if !g.allows(resourceType) {
 			continue
 		}
-		if slices.ContainsFunc(chain, func(m ConsumerID) bool { return e.selects(g.Group, m) }) {
-			out = append(out, e.seriesFor(seriesKey{g.Consumer, resourceType}))
+		for _, m := range chain {
+			if e.selects(g.Group, m) {
+				out = append(out, e.seriesFor(seriesKey{g.Consumer, resourceType}))
+				break
+			}
 		}
 	}
 	return out
+}
+
+func (g *Grant) allows(resourceType string) bool {
+	for _, a := range g.Allowances {
+		if a.ResourceType == resourceType {
+			return true
+		}
+	}
+	return false
 }
 
 // selects reports whether a group selects a consumer.

@@ -71,7 +71,7 @@ func NewOptions() *Options {
 		SystemNamespace:     engine.DefaultOptions().SystemNamespace,
 		PlatformNamespaces:  []string{"milo-system"},
 		ReservedLabelPrefix: quotav1alpha1.DefaultReservedLabelPrefix,
-		KubeControllers: kubecontrollers.DefaultOptions(),
+		KubeControllers:     kubecontrollers.DefaultOptions(),
 	}
 }
 

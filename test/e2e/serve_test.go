@@ -206,6 +206,8 @@ func TestServe(t *testing.T) {
 	}
 
 	mustKubectl(t, kubeconfig, "", "create", "namespace", "walkthrough")
+	// A platform namespace: the walkthrough's grant names an organization.
+	mustKubectl(t, kubeconfig, "", "label", "namespace", "walkthrough", "quota.miloapis.com/platform=true")
 	mustKubectl(t, kubeconfig, "", "-n", "walkthrough", "create", "secret", "generic", "s1", "--from-literal=k=v")
 	for kind, manifest := range map[string]string{
 		"resourceregistration": manifests.Registration("projects-per-organization", "resourcemanager.miloapis.com/projects"),

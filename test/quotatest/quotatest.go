@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
 	resourcemanagerv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
