@@ -365,10 +365,25 @@ func (v *verifier) readProjects(ctx context.Context, s *reading) error {
 	if err != nil {
 		return fmt.Errorf("listing Projects: %w", err)
 	}
+	// The engine's hierarchy (its default: Project → Organization): each
+	// project's organization and labels, each organization's labels.
 	for i := range list.Items {
-		if org := rmv1alpha1.OrganizationOfProject(&list.Items[i]); org != "" {
-			s.projectOrgs[list.Items[i].Name] = org
+		m := &list.Items[i]
+		info := quota.ConsumerInfo{Labels: m.GetLabels()}
+		if org := rmv1alpha1.OrganizationOfProject(m); org != "" {
+			s.projectOrgs[m.Name] = org
+			info.Parent = &quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}
 		}
+		s.eng.SetConsumer(quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: m.Name}, info)
+	}
+	orgs, err := v.metadata.Resource(rmv1alpha1.SchemeGroupVersion.WithResource("organizations")).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("listing Organizations: %w", err)
+	}
+	for i := range orgs.Items {
+		s.eng.SetConsumer(quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: orgs.Items[i].Name}, quota.ConsumerInfo{Labels: orgs.Items[i].GetLabels()})
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 
 // AllowanceBucketSpec identifies the consumer, resource type and dimension
 // set a bucket accounts for. Buckets are created and kept by quotaplane.
-// +kubebuilder:validation:XValidation:rule="has(self.consumerRef.name) && self.consumerRef.name != ''",message="spec.consumerRef.name is required: name the consumer whose quota this is",fieldPath=".consumerRef.name"
+// +kubebuilder:validation:XValidation:rule="has(self.consumerRef.name) && size(self.consumerRef.name) > 0",message="spec.consumerRef.name is required: name the consumer whose quota this is",fieldPath=".consumerRef.name"
 type AllowanceBucketSpec struct {
 	// consumerRef is the consumer this bucket accounts for.
 	// +required

@@ -55,7 +55,7 @@ type ResourceRef struct {
 // or none is.
 // +kubebuilder:validation:XValidation:rule="self.consumerRef == oldSelf.consumerRef",message="consumerRef is immutable; delete the claim and create a new one",fieldPath=".consumerRef"
 // +kubebuilder:validation:XValidation:rule="self.requests == oldSelf.requests",message="requests are immutable; delete the claim and create a new one",fieldPath=".requests"
-// +kubebuilder:validation:XValidation:rule="has(self.consumerRef.name) && self.consumerRef.name != ''",message="spec.consumerRef.name is required: name the consumer whose quota this is",fieldPath=".consumerRef.name"
+// +kubebuilder:validation:XValidation:rule="has(self.consumerRef.name) && size(self.consumerRef.name) > 0",message="spec.consumerRef.name is required: name the consumer whose quota this is",fieldPath=".consumerRef.name"
 type ResourceClaimSpec struct {
 	// consumerRef is the consumer charged for the requests.
 	// +required

@@ -37,7 +37,7 @@ type Allowance struct {
 
 // ResourceGrantSpec gives quota to one consumer, or to a group of consumers
 // selected by their labels.
-// +kubebuilder:validation:XValidation:rule="has(self.consumerSelector) != (has(self.consumerRef.name) && self.consumerRef.name != '')",message="name one consumer in spec.consumerRef.name, or select a group of consumers of kind spec.consumerRef.kind with spec.consumerSelector, not both",fieldPath=".consumerRef.name"
+// +kubebuilder:validation:XValidation:rule="has(self.consumerSelector) != (has(self.consumerRef.name) && size(self.consumerRef.name) > 0)",message="name one consumer in spec.consumerRef.name, or select a group of consumers of kind spec.consumerRef.kind with spec.consumerSelector, not both",fieldPath=".consumerRef.name"
 type ResourceGrantSpec struct {
 	// consumerRef is the consumer that receives the quota. Its kind and
 	// apiGroup must be the consumerType of each allowance's registration, or
