@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,31 +32,68 @@ const (
 func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 	t.mu.Lock()
 	st, exists := t.eng.Bucket(id)
+	var members []quota.ConsumerID
+	if exists && id.Consumer.IsGroup() {
+		members = t.eng.GroupMembers(id.Consumer)
+	}
 	t.mu.Unlock()
 	ns, err := t.bucketNamespace(id.Consumer)
 	if err != nil {
 		return err
 	}
+	// A group's bucket is also projected into the namespace of each of its
+	// members' buckets, where their owners read it.
+	places := []string{ns}
+	for _, m := range members {
+		mns, err := t.bucketNamespace(m)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(places, mns) {
+			places = append(places, mns)
+		}
+	}
 	name := quota.BucketName(id)
 	// A bucket stored in another namespace than its placement (a project
-	// whose organization became known) moves: the old copy goes.
-	if err := t.deleteMisplacedBuckets(ctx, name, ns, exists); err != nil {
-		return err
-	}
-	obj, found, err := t.bucketInformer.GetStore().GetByKey(key(ns, name))
-	if err != nil {
+	// whose organization became known, a group's member that left) goes.
+	if err := t.deleteMisplacedBuckets(ctx, name, places, exists); err != nil {
 		return err
 	}
 	if !exists {
-		if !found {
-			return nil
+		return t.deleteBucketIn(ctx, id, ns, name)
+	}
+	for i, p := range places {
+		if err := t.writeBucketIn(ctx, id, st, p, name, i > 0); err != nil {
+			return err
 		}
-		t.bucketGone(id)
-		b := obj.(*quotav1alpha1.AllowanceBucket)
-		err := t.r.client.Delete(ctx, b, client.Preconditions{UID: &b.UID})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
-		}
+	}
+	return nil
+}
+
+// deleteBucketIn deletes the stored bucket of a bucket that no longer exists.
+func (t *term) deleteBucketIn(ctx context.Context, id quota.BucketID, ns, name string) error {
+	obj, found, err := t.bucketInformer.GetStore().GetByKey(key(ns, name))
+	if err != nil || !found {
+		return err
+	}
+	t.bucketGone(id)
+	b := obj.(*quotav1alpha1.AllowanceBucket)
+	err = t.r.client.Delete(ctx, b, client.Preconditions{UID: &b.UID})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// LabelProjectedFrom marks a group bucket's copy in a member's namespace: its
+// value is the namespace of the group's own bucket.
+const LabelProjectedFrom = "quota.miloapis.com/projected-from"
+
+// writeBucketIn writes a bucket that exists into namespace ns: its own
+// place, or (projected) a copy in a group member's namespace.
+func (t *term) writeBucketIn(ctx context.Context, id quota.BucketID, st quota.BucketStatus, ns, name string, projected bool) error {
+	obj, found, err := t.bucketInformer.GetStore().GetByKey(key(ns, name))
+	if err != nil {
 		return err
 	}
 	var stored *quotav1alpha1.AllowanceBucket
@@ -66,8 +104,12 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 			t.nsWait.wait(ns, id)
 			return err
 		}
+		labels := bucketLabels(id)
+		if projected {
+			labels[LabelProjectedFrom] = id.Consumer.Namespace
+		}
 		stored = &quotav1alpha1.AllowanceBucket{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: bucketLabels(id)},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 			Spec: quotav1alpha1.AllowanceBucketSpec{
 				ConsumerRef:  quotav1alpha1.ConsumerRef{APIGroup: id.Consumer.APIGroup, Kind: id.Consumer.Kind, Name: id.Consumer.Name, Namespace: id.Consumer.Namespace},
 				ResourceType: quotav1alpha1.ResourceType(id.ResourceType),
@@ -91,7 +133,9 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 	want := bucketStatus(stored, st)
 	t.setThresholdCondition(&want, stored, st)
 	if bucketStatusEqual(stored.Status, want) {
-		t.bucketVerified(id, stored, st, time.Now())
+		if !projected {
+			t.bucketVerified(id, stored, st, time.Now())
+		}
 		return nil
 	}
 	updated := stored.DeepCopy()
@@ -99,26 +143,28 @@ func (t *term) writeBucket(ctx context.Context, id quota.BucketID) error {
 	if err := t.r.client.Status().Update(ctx, updated); err != nil {
 		return err
 	}
-	t.thresholdCrossed(stored, want)
-	t.bucketVerified(id, updated, st, time.Now())
+	if !projected {
+		t.thresholdCrossed(stored, want)
+		t.bucketVerified(id, updated, st, time.Now())
+	}
 	return nil
 }
 
-// deleteMisplacedBuckets deletes the buckets named name stored outside ns
-// (all of them when the bucket no longer exists).
-func (t *term) deleteMisplacedBuckets(ctx context.Context, name, ns string, exists bool) error {
+// deleteMisplacedBuckets deletes the buckets named name stored outside
+// places (all of them when the bucket no longer exists).
+func (t *term) deleteMisplacedBuckets(ctx context.Context, name string, places []string, exists bool) error {
 	objs, err := t.bucketInformer.GetIndexer().ByIndex(indexBucketName, name)
 	if err != nil {
 		return err
 	}
 	for _, obj := range objs {
 		b := obj.(*quotav1alpha1.AllowanceBucket)
-		if exists && b.Namespace == ns {
+		if exists && slices.Contains(places, b.Namespace) {
 			continue
 		}
 		err := t.r.client.Delete(ctx, b, client.Preconditions{UID: &b.UID})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("deleting bucket %s/%s, now placed in %s: %w", b.Namespace, b.Name, ns, err)
+			return fmt.Errorf("deleting bucket %s/%s, now placed in %s: %w", b.Namespace, b.Name, strings.Join(places, ", "), err)
 		}
 	}
 	return nil

@@ -224,6 +224,37 @@ func (e *Engine) refreshLevels() {
 	}
 	// Levels may have appeared with room, or claims may have left a limit.
 	e.sharedRoom = true
+	// A group's members may have changed: its buckets are written again,
+	// with their copies in its members' namespaces.
+	for _, uid := range e.groups {
+		g := e.grants[uid]
+		for _, a := range g.Allowances {
+			if s, ok := e.series[seriesKey{g.Consumer, a.ResourceType}]; ok {
+				for key := range s.buckets {
+					e.touch(s, key)
+				}
+			}
+		}
+	}
+}
+
+// GroupMembers lists the consumers a group grant selects now, in a stable
+// order; nil when id is not a valid group.
+func (e *Engine) GroupMembers(id ConsumerID) []ConsumerID {
+	var out []ConsumerID
+	for _, uid := range e.groups {
+		g := e.grants[uid]
+		if g.Consumer != id {
+			continue
+		}
+		for c := range e.info {
+			if e.selects(g.Group, c) {
+				out = append(out, c)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b ConsumerID) int { return strings.Compare(a.String(), b.String()) })
+	return out
 }
 
 // spreadSharedRoom marks every consumer with waiting claims for a new

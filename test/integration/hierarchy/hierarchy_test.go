@@ -27,6 +27,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -333,6 +334,21 @@ func TestGroups(t *testing.T) {
 		t.Errorf("the denial names another member of the group: %q", got.Message)
 	}
 
+	// The group's bucket is projected into the organization's namespace,
+	// where the owner reads it; the platform namespace stays closed.
+	groupID := func(g *quotav1alpha1.ResourceGrant) quota.ConsumerID { return quota.GroupID(g.Namespace, g.Name) }
+	projected := quota.BucketName(quota.BucketID{Consumer: groupID(small), ResourceType: w.rt})
+	pb := &quotav1alpha1.AllowanceBucket{}
+	w.poll("the small group's bucket projected into "+w.ns, func() bool {
+		return w.owner.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: projected}, pb) == nil && pb.Status.Allocated == 4
+	})
+	if pb.Status.Limit != 5 || pb.Status.Available != 1 || pb.Labels[engine.LabelProjectedFrom] != "milo-system" {
+		t.Errorf("projected group bucket: limit %d available %d labels %v", pb.Status.Limit, pb.Status.Available, pb.Labels)
+	}
+	if err := w.owner.List(ctx, &quotav1alpha1.AllowanceBucketList{}, client.InNamespace("milo-system")); !apierrors.IsForbidden(err) {
+		t.Errorf("the owner listing the platform namespace's buckets: want 403, got %v", err)
+	}
+
 	// The tenant cannot take its project out of the group.
 	proj := &rmv1alpha1.Project{}
 	if err := w.owner.Get(ctx, client.ObjectKey{Name: web}, proj); err != nil {
@@ -350,7 +366,6 @@ func TestGroups(t *testing.T) {
 	}
 
 	// The platform moves web out: its usage leaves the group, a1 fits.
-	groupID := func(g *quotav1alpha1.ResourceGrant) quota.ConsumerID { return quota.GroupID(g.Namespace, g.Name) }
 	label(web, "web")
 	w.bucket("milo-system", groupID(small), 2)
 	if got := w.decided(a1); got.Status != metav1.ConditionTrue {
@@ -364,6 +379,13 @@ func TestGroups(t *testing.T) {
 		t.Errorf("the group at 6 of 5 does not show OverLimit: %+v", b.Status.Conditions)
 	}
 	w.bucket("milo-system", groupID(large), 6)
+
+	// Once no project of the organization is in the group, its copy goes.
+	label(web, "web")
+	label(api, "web")
+	w.poll("the small group's copy to leave "+w.ns, func() bool {
+		return apierrors.IsNotFound(w.admin.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: projected}, &quotav1alpha1.AllowanceBucket{}))
+	})
 }
 
 // TestDelegatedBudget: the organization's owner splits its limit among its
