@@ -2,6 +2,7 @@ package quota
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -32,6 +33,7 @@ type Engine struct {
 	info        map[ConsumerID]ConsumerInfo
 	groups      []string
 	levelsStale bool
+	levelCache  map[seriesKey][]*series
 	// sharedRoom: a level shared by several consumers (a parent or a
 	// group) gained room or a limit; every waiting claim is decided again.
 	sharedRoom bool
@@ -50,6 +52,7 @@ type seriesKey struct {
 type series struct {
 	key     seriesKey
 	buckets map[string]*bucket    // by Dimensions.Key(); "" is the overall bucket
+	list    []*bucket             // the same buckets, for iterating without a map
 	granted map[string]grantedReq // by claim UID
 	claims  int                   // claims of any outcome that request this resource type
 }
@@ -67,6 +70,8 @@ type grantedReq struct {
 }
 
 type bucket struct {
+	key      string // dims.Key()
+	touched  bool   // in Engine.changedBuckets
 	dims     Dimensions
 	allocSum total // sum of the granted requests it covers
 	claims   int32
@@ -121,6 +126,7 @@ func NewEngine() *Engine {
 		changedGrants:  map[string]struct{}{},
 		changedRegs:    map[string]struct{}{},
 		info:           map[ConsumerID]ConsumerInfo{},
+		levelCache:     map[seriesKey][]*series{},
 		holds:          map[string]budgetHold{},
 	}
 }
@@ -167,7 +173,7 @@ func (e *Engine) registrationsChanged() {
 		}
 	}
 	e.active = active
-	e.levelsStale = true
+	e.hierarchyChanged()
 	for _, n := range names {
 		e.changedRegs[n] = struct{}{}
 	}
@@ -334,7 +340,9 @@ func (e *Engine) seriesFor(k seriesKey) *series {
 		e.series[k] = s
 	}
 	if _, ok := s.buckets[""]; !ok {
-		s.buckets[""] = &bucket{grants: map[string]GrantContribution{}}
+		b := &bucket{grants: map[string]GrantContribution{}}
+		s.buckets[""] = b
+		s.list = append(s.list, b)
 		e.touch(s, "")
 	}
 	return s
@@ -347,7 +355,7 @@ func (e *Engine) bucketFor(s *series, dims Dimensions) *bucket {
 	if b, ok := s.buckets[key]; ok {
 		return b
 	}
-	b := &bucket{dims: dims, grants: map[string]GrantContribution{}}
+	b := &bucket{key: key, dims: dims, grants: map[string]GrantContribution{}}
 	for _, r := range s.granted {
 		if dims.SubsetOf(r.dims) {
 			b.allocSum.add(r.amount)
@@ -355,6 +363,7 @@ func (e *Engine) bucketFor(s *series, dims Dimensions) *bucket {
 		}
 	}
 	s.buckets[key] = b
+	s.list = append(s.list, b)
 	return b
 }
 
@@ -364,17 +373,28 @@ func (e *Engine) prune(s *series) {
 	for key, b := range s.buckets {
 		if key != "" && len(b.grants) == 0 {
 			delete(s.buckets, key)
+			s.list = slices.DeleteFunc(s.list, func(x *bucket) bool { return x == b })
 			e.touch(s, key)
 		}
 	}
 	if s.claims == 0 && len(s.granted) == 0 && len(s.buckets[""].grants) == 0 && len(s.buckets) == 1 {
 		delete(e.series, s.key)
+		clear(e.levelCache) // a cached list may name it
 		e.touch(s, "")
 	}
 }
 
 func (e *Engine) touch(s *series, dimsKey string) {
 	e.changedBuckets[bucketRef{s, dimsKey}] = struct{}{}
+}
+
+// touchBucket is touch for a bucket that exists, without hashing it again
+// while it is marked.
+func (e *Engine) touchBucket(s *series, b *bucket) {
+	if !b.touched {
+		b.touched = true
+		e.changedBuckets[bucketRef{s, b.key}] = struct{}{}
+	}
 }
 
 // Bucket returns the live state of a bucket; false when it does not exist
@@ -412,6 +432,9 @@ func (e *Engine) TakeChanged() (buckets []BucketID, grants, registrations []stri
 	e.refreshLevels()
 	for ref := range e.changedBuckets {
 		buckets = append(buckets, BucketID{ref.s.key.Consumer, ref.s.key.ResourceType, ref.key})
+		if b, ok := ref.s.buckets[ref.key]; ok {
+			b.touched = false
+		}
 	}
 	for uid := range e.changedGrants {
 		grants = append(grants, uid)
@@ -598,11 +621,11 @@ func (e *Engine) allocate(cs *claimState, d Decision) {
 // charge counts a granted request in every bucket of s that covers it.
 func (e *Engine) charge(s *series, uid string, r Request) {
 	s.granted[uid] = grantedReq{amount: r.Amount, dims: r.Dims}
-	for key, b := range s.buckets {
+	for _, b := range s.list {
 		if b.dims.SubsetOf(r.Dims) {
 			b.allocSum.add(r.Amount)
 			b.claims++
-			e.touch(s, key)
+			e.touchBucket(s, b)
 		}
 	}
 }
@@ -610,11 +633,11 @@ func (e *Engine) charge(s *series, uid string, r Request) {
 // uncharge is charge undone.
 func (e *Engine) uncharge(s *series, uid string, r Request) {
 	delete(s.granted, uid)
-	for key, b := range s.buckets {
+	for _, b := range s.list {
 		if b.dims.SubsetOf(r.Dims) {
 			b.allocSum.sub(r.Amount)
 			b.claims--
-			e.touch(s, key)
+			e.touchBucket(s, b)
 		}
 	}
 }

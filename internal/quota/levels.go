@@ -70,7 +70,13 @@ func (e *Engine) SetConsumer(id ConsumerID, info ConsumerInfo) {
 		return
 	}
 	e.info[id] = info
+	e.hierarchyChanged()
+}
+
+// hierarchyChanged marks every claim's levels for computing again.
+func (e *Engine) hierarchyChanged() {
 	e.levelsStale = true
+	clear(e.levelCache)
 }
 
 // RemoveConsumer forgets a consumer object (it was deleted).
@@ -79,7 +85,7 @@ func (e *Engine) RemoveConsumer(id ConsumerID) {
 		return
 	}
 	delete(e.info, id)
-	e.levelsStale = true
+	e.hierarchyChanged()
 }
 
 // grantKindAllowed checks that a grant's consumer (or, for a group, the
@@ -120,14 +126,28 @@ func (e *Engine) groupChanged(uid string, g Grant, valid bool) {
 	case !isGroup:
 		return
 	}
-	e.levelsStale = true
+	e.hierarchyChanged()
 }
 
 // levelsOf lists the series a request of consumer c for a resource type
 // draws from: c's own first, then each ancestor the registration names,
 // then each group that selects c or an ancestor.
+//
+// The lists are cached until the hierarchy changes or a series they name is
+// dropped; callers share them and never change them.
 func (e *Engine) levelsOf(c ConsumerID, resourceType string) []*series {
-	out := []*series{e.seriesFor(seriesKey{c, resourceType})}
+	k := seriesKey{c, resourceType}
+	if l, ok := e.levelCache[k]; ok {
+		return l
+	}
+	l := e.computeLevels(c, resourceType)
+	e.levelCache[k] = l
+	return l
+}
+
+func (e *Engine) computeLevels(c ConsumerID, resourceType string) []*series {
+	out := make([]*series, 1, 4)
+	out[0] = e.seriesFor(seriesKey{c, resourceType})
 	reg, ok := e.activeRegistration(resourceType)
 	if !ok || (len(reg.Levels) == 0 && len(e.groups) == 0) {
 		return out
@@ -271,27 +291,23 @@ func (e *Engine) spreadSharedRoom() {
 	}
 }
 
-// hasGrant reports whether any grant gives quota at this level.
+// hasGrant reports whether any grant gives quota at this level: the
+// overall bucket has one, or a dimensioned bucket exists (prune drops those
+// no grant defines).
 func (s *series) hasGrant() bool {
-	for _, b := range s.buckets {
-		if len(b.grants) > 0 {
-			return true
-		}
-	}
-	return false
+	return len(s.buckets[""].grants) > 0 || len(s.buckets) > 1
 }
 
 // short returns the first bucket (by dimension key) of s that covers r and
 // has less room than r asks, nil when r fits.
 func (s *series) short(r Request) *bucket {
 	var short *bucket
-	shortKey := ""
-	for key, b := range s.buckets {
+	for _, b := range s.list {
 		if !b.dims.SubsetOf(r.Dims) || b.available() >= r.Amount {
 			continue
 		}
-		if short == nil || key < shortKey {
-			short, shortKey = b, key
+		if short == nil || b.key < short.key {
+			short = b
 		}
 	}
 	return short
@@ -300,13 +316,12 @@ func (s *series) short(r Request) *bucket {
 // tightest returns the bucket of s covering r with the least room.
 func (s *series) tightest(r Request) *bucket {
 	var out *bucket
-	outKey := ""
-	for key, b := range s.buckets {
+	for _, b := range s.list {
 		if !b.dims.SubsetOf(r.Dims) {
 			continue
 		}
-		if out == nil || b.available() < out.available() || (b.available() == out.available() && key < outKey) {
-			out, outKey = b, key
+		if out == nil || b.available() < out.available() || (b.available() == out.available() && b.key < out.key) {
+			out = b
 		}
 	}
 	return out

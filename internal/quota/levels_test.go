@@ -46,6 +46,7 @@ func TestOrganizationCapsItsProjects(t *testing.T) {
 	e.UpsertGrant(grant("web", proj("web"), vcpu, GrantBucket{Amount: 8}))
 	e.UpsertGrant(grant("api", proj("api"), vcpu, GrantBucket{Amount: 8}))
 	e.AddClaim(claim("w", 1, proj("web"), Request{vcpu, 6, nil}))
+	e.Decide()
 	e.AddClaim(claim("a1", 2, proj("api"), Request{vcpu, 4, nil}))
 	e.AddClaim(claim("a2", 3, proj("api"), Request{vcpu, 1, nil}))
 	e.Decide()
@@ -94,7 +95,9 @@ func TestTheMostRestrictiveGroupRefuses(t *testing.T) {
 	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 100}))
 	e.UpsertGrant(group("team-data", 5, "quota.miloapis.com/team=data"))
 	e.UpsertGrant(group("all", 50, "quota.miloapis.com/team"))
+	// Consumers are decided in no particular order: one at a time.
 	e.AddClaim(claim("w", 1, proj("web"), Request{vcpu, 4, nil}))
+	e.Decide()
 	e.AddClaim(claim("a", 2, proj("api"), Request{vcpu, 2, nil}))
 	e.Decide()
 	if diff := cmp.Diff([]Outcome{Granted, QuotaExceeded}, outcomes(e, "w", "a")); diff != "" {

@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// TestHierarchySurvivesKill: quotaplane serve is SIGKILLed while 32 clients
+// create ConfigMaps charged to four projects of one organization (limit 30;
+// each project's own grant 100), then started again. Afterwards every stored
+// ConfigMap has one granted claim, the organization's bucket allocates
+// exactly their number and each project's bucket its own, never over the
+// organization's limit; creating on until refused fills the organization to
+// exactly its limit.
+func TestHierarchySurvivesKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const limit = 30
+	bin := buildBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	port := freePort(t)
+	p := startServe(t, bin, dataDir, port)
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	c := quotatest.NewClient(t, cfg)
+	f := quotatest.NewFixture(t, c)
+	ctx := context.Background()
+	org := "k-" + f.ID
+	rt := string(f.RT("vcpu"))
+	create := func(o client.Object) {
+		t.Helper()
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	create(&quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-vcpu"}, Spec: quotav1alpha1.ResourceRegistrationSpec{
+		ConsumerType:        quotav1alpha1.ConsumerTypeRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project"},
+		ParentConsumerTypes: []quotav1alpha1.ConsumerTypeRef{{APIGroup: rmv1alpha1.GroupName, Kind: "Organization"}},
+		Type:                quotav1alpha1.RegistrationTypeAllocation, ResourceType: quotav1alpha1.ResourceType(rt), BaseUnit: "core",
+		ClaimingResources: []quotav1alpha1.ClaimingResource{{Kind: "ConfigMap"}}}})
+	create(&rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}})
+	grant := func(name string, ref quotav1alpha1.ConsumerRef, amount int64) {
+		create(&quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: ref,
+			Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(rt), Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}}}}}})
+	}
+	grant("org", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}, limit)
+	var projects []string
+	for i := range 4 {
+		name := fmt.Sprintf("%s-p%d", org, i)
+		create(&rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: org}}})
+		grant(fmt.Sprintf("p%d", i), quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: name}, 100)
+		projects = append(projects, name)
+	}
+	pol := f.Policy("vcpu", "v1", "ConfigMap", "vcpu", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
+		p.Spec.Target.ResourceClaimTemplate.Spec.ConsumerRef = quotav1alpha1.TemplateConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: "{{ trigger.metadata.labels.project }}"}
+		p.Spec.Trigger.Constraints = append(p.Spec.Trigger.Constraints, quotav1alpha1.Constraint{Expression: `has(trigger.metadata.labels) && "project" in trigger.metadata.labels`})
+	})
+	f.WaitPolicyReady(pol, metav1.ConditionTrue, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: f.NS, Labels: map[string]string{"project": projects[0]}}})
+	// The probe charged projects[0] one unit; it stays.
+
+	var seq atomic.Int64
+	cm := func(r *rand.Rand) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d-%d", r.Uint32(), seq.Add(1)), Namespace: f.NS,
+			Labels: map[string]string{"project": projects[r.IntN(len(projects))]}}}
+	}
+	created := killAfterSuccesses(t, p, 32, 10, 15, func(r *rand.Rand) error {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return c.Create(rctx, cm(r))
+	})
+	t.Logf("killed after %d admitted creates", created)
+
+	startServe(t, bin, dataDir, port)
+	orgID := quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}
+	bucketName := func(id quota.ConsumerID) string { return quota.BucketName(quota.BucketID{Consumer: id, ResourceType: rt}) }
+	var why string
+	check := func(ctx context.Context) (bool, error) {
+		cms := &corev1.ConfigMapList{}
+		claims := &quotav1alpha1.ResourceClaimList{}
+		if c.List(ctx, cms, client.InNamespace(f.NS), client.HasLabels{"project"}) != nil || c.List(ctx, claims, client.InNamespace(f.NS)) != nil {
+			why = "not readable yet"
+			return false, nil
+		}
+		perProject := map[string]int64{}
+		granted := 0
+		for _, cl := range claims.Items {
+			if meta.IsStatusConditionTrue(cl.Status.Conditions, quotav1alpha1.ClaimConditionGranted) {
+				granted++
+				perProject[cl.Spec.ConsumerRef.Name]++
+			}
+		}
+		if granted != len(cms.Items) {
+			why = fmt.Sprintf("%d ConfigMaps stored, %d granted claims", len(cms.Items), granted)
+			return false, nil
+		}
+		b := &quotav1alpha1.AllowanceBucket{}
+		if c.Get(ctx, client.ObjectKey{Namespace: rmv1alpha1.OrganizationNamespace(org), Name: bucketName(orgID)}, b) != nil || b.Status.Allocated != int64(granted) {
+			why = fmt.Sprintf("the organization's bucket allocates %d, %d claims are granted", b.Status.Allocated, granted)
+			return false, nil
+		}
+		for _, pr := range projects {
+			pb := &quotav1alpha1.AllowanceBucket{}
+			id := quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: pr}
+			if c.Get(ctx, client.ObjectKey{Namespace: rmv1alpha1.OrganizationNamespace(org), Name: bucketName(id)}, pb) != nil || pb.Status.Allocated != perProject[pr] {
+				why = fmt.Sprintf("project %s's bucket allocates %d, its granted claims %d", pr, pb.Status.Allocated, perProject[pr])
+				return false, nil
+			}
+		}
+		if granted > limit {
+			return false, fmt.Errorf("%d claims granted against the organization's limit %d", granted, limit)
+		}
+		return true, nil
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, check); err != nil {
+		t.Fatalf("after the restart the levels never matched the stored ConfigMaps: %s (%v)", why, err)
+	}
+	// Fill the organization: creates succeed until exactly its limit.
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 2 * limit {
+		err := c.Create(ctx, cm(r))
+		if apierrors.IsForbidden(err) {
+			break
+		} else if err != nil && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, check); err != nil {
+		t.Fatalf("after filling: %s (%v)", why, err)
+	}
+	b := &quotav1alpha1.AllowanceBucket{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: rmv1alpha1.OrganizationNamespace(org), Name: bucketName(orgID)}, b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Status.Allocated != limit {
+		t.Fatalf("filled after the restart, the organization allocates %d of %d", b.Status.Allocated, limit)
+	}
+}
