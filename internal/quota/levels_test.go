@@ -2,6 +2,7 @@ package quota
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -200,11 +201,26 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 			}
 		}
 		live := map[string]Claim{}
+		delegatedGrants := map[string]Grant{}
 		n := 0
 		for _, op := range ops {
 			n++
 			uid := "c" + string(rune('a'+n%26)) + string(rune('a'+n/26%26))
-			switch op % 6 {
+			switch op % 7 {
+			case 6:
+				// A delegated grant: accepted only within the budget,
+				// computed here exactly with big integers.
+				d := grant("d"+string(rune('0'+rng.IntN(3))), proj(projects[rng.IntN(3)]), vcpu, GrantBucket{Amount: amount()}, GrantBucket{Amount: amount()})
+				d.Namespace, d.Budget = "organization-acme", &org
+				r := e.CheckBudget(d)
+				if r.Left < 0 || r.Given < 0 || r.Limit < 0 || r.Left > r.Limit {
+					t.Fatalf("budget numbers wrapped: %+v", r)
+				}
+				if r.OK {
+					checkBudget(t, e, d, delegatedGrants)
+					delegatedGrants[d.Name] = d
+					e.UpsertGrant(d)
+				}
 			case 0, 1:
 				c := claim(uid, n, proj(projects[rng.IntN(3)]), Request{vcpu, 1 + rng.Int64N(8), nil})
 				e.AddClaim(c)
@@ -241,4 +257,48 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkBudget fails when a delegated grant accepted by CheckBudget grows
+// the sum of the budget's grants past the organization's limit, computed
+// exactly. What one grant gives saturates at MaxInt64, as does the limit:
+// the sum of the grants' (saturated) amounts must stay within it.
+func checkBudget(t *testing.T, e *Engine, d Grant, stored map[string]Grant) {
+	t.Helper()
+	maxInt := big.NewInt(math.MaxInt64)
+	exact := func(g Grant) *big.Int {
+		out := new(big.Int)
+		for _, a := range g.Allowances {
+			for _, b := range a.Buckets {
+				if len(b.Dims) == 0 {
+					out.Add(out, big.NewInt(b.Amount))
+				}
+			}
+		}
+		if out.Cmp(maxInt) > 0 {
+			out.Set(maxInt)
+		}
+		return out
+	}
+	if old, ok := stored[d.Name]; ok && exact(d).Cmp(exact(old)) <= 0 {
+		return // lowering is always allowed
+	}
+	sum := exact(d)
+	for name, g := range stored {
+		if name != d.Name {
+			sum.Add(sum, exact(g))
+		}
+	}
+	limit := new(big.Int)
+	for _, g := range e.grants {
+		if g.Consumer == org {
+			limit.Add(limit, exact(g))
+		}
+	}
+	if limit.Cmp(big.NewInt(math.MaxInt64)) > 0 {
+		limit.SetInt64(math.MaxInt64)
+	}
+	if sum.Cmp(limit) > 0 {
+		t.Fatalf("CheckBudget accepted %s: the budget's grants would give %s of the limit %s", d.Name, sum, limit)
+	}
 }
