@@ -96,7 +96,9 @@ func TestHierarchySurvivesKill(t *testing.T) {
 
 	startServe(t, bin, dataDir, port)
 	orgID := quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}
-	bucketName := func(id quota.ConsumerID) string { return quota.BucketName(quota.BucketID{Consumer: id, ResourceType: rt}) }
+	bucketName := func(id quota.ConsumerID) string {
+		return quota.BucketName(quota.BucketID{Consumer: id, ResourceType: rt})
+	}
 	var why string
 	check := func(ctx context.Context) (bool, error) {
 		cms := &corev1.ConfigMapList{}
