@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // Replica drives one replica's ledger and journal directly, as a leader
@@ -86,4 +87,21 @@ func (r *Replica) WriteGrantsRaw(ctx context.Context, ns string, names ...string
 	}
 	err = r.j.write(ctx, &journalOps{grants: ps}, map[string]error{})
 	return err, isPermanent(err)
+}
+
+// HoldBudget records a budget hold for the grant ns/name, as admission does.
+func (r *Replica) HoldBudget(ctx context.Context, ns, name string) error {
+	org := quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: "acme"}
+	return r.j.recordBudgetHold(ctx, newBudgetRecord(quota.Grant{UID: string(uuid.NewUUID()), Generation: 1, Namespace: ns, Name: name, Budget: &org,
+		Allowances: []quota.Allowance{{ResourceType: "example.com/widgets", Buckets: []quota.GrantBucket{{Amount: 1}}}}}))
+}
+
+// BudgetHolds lists the budget holds recorded, by grant namespace/name.
+func (r *Replica) BudgetHolds(ctx context.Context) ([]string, error) {
+	hs, err := r.j.budgetHolds(ctx)
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.key())
+	}
+	return out, err
 }

@@ -39,6 +39,36 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// TestBudgetHoldsAreFenced: a delegated grant's budget hold is a journal
+// key written under the ledger's fence: once a second replica stamps the
+// ledger the first can record none, and the second reads every hold the
+// first recorded before (it honours them before deciding anything).
+func TestBudgetHoldsAreFenced(t *testing.T) {
+	ctx, kube, ns, etcd := journalWorld(t, "budget-")
+	storage := &engine.Storage{Client: etcd, Prefix: "/registry"}
+	a := engine.NewReplica(kube, storage, ns, "a")
+	if err := a.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.HoldBudget(ctx, ns, "before"); err != nil {
+		t.Fatalf("the leader could not record a budget hold: %v", err)
+	}
+	b := engine.NewReplica(kube, storage, ns, "b")
+	if err := b.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.HoldBudget(ctx, ns, "after"); !engine.IsDeposed(err) {
+		t.Fatalf("a deposed leader recorded a budget hold (err %v); want it refused as deposed", err)
+	}
+	holds, err := b.BudgetHolds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(holds, ns+"/before") || slices.Contains(holds, ns+"/after") {
+		t.Fatalf("the new leader reads holds %v; want %s/before and not %s/after", holds, ns, ns)
+	}
+}
+
 // TestJournalIsFenced: once a second replica stamps the ledger, the first can
 // record no grant and write no claim, and the second sees every grant the
 // first recorded before. The claims it writes are read back through the API

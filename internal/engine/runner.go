@@ -271,11 +271,15 @@ func (r *Runner) lead(ctx context.Context) error {
 	ledgerWrites.Inc()
 	var j *journal
 	var pending []*pendingClaim
+	var holds []*budgetRecord
 	if r.opts.Handle != nil {
 		if s := r.opts.Handle.storage.Load(); s != nil {
 			j = &journal{s: s, ledger: l}
 			// Read after the stamp: no deposed leader can add to it any more.
 			if pending, err = j.pending(ctx); err != nil {
+				return err
+			}
+			if holds, err = j.budgetHolds(ctx); err != nil {
 				return err
 			}
 		}
@@ -299,7 +303,13 @@ func (r *Runner) lead(ctx context.Context) error {
 		}
 		t.holdPending(p)
 	}
-	logger.Info("Became the quota engine leader", "epoch", l.epoch, "inflightGrants", len(recorded.Inflight), "admissionGrants", len(pending))
+	// Budget holds of grants admitted and not yet seen stored, likewise.
+	var held []quota.Grant
+	for _, h := range holds {
+		t.holdBudget(h)
+		held = append(held, h.grant())
+	}
+	logger.Info("Became the quota engine leader", "epoch", l.epoch, "inflightGrants", len(recorded.Inflight), "admissionGrants", len(pending), "budgetHolds", len(holds))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -319,6 +329,16 @@ func (r *Runner) lead(ctx context.Context) error {
 		}
 	}
 	t.mu.Unlock()
+	if len(held) > 0 {
+		// Holds the stored grants did not settle: looked up once their
+		// requests cannot be writing any more (at once when they died with
+		// this replica's previous process).
+		delay := budgetLookupDelay
+		if restarted {
+			delay = 0
+		}
+		go t.lookUpBudgetHolds(held, delay)
+	}
 	recoverySeconds.Set(time.Since(began).Seconds())
 	logger.Info("Rebuilt quota state from stored objects", "claims", claims, "duration", time.Since(began))
 

@@ -88,6 +88,10 @@ type term struct {
 	projects *projectOrgs
 	// sealer signs and checks Granted decisions.
 	sealer *sealer
+	// budgetRecords are the budget holds this term keeps in the journal, by
+	// grant namespace/name (t.mu); budgetMu serializes their journal writes.
+	budgetRecords map[string]*budgetRecord
+	budgetMu      sync.Mutex
 	// ctx is the term's context, for the informers objects starts.
 	ctx context.Context
 }
@@ -131,6 +135,7 @@ func newTerm(r *Runner, l *ledger, j *journal, inflight map[string]string) *term
 		buckets:         workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[quota.BucketID](5*time.Millisecond, 5*time.Second)),
 		statuses:        workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[statusKey](5*time.Millisecond, 5*time.Second)),
 		namespaces:      map[string]bool{},
+		budgetRecords:   map[string]*budgetRecord{},
 	}
 	t.objects = newObjectWatch(t)
 	t.projects = &projectOrgs{t: t}
@@ -191,7 +196,11 @@ func (t *term) grantChanged(g *quotav1alpha1.ResourceGrant) {
 	t.mu.Lock()
 	t.grantKeys[string(g.UID)] = key(g.Namespace, g.Name)
 	t.eng.UpsertGrant(convert.Grant(g))
+	holds := len(t.budgetRecords) > 0
 	t.mu.Unlock()
+	if holds {
+		go t.settleBudgetRecords() // the grant may have settled its budget hold
+	}
 	t.kickNow()
 }
 
@@ -199,7 +208,11 @@ func (t *term) grantDeleted(g *quotav1alpha1.ResourceGrant) {
 	t.mu.Lock()
 	delete(t.grantKeys, string(g.UID))
 	t.eng.RemoveGrant(string(g.UID))
+	holds := len(t.budgetRecords) > 0
 	t.mu.Unlock()
+	if holds {
+		go t.settleBudgetRecords()
+	}
 	t.kickNow()
 }
 

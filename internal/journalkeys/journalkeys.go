@@ -1,5 +1,6 @@
 // Package journalkeys names what quotaplane serve keeps in its etcd beside
-// the API's objects — admission's grants in flight and its fail-open records —
+// the API's objects — admission's grants in flight, budget holds and its
+// fail-open records —
 // and the file in serve's data directory that says which etcd that is.
 //
 // It is shared by the writers (the engine, admission, serve) and the reader
@@ -21,6 +22,13 @@ import (
 // etcdPrefix is the API server's --etcd-prefix.
 func AdmissionGrantsPrefix(etcdPrefix string) string {
 	return path.Join(etcdPrefix, "quotaplane", "admission-grants") + "/"
+}
+
+// BudgetHoldsPrefix holds the delegated grants admitted against an
+// organization's budget and not yet seen stored, one key per grant:
+// <prefix>/quotaplane/budget-holds/<namespace>/<grant>.
+func BudgetHoldsPrefix(etcdPrefix string) string {
+	return path.Join(etcdPrefix, "quotaplane", "budget-holds") + "/"
 }
 
 // FailOpenPrefix holds one FailOpenRecord per object admitted fail-open.

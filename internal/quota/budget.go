@@ -145,3 +145,9 @@ func (e *Engine) dropHoldOf(g Grant) {
 		delete(e.holds, grantKey(g))
 	}
 }
+
+// BudgetHold returns the hold under a grant's namespace/name.
+func (e *Engine) BudgetHold(key string) (Grant, bool) {
+	h, ok := e.holds[key]
+	return h.grant, ok
+}

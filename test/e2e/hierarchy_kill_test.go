@@ -9,13 +9,18 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -160,4 +165,125 @@ func TestHierarchySurvivesKill(t *testing.T) {
 	if b.Status.Allocated != limit {
 		t.Fatalf("filled after the restart, the organization allocates %d of %d", b.Status.Allocated, limit)
 	}
+}
+
+// TestDelegatedGrantsSurviveKill: quotaplane serve is SIGKILLed while an
+// organization's owner (a service account with the shipped role) writes
+// grants of one unit for its projects, 32 at a time, against a budget of 20;
+// then started again. The grants stored never exceed the budget, the
+// budget holds of requests that died are released, and writing on until
+// refused stores exactly 20.
+func TestDelegatedGrantsSurviveKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const budget = 20
+	bin := buildBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	port := freePort(t)
+	p := startServe(t, bin, dataDir, port)
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	c := quotatest.NewClient(t, cfg)
+	f := quotatest.NewFixture(t, c)
+	ctx := context.Background()
+	org := "d-" + f.ID
+	ns := rmv1alpha1.OrganizationNamespace(org)
+	rt := string(f.RT("vcpu"))
+	create := func(o client.Object) {
+		t.Helper()
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	create(&quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-vcpu"}, Spec: quotav1alpha1.ResourceRegistrationSpec{
+		ConsumerType:        quotav1alpha1.ConsumerTypeRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project"},
+		ParentConsumerTypes: []quotav1alpha1.ConsumerTypeRef{{APIGroup: rmv1alpha1.GroupName, Kind: "Organization"}},
+		Type:                quotav1alpha1.RegistrationTypeAllocation, ResourceType: quotav1alpha1.ResourceType(rt), BaseUnit: "core",
+		ClaimingResources: []quotav1alpha1.ClaimingResource{{Kind: "ConfigMap"}}}})
+	create(&rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}})
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}) == nil, nil
+	}); err != nil {
+		t.Fatal("the organization's namespace never appeared")
+	}
+	project := org + "-p"
+	create(&rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: project},
+		Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: org}}})
+	grant := func(name string, ref quotav1alpha1.ConsumerRef, amount int64) *quotav1alpha1.ResourceGrant {
+		return &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: ref,
+			Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(rt), Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}}}}}}
+	}
+	create(grant("org", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}, budget))
+	owner := ownerOf(t, c, cfg, ns)
+	// The organization's grant counts before the burst.
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return owner.Create(ctx, grant("probe", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: project}, 1)) == nil, nil
+	}); err != nil {
+		t.Fatal("the owner never could delegate one unit")
+	}
+
+	var seq atomic.Int64
+	projectRef := quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: project}
+	written := killAfterSuccesses(t, p, 32, 10, 8, func(r *rand.Rand) error {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return owner.Create(rctx, grant(fmt.Sprintf("g-%d", seq.Add(1)), projectRef, 1))
+	})
+	t.Logf("killed after %d delegated grants", written)
+	startServe(t, bin, dataDir, port)
+
+	delegated := func() int {
+		list := &quotav1alpha1.ResourceGrantList{}
+		if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{quotav1alpha1.BudgetLabel: org}); err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	if n := delegated(); n > budget {
+		t.Fatalf("%d delegated grants of one unit stored against a budget of %d", n, budget)
+	}
+	// Fill the budget: creates succeed until exactly the budget is given.
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; i < 3*budget && time.Now().Before(deadline); i++ {
+		err := owner.Create(ctx, grant(fmt.Sprintf("fill-%d", i), projectRef, 1))
+		if apierrors.IsForbidden(err) {
+			break
+		} else if err != nil && !apierrors.IsServiceUnavailable(err) && !apierrors.IsTooManyRequests(err) {
+			t.Fatal(err)
+		} else if err != nil {
+			i--                                // not decided: the new leader is starting
+			time.Sleep(100 * time.Millisecond) // bounded by the deadline
+		}
+	}
+	if n := delegated(); n != budget {
+		t.Fatalf("after the restart, filling the budget stored %d delegated grants of one unit; want exactly %d", n, budget)
+	}
+}
+
+// ownerOf is a service account of an organization's namespace bound to the
+// shipped organization-owner role, authenticated by a token.
+func ownerOf(t *testing.T, c client.Client, admin *rest.Config, ns string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "owner", Namespace: ns}}
+	if err := c.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "owner-sa", Namespace: ns},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: ns}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: rmv1alpha1.OrganizationOwnerRole}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := kubernetes.NewForConfigOrDie(admin).CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(admin)
+	cfg.BearerToken = tok.Status.Token
+	return quotatest.NewClient(t, cfg)
 }
