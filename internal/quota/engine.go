@@ -34,6 +34,9 @@ type Engine struct {
 	groups      []string
 	levelsStale bool
 	levelCache  map[seriesKey][]*series
+	// changedConsumers changed since the levels were computed; the claims
+	// of them and their descendants are computed again.
+	changedConsumers map[ConsumerID]struct{}
 	// sharedRoom: a level shared by several consumers (a parent or a
 	// group) gained room or a limit; every waiting claim is decided again.
 	sharedRoom bool
@@ -109,25 +112,27 @@ type claimState struct {
 type consumerState struct {
 	waiting []*claimState // undecided or denied, in creation order
 	claims  int           // claims of this consumer, of any outcome
+	all     map[*claimState]struct{}
 }
 
 // NewEngine returns an empty engine.
 func NewEngine() *Engine {
 	return &Engine{
-		regs:           map[string]Registration{},
-		active:         map[string]string{},
-		grants:         map[string]Grant{},
-		grantValid:     map[string]Validity{},
-		series:         map[seriesKey]*series{},
-		claims:         map[string]*claimState{},
-		consumers:      map[ConsumerID]*consumerState{},
-		dirty:          map[ConsumerID]bool{},
-		changedBuckets: map[bucketRef]struct{}{},
-		changedGrants:  map[string]struct{}{},
-		changedRegs:    map[string]struct{}{},
-		info:           map[ConsumerID]ConsumerInfo{},
-		levelCache:     map[seriesKey][]*series{},
-		holds:          map[string]budgetHold{},
+		regs:             map[string]Registration{},
+		active:           map[string]string{},
+		grants:           map[string]Grant{},
+		grantValid:       map[string]Validity{},
+		series:           map[seriesKey]*series{},
+		claims:           map[string]*claimState{},
+		consumers:        map[ConsumerID]*consumerState{},
+		dirty:            map[ConsumerID]bool{},
+		changedBuckets:   map[bucketRef]struct{}{},
+		changedGrants:    map[string]struct{}{},
+		changedRegs:      map[string]struct{}{},
+		info:             map[ConsumerID]ConsumerInfo{},
+		levelCache:       map[seriesKey][]*series{},
+		changedConsumers: map[ConsumerID]struct{}{},
+		holds:            map[string]budgetHold{},
 	}
 }
 
@@ -467,11 +472,12 @@ func (e *Engine) AddClaim(c Claim) {
 	}
 	q := e.consumers[c.Consumer]
 	if q == nil {
-		q = &consumerState{}
+		q = &consumerState{all: map[*claimState]struct{}{}}
 		e.consumers[c.Consumer] = q
 	}
 	q.insert(cs)
 	q.claims++
+	q.all[cs] = struct{}{}
 	if !e.dirty[c.Consumer] {
 		e.dirty[c.Consumer] = false
 	}
@@ -510,6 +516,7 @@ func (e *Engine) RemoveClaim(uid string) {
 		}
 	}
 	if q := e.consumers[c.Consumer]; q != nil {
+		delete(q.all, cs)
 		if q.claims--; q.claims == 0 {
 			delete(e.consumers, c.Consumer)
 		}

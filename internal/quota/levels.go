@@ -70,7 +70,7 @@ func (e *Engine) SetConsumer(id ConsumerID, info ConsumerInfo) {
 		return
 	}
 	e.info[id] = info
-	e.hierarchyChanged()
+	e.consumerChanged(id)
 }
 
 // hierarchyChanged marks every claim's levels for computing again.
@@ -79,13 +79,36 @@ func (e *Engine) hierarchyChanged() {
 	clear(e.levelCache)
 }
 
+// consumerChanged marks the levels of the claims of a consumer and of its
+// descendants for computing again: only theirs can change with it.
+func (e *Engine) consumerChanged(id ConsumerID) {
+	e.changedConsumers[id] = struct{}{}
+	clear(e.levelCache)
+}
+
+// chainChanged reports whether a consumer or one of its ancestors changed
+// since the levels were last computed.
+func (e *Engine) chainChanged(c ConsumerID) bool {
+	for depth := 0; depth <= maxDepth; depth++ {
+		if _, ok := e.changedConsumers[c]; ok {
+			return true
+		}
+		info, ok := e.info[c]
+		if !ok || info.Parent == nil {
+			return false
+		}
+		c = *info.Parent
+	}
+	return false
+}
+
 // RemoveConsumer forgets a consumer object (it was deleted).
 func (e *Engine) RemoveConsumer(id ConsumerID) {
 	if _, ok := e.info[id]; !ok {
 		return
 	}
 	delete(e.info, id)
-	e.hierarchyChanged()
+	e.consumerChanged(id)
 }
 
 // grantKindAllowed checks that a grant's consumer (or, for a group, the
@@ -201,12 +224,28 @@ func (e *Engine) selects(g *Group, c ConsumerID) bool {
 // refreshLevels computes every claim's levels again after the hierarchy
 // changed, moving granted claims' allocations to their new levels.
 func (e *Engine) refreshLevels() {
-	if !e.levelsStale {
+	if !e.levelsStale && len(e.changedConsumers) == 0 {
 		return
 	}
-	e.levelsStale = false
 	var left []*series
-	for _, cs := range e.claims {
+	each := func(do func(cs *claimState)) {
+		if e.levelsStale {
+			for _, cs := range e.claims {
+				do(cs)
+			}
+			return
+		}
+		// Only consumers whose chain changed: a project created, or
+		// relabelled, costs its own claims, not every claim's.
+		for c, q := range e.consumers {
+			if e.chainChanged(c) {
+				for cs := range q.all {
+					do(cs)
+				}
+			}
+		}
+	}
+	each(func(cs *claimState) {
 		granted := cs.decision.Outcome == Granted
 		for i, r := range cs.claim.Requests {
 			now := e.levelsOf(cs.claim.Consumer, r.ResourceType)
@@ -236,7 +275,9 @@ func (e *Engine) refreshLevels() {
 			}
 			cs.levels[i] = now
 		}
-	}
+	})
+	e.levelsStale = false
+	clear(e.changedConsumers)
 	for _, s := range left {
 		if e.series[s.key] == s {
 			e.prune(s)

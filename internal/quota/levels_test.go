@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -244,6 +245,7 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 				before[id], _ = e.Bucket(id)
 			}
 			changed := e.Decide()
+			checkLevels(t, e)
 			for _, id := range e.BucketIDs() {
 				b, _ := e.Bucket(id)
 				if b.Limit < 0 || b.Allocated < 0 {
@@ -300,5 +302,35 @@ func checkBudget(t *testing.T, e *Engine, d Grant, stored map[string]Grant) {
 	}
 	if sum.Cmp(limit) > 0 {
 		t.Fatalf("CheckBudget accepted %s: the budget's grants would give %s of the limit %s", d.Name, sum, limit)
+	}
+}
+
+// checkLevels fails when a claim's levels differ from what its consumer's
+// chain gives now (a change the engine did not follow), or a bucket's
+// allocation differs from the granted requests charged to its series.
+func checkLevels(t *testing.T, e *Engine) {
+	t.Helper()
+	for _, cs := range e.claims {
+		for i, r := range cs.claim.Requests {
+			want := e.computeLevels(cs.claim.Consumer, r.ResourceType)
+			if !slices.Equal(want, cs.levels[i]) {
+				t.Fatalf("claim %s draws from %d levels; its chain gives %d", cs.claim.UID, len(cs.levels[i]), len(want))
+			}
+		}
+	}
+	for _, s := range e.series {
+		for _, b := range s.list {
+			var sum total
+			var n int32
+			for _, g := range s.granted {
+				if b.dims.SubsetOf(g.dims) {
+					sum.add(g.amount)
+					n++
+				}
+			}
+			if sum.value() != b.allocated() || n != b.claims {
+				t.Fatalf("bucket %v/%q allocates %d for %d claims; its granted requests add up to %d for %d", s.key, b.key, b.allocated(), b.claims, sum.value(), n)
+			}
+		}
 	}
 }
