@@ -1,20 +1,3 @@
-// Package claimguard is the admission plugin of quotaplane serve that keeps
-// the quota records honest against their own API:
-//
-//   - a ResourceClaim created through the API may name a consumer only when
-//     its creator may charge that consumer (verb "claim" on it);
-//   - a claim's status (its decision) is written by the quota engine only, so
-//     a Granted status nobody decided cannot be stored;
-//   - a claim made at admission cannot be deleted, or cut from its object
-//     (its ownerReference or the annotations that name the object removed),
-//     while its object exists, by anyone but the garbage collector and the
-//     engine — the refusal names the object that holds it;
-//   - the engine's decision ledger (its fence) and the key sealing its
-//     decisions cannot be deleted or edited by anyone but the engine.
-//
-// The garbage collector, the namespace controller and the quota engine run
-// inside serve and reach the API as the server's own loopback user; that user
-// is the only one these rules let through.
 package claimguard
 
 import (
@@ -32,7 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
+	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine"
 )
 
@@ -118,7 +101,7 @@ func (p *plugin) validateClaim(ctx context.Context, a admission.Attributes) erro
 		if err != nil || c == nil {
 			return err
 		}
-		if err := claimpolicy.AuthorizeClaim(ctx, p.authorizer, u, c.Spec.ConsumerRef); err != nil {
+		if err := claimauthz.AuthorizeClaim(ctx, p.authorizer, u, c.Spec.ConsumerRef); err != nil {
 			return apierrors.NewForbidden(claimsResource, a.GetName(), err)
 		}
 	case a.GetSubresource() == "status" && p.engineInProcess:

@@ -1,15 +1,3 @@
-// Package claimpolicy is the admission plugin of quotaplane serve that
-// enforces ClaimCreationPolicies: for each create of a kind a policy in
-// force names, it renders the policy's ResourceClaim and asks the in-process
-// quota engine to decide it before the object is stored.
-//
-// It decides nothing itself: the engine decides, internal/policy evaluates
-// the CEL. Its job is to choose the version of each policy in force, check
-// what the policy renders exactly as the API server would check a claim, and
-// turn the outcome into the right answer: 403 for a quota denial or a
-// consumer the requester may not charge, 409 for a claim name that is taken,
-// 504 when the engine cannot decide in time, and a refusal naming the policy
-// when a policy cannot be evaluated for the object.
 package claimpolicy
 
 import (
@@ -37,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/policy"
 )
@@ -344,5 +333,5 @@ func requestsText(c *quotav1alpha1.ResourceClaim) string {
 	for _, r := range c.Spec.Requests {
 		parts = append(parts, fmt.Sprintf("%d of %s", r.Amount, r.ResourceType))
 	}
-	return strings.Join(parts, ", ") + " to " + consumerName(c.Spec.ConsumerRef)
+	return strings.Join(parts, ", ") + " to " + claimauthz.ConsumerName(c.Spec.ConsumerRef)
 }

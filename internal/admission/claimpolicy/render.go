@@ -13,18 +13,16 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/config/crd"
+	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -177,10 +175,10 @@ func (v *claimValidator) validate(c *quotav1alpha1.ResourceClaim) field.ErrorLis
 // verb "claim" on the consumer (docs/authorization.md).
 func (p *Plugin) authorizeConsumers(ctx context.Context, a admission.Attributes, applying []*inForce, claims []*quotav1alpha1.ResourceClaim) error {
 	for i, c := range claims {
-		if err := AuthorizeClaim(ctx, p.authorizer, a.GetUserInfo(), c.Spec.ConsumerRef); err != nil {
+		if err := claimauthz.AuthorizeClaim(ctx, p.authorizer, a.GetUserInfo(), c.Spec.ConsumerRef); err != nil {
 			p.reports.result(applying[i].name, resultUnauthorized)
 			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
-				"ClaimCreationPolicy %s charges this %s to %s, and %v", applying[i].name, a.GetKind().Kind, consumerName(c.Spec.ConsumerRef), err))
+				"ClaimCreationPolicy %s charges this %s to %s, and %v", applying[i].name, a.GetKind().Kind, claimauthz.ConsumerName(c.Spec.ConsumerRef), err))
 		}
 	}
 	return nil
@@ -224,47 +222,4 @@ func requestInfoMap(a admission.Attributes) map[string]any {
 		"apiGroup": r.Group, "apiVersion": r.Version, "resource": r.Resource, "subresource": a.GetSubresource(),
 		"dryRun": a.IsDryRun(),
 	}
-}
-
-// consumerName is how messages name a consumer: Kind namespace/name.
-func consumerName(c quotav1alpha1.ConsumerRef) string {
-	if c.Namespace == "" {
-		return c.Kind + " " + c.Name
-	}
-	return c.Kind + " " + c.Namespace + "/" + c.Name
-}
-
-// ClaimVerb is the verb a user needs on a consumer to charge its quota.
-const ClaimVerb = "claim"
-
-// AuthorizeClaim reports whether user may charge consumer's quota: verb
-// "claim" on the consumer's resource (its kind, lower-cased and plural, in
-// its API group), by name. The error says what was asked and how to get it.
-func AuthorizeClaim(ctx context.Context, az authorizer.Authorizer, u user.Info, consumer quotav1alpha1.ConsumerRef) error {
-	plural, _ := meta.UnsafeGuessKindToResource(schema.GroupVersionKind{Group: consumer.APIGroup, Kind: consumer.Kind})
-	attrs := authorizer.AttributesRecord{
-		User: u, Verb: ClaimVerb, APIGroup: consumer.APIGroup, Resource: plural.Resource,
-		Namespace: consumer.Namespace, Name: consumer.Name, ResourceRequest: true,
-	}
-	decision, reason, err := az.Authorize(ctx, attrs)
-	if decision == authorizer.DecisionAllow {
-		return nil
-	}
-	res := plural.Resource
-	if consumer.APIGroup != "" {
-		res += "." + consumer.APIGroup
-	}
-	why := ""
-	if reason != "" {
-		why = " (" + reason + ")"
-	} else if err != nil {
-		why = " (" + err.Error() + ")"
-	}
-	where := "cluster-wide"
-	if consumer.Namespace != "" {
-		where = "in namespace " + consumer.Namespace
-	}
-	return fmt.Errorf("user %q may not charge quota of %s: it needs verb %q on %s named %s %s%s; ask an owner of %s for it "+
-		"(a role with that verb and resourceNames: [%s]), or bind quotaplane-owning-service to a service that charges every consumer (docs/authorization.md)",
-		u.GetName(), consumerName(consumer), ClaimVerb, res, consumer.Name, where, why, consumer.Name, consumer.Name)
 }
