@@ -2,11 +2,11 @@ package quota
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
-func pendingDecision(c Claim) Decision {
+// PendingDecision is the decision of a claim not decided yet.
+func PendingDecision(c Claim) Decision {
 	d := Decision{Outcome: Pending, Message: "waiting for a decision", Requests: make([]RequestResult, len(c.Requests))}
 	for i, r := range c.Requests {
 		d.Requests[i] = RequestResult{ResourceType: r.ResourceType, Status: "Pending", Reason: ReasonPending,
@@ -24,7 +24,9 @@ func grantedDecision(c Claim) Decision {
 	return d
 }
 
-func validationFailed(c Claim, msg string) Decision {
+// ValidationFailedDecision is the decision of a claim that does not match
+// the registrations: msg says why, and nothing is allocated.
+func ValidationFailedDecision(c Claim, msg string) Decision {
 	d := Decision{Outcome: ValidationFailed, Message: msg + "; nothing is allocated", Requests: make([]RequestResult, len(c.Requests))}
 	for i, r := range c.Requests {
 		d.Requests[i] = RequestResult{ResourceType: r.ResourceType, Status: "Denied", Reason: ReasonValidationFailed,
@@ -33,23 +35,23 @@ func validationFailed(c Claim, msg string) Decision {
 	return d
 }
 
-// exceededMessage says what was requested, what is available, the limit,
+// ExceededMessage says what was requested, what is available, the limit,
 // and for which consumer to raise it.
-func exceededMessage(c Claim, r Request, baseUnit string, id BucketID, b *bucket) string {
+func ExceededMessage(c Claim, r Request, baseUnit string, id BucketID, limit, allocated int64) string {
 	where := ""
 	if id.Dims != "" {
 		where = " with " + id.Dims
 	}
 	return fmt.Sprintf("requested %d %s of %s%s for %s, but only %d of the limit %d is available (%d allocated, bucket %s); raise the limit with a ResourceGrant for %s, or release claims",
-		r.Amount, unit(baseUnit), r.ResourceType, where, c.Consumer, b.available(), b.limit(), b.allocated(), BucketName(id), c.Consumer)
+		r.Amount, UnitName(baseUnit), r.ResourceType, where, c.Consumer, Room(limit, allocated), limit, allocated, BucketName(id), c.Consumer)
 }
 
-// levelsMessage names every level a request was checked against, which one
+// LevelsMessage names every level a request was checked against, which one
 // refused it, and whom to ask: "requested 4 core of vcpu for Project web:
 // Project web has 12 of 20 available; Organization acme has 2 of 100
 // available (this limit refused); group team-data has 30 of 40 available;
 // ...". A group is shown by its limit and room only: never its members.
-func levelsMessage(c Claim, r Request, baseUnit string, levels []LevelStatus) string {
+func LevelsMessage(c Claim, r Request, baseUnit string, levels []LevelStatus) string {
 	where := ""
 	if k := r.Dims.Key(); k != "" {
 		where = " with " + k
@@ -77,7 +79,7 @@ func levelsMessage(c Claim, r Request, baseUnit string, levels []LevelStatus) st
 		raise = fmt.Sprintf("the platform administrators can raise it (ResourceGrant %s/%s), or release claims", refused.Consumer.Namespace, refused.Consumer.Name)
 	}
 	return fmt.Sprintf("requested %d %s of %s%s for %s: %s; %s",
-		r.Amount, unit(baseUnit), r.ResourceType, where, c.Consumer.LevelName(), strings.Join(parts, "; "), raise)
+		r.Amount, UnitName(baseUnit), r.ResourceType, where, c.Consumer.LevelName(), strings.Join(parts, "; "), raise)
 }
 
 // GrantedMessage describes a granted claim.
@@ -90,28 +92,10 @@ func GrantedRequestMessage(r RequestResult) string {
 	return fmt.Sprintf("allocated %d of %s in bucket %s", r.Allocated, r.ResourceType, BucketName(r.Bucket))
 }
 
-func unit(baseUnit string) string {
+// UnitName is how messages name a registration's base unit.
+func UnitName(baseUnit string) string {
 	if baseUnit == "" {
 		return "units"
 	}
 	return baseUnit
-}
-
-func sameDecision(a, b Decision) bool {
-	if a.Outcome != b.Outcome || a.Message != b.Message || len(a.Requests) != len(b.Requests) {
-		return false
-	}
-	for i := range a.Requests {
-		x, y := a.Requests[i], b.Requests[i]
-		if x.ResourceType != y.ResourceType || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
-			x.Allocated != y.Allocated || x.Bucket != y.Bucket || !slices.EqualFunc(x.Levels, y.Levels, sameLevel) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameLevel(a, b LevelStatus) bool {
-	return a.Consumer == b.Consumer && a.Limited == b.Limited && a.Refused == b.Refused &&
-		a.Bucket.ID == b.Bucket.ID && a.Bucket.Limit == b.Bucket.Limit && a.Bucket.Allocated == b.Bucket.Allocated
 }

@@ -161,7 +161,7 @@ type BucketStatus struct {
 }
 
 // Available is limit minus allocated, never below zero.
-func (b BucketStatus) Available() int64 { return room(b.Limit, b.Allocated) }
+func (b BucketStatus) Available() int64 { return Room(b.Limit, b.Allocated) }
 
 // OverLimit reports whether allocated exceeds limit (a limit was lowered).
 func (b BucketStatus) OverLimit() bool { return !b.Unlimited && b.Allocated > b.Limit }
@@ -205,3 +205,14 @@ const (
 	// consumer (see GrantScope).
 	CauseNamespaceNotAllowed = "NamespaceNotAllowed"
 )
+
+// BudgetResult is the outcome of a budget check.
+type BudgetResult struct {
+	OK bool
+	// For a refusal: the resource type, what the grant asks beyond what it
+	// gave before, what is left, the budget's limit and what is given.
+	ResourceType       string
+	Asked, Left, Limit int64
+	Given              int64
+	Message            string
+}

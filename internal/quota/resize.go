@@ -25,7 +25,7 @@ func Holding(claims ...Claim) map[Cell]int64 {
 	for _, c := range claims {
 		for _, r := range c.Requests {
 			k := Cell{c.Consumer, r.ResourceType, r.Dims.Key()}
-			out[k] = addSat(out[k], r.Amount)
+			out[k] = AddSat(out[k], r.Amount)
 		}
 	}
 	return out

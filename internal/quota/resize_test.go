@@ -76,7 +76,7 @@ func FuzzGrowth(f *testing.F) {
 			}
 			grown += r.Amount
 		}
-		if addSat(held, grown) < n {
+		if AddSat(held, grown) < n {
 			t.Fatalf("held %d + growth %d does not cover %d", held, grown, n)
 		}
 	})

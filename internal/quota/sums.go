@@ -10,28 +10,30 @@ import (
 // totals (a bucket's limit and allocation) are kept exactly and shown clamped
 // to [0, MaxInt64]; a single sum or difference saturates.
 
-// total is an exact running sum of int64 amounts, two's complement over 128
+// Total is an exact running sum of int64 amounts, two's complement over 128
 // bits: no number of terms a process can hold overflows it, so subtracting a
 // term added earlier restores it exactly, whatever it passed through.
-type total struct {
+type Total struct {
 	hi int64
 	lo uint64
 }
 
-func (t *total) add(v int64) {
+// Add counts v in the total.
+func (t *Total) Add(v int64) {
 	var carry uint64
 	t.lo, carry = bits.Add64(t.lo, uint64(v), 0)
 	t.hi += int64(carry) + v>>63 // v>>63 is v's upper 64 bits: -1 when negative
 }
 
-func (t *total) sub(v int64) {
+// Sub takes v, counted before, out of the total.
+func (t *Total) Sub(v int64) {
 	var borrow uint64
 	t.lo, borrow = bits.Sub64(t.lo, uint64(v), 0)
 	t.hi -= int64(borrow) + v>>63
 }
 
-// value is the total clamped to [0, MaxInt64].
-func (t total) value() int64 {
+// Value is the total clamped to [0, MaxInt64].
+func (t Total) Value() int64 {
 	switch {
 	case t.hi < 0:
 		return 0
@@ -41,8 +43,8 @@ func (t total) value() int64 {
 	return int64(t.lo)
 }
 
-// addSat is a+b, saturated at MaxInt64 and MinInt64 instead of wrapping.
-func addSat(a, b int64) int64 {
+// AddSat is a+b, saturated at MaxInt64 and MinInt64 instead of wrapping.
+func AddSat(a, b int64) int64 {
 	s := a + b
 	if (s > a) != (b > 0) {
 		if b > 0 {
@@ -53,8 +55,8 @@ func addSat(a, b int64) int64 {
 	return s
 }
 
-// room is limit minus allocated, never below 0 and never wrapped.
-func room(limit, allocated int64) int64 {
+// Room is limit minus allocated, never below 0 and never wrapped.
+func Room(limit, allocated int64) int64 {
 	if allocated >= limit {
 		return 0
 	}

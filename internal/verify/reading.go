@@ -20,12 +20,13 @@ import (
 	"github.com/quotaplane/quotaplane/internal/journalkeys"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 )
 
 // reading is one reading of the whole plane: the engine's state rebuilt from
 // storage, and compact indexes of what the checks need. It keeps no object.
 type reading struct {
-	eng *quota.Engine
+	eng *accounting.Accounts
 
 	// policies are the enforced ClaimCreationPolicies.
 	policies []*enforcedPolicy
@@ -58,7 +59,7 @@ type reading struct {
 
 func newReading() *reading {
 	return &reading{
-		eng:            quota.NewEngine(),
+		eng:            accounting.New(),
 		generations:    map[string]int64{},
 		ledger:         map[string]string{},
 		ledgerClaims:   map[string]bool{},

@@ -1,10 +1,12 @@
-package quota
+package accounting
 
 import (
 	"fmt"
 	"math"
 	"math/big"
 	"testing"
+
+	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // FuzzEngineNeverOverAllocates drives the engine with arbitrary operations —
@@ -75,26 +77,26 @@ type fuzzDraw struct {
 func runOps(t *testing.T, ops []byte, draw fuzzDraw) {
 	rts := []string{"x.io/a", "x.io/b"}
 	locs := []string{"dfw", "iad"}
-	consumers := []ConsumerID{org, {APIGroup: OrganizationGroup, Kind: "Organization", Name: "beta"}}
-	e := NewEngine()
+	consumers := []quota.ConsumerID{org, {APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: "beta"}}
+	e := New()
 	for _, rt := range rts {
 		e.UpsertRegistration(reg(rt, rt))
 	}
 	var live, grantUIDs []string
-	granted := map[string]Claim{}
-	grants := map[string]Grant{}
+	granted := map[string]quota.Claim{}
+	grants := map[string]quota.Grant{}
 	grantN := 0
-	requests := func(rec []byte, a, b int) []Request {
-		var reqs []Request
+	requests := func(rec []byte, a, b int) []quota.Request {
+		var reqs []quota.Request
 		for j := range 1 + b%3 {
 			if j >= len(rts) {
 				break
 			}
-			var d Dimensions
+			var d quota.Dimensions
 			if (a>>(j+1))%2 == 1 {
 				d = dims("location", locs[(a>>3)%2])
 			}
-			reqs = append(reqs, Request{rts[(j+a)%2], draw.claimAmount(rec), d})
+			reqs = append(reqs, quota.Request{ResourceType: rts[(j+a)%2], Amount: draw.claimAmount(rec), Dims: d})
 		}
 		return reqs
 	}
@@ -102,8 +104,8 @@ func runOps(t *testing.T, ops []byte, draw fuzzDraw) {
 		rec := ops[i : i+draw.stride]
 		op, a, b := int(rec[0])%draw.kinds, int(rec[1]), int(rec[2])
 		c := consumers[a%2]
-		snapshot := func() map[BucketID]int64 {
-			m := map[BucketID]int64{}
+		snapshot := func() map[quota.BucketID]int64 {
+			m := map[quota.BucketID]int64{}
 			for _, id := range e.BucketIDs() {
 				bs, _ := e.Bucket(id)
 				m[id] = bs.Allocated
@@ -164,7 +166,7 @@ func runOps(t *testing.T, ops []byte, draw fuzzDraw) {
 			}
 		case 3: // a new grant
 			grantN++
-			var gb GrantBucket
+			var gb quota.GrantBucket
 			gb.Amount = draw.grantAmount(rec)
 			if a%3 == 0 {
 				gb.Dims = dims("location", locs[(a>>2)%2])
@@ -185,7 +187,7 @@ func runOps(t *testing.T, ops []byte, draw fuzzDraw) {
 			before = snapshot()
 		}
 		for _, ch := range e.Decide() {
-			if ch.Decision.Outcome == Granted {
+			if ch.Decision.Outcome == quota.Granted {
 				cl, _ := e.Claim(ch.UID)
 				granted[ch.UID] = cl
 			}
@@ -199,7 +201,7 @@ func runOps(t *testing.T, ops []byte, draw fuzzDraw) {
 
 // checkInvariants checks every bucket against sums computed exactly (with
 // math/big) from the granted claims and the grants.
-func checkInvariants(t *testing.T, e *Engine, granted map[string]Claim, grants map[string]Grant, before map[BucketID]int64) {
+func checkInvariants(t *testing.T, e *Accounts, granted map[string]quota.Claim, grants map[string]quota.Grant, before map[quota.BucketID]int64) {
 	t.Helper()
 	for _, id := range e.BucketIDs() {
 		b, _ := e.Bucket(id)

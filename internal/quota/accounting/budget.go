@@ -1,6 +1,10 @@
-package quota
+package accounting
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
 
 // Delegated budgets. An organization's limit for a resource type is also a
 // budget its owners may split among its projects: the grants they write for
@@ -12,37 +16,26 @@ import "fmt"
 
 // budgetHold is a delegated grant admitted and not yet seen stored.
 type budgetHold struct {
-	grant Grant
+	grant quota.Grant
 }
 
-// BudgetResult is the outcome of a budget check.
-type BudgetResult struct {
-	OK bool
-	// For a refusal: the resource type, what the grant asks beyond what it
-	// gave before, what is left, the budget's limit and what is given.
-	ResourceType       string
-	Asked, Left, Limit int64
-	Given              int64
-	Message            string
-}
-
-func grantKey(g Grant) string { return g.Namespace + "/" + g.Name }
+func grantKey(g quota.Grant) string { return g.Namespace + "/" + g.Name }
 
 // delegated is what one allowance gives out of a budget: the sum of its
 // buckets without dimensions (dimensioned buckets only narrow it).
-func delegated(a Allowance) int64 {
-	var t total
+func delegated(a quota.Allowance) int64 {
+	var t quota.Total
 	for _, b := range a.Buckets {
 		if len(b.Dims) == 0 {
-			t.add(b.Amount)
+			t.Add(b.Amount)
 		}
 	}
-	return t.value()
+	return t.Value()
 }
 
 // budgetUse is what the grant under one key gives of a resource type out of
 // budget: the larger of the stored grant and one being admitted.
-func (e *Engine) budgetUse(budget ConsumerID, key, resourceType string, stored *Grant) int64 {
+func (e *Accounts) budgetUse(budget quota.ConsumerID, key, resourceType string, stored *quota.Grant) int64 {
 	var out int64
 	if stored != nil && stored.Budget != nil && *stored.Budget == budget {
 		for _, a := range stored.Allowances {
@@ -66,12 +59,12 @@ func (e *Engine) budgetUse(budget ConsumerID, key, resourceType string, stored *
 // the grants of the budget together must stay within the budget's limit.
 // A grant that gives no more than before always fits (lowering is never
 // refused, even over a lowered budget).
-func (e *Engine) CheckBudget(g Grant) BudgetResult {
+func (e *Accounts) CheckBudget(g quota.Grant) quota.BudgetResult {
 	if g.Budget == nil {
-		return BudgetResult{OK: true}
+		return quota.BudgetResult{OK: true}
 	}
 	budget, key := *g.Budget, grantKey(g)
-	stored := map[string]*Grant{}
+	stored := map[string]*quota.Grant{}
 	for uid := range e.grants {
 		x := e.grants[uid]
 		stored[grantKey(x)] = &x
@@ -82,72 +75,72 @@ func (e *Engine) CheckBudget(g Grant) BudgetResult {
 		if asked <= before {
 			continue
 		}
-		var given total
+		var given quota.Total
 		seen := map[string]bool{key: true}
 		for k, x := range stored {
 			seen[k] = true
 			if k != key {
-				given.add(e.budgetUse(budget, k, a.ResourceType, x))
+				given.Add(e.budgetUse(budget, k, a.ResourceType, x))
 			}
 		}
 		for k := range e.holds {
 			if !seen[k] {
-				given.add(e.budgetUse(budget, k, a.ResourceType, nil))
+				given.Add(e.budgetUse(budget, k, a.ResourceType, nil))
 			}
 		}
 		limit := int64(0)
 		if s, ok := e.series[seriesKey{budget, a.ResourceType}]; ok {
 			limit = s.buckets[""].limit()
 		}
-		gave := given.value()
-		left := room(limit, gave)
+		gave := given.Value()
+		left := quota.Room(limit, gave)
 		if asked <= left {
 			continue
 		}
 		reg, _ := e.activeRegistration(a.ResourceType)
-		return BudgetResult{ResourceType: a.ResourceType, Asked: asked, Left: left, Limit: limit, Given: gave,
+		return quota.BudgetResult{ResourceType: a.ResourceType, Asked: asked, Left: left, Limit: limit, Given: gave,
 			Message: fmt.Sprintf("ResourceGrant %s gives %s %d %s of %s out of %s's budget, but only %d of it is left to give "+
 				"(the limit %d, of which %d is given to its projects by grants its owners wrote); lower the amount or another project's grant, "+
 				"or ask the platform administrators, who manage %s's own ResourceGrant, to raise it",
-				key, g.Consumer.LevelName(), asked, unit(reg.BaseUnit), a.ResourceType, budget.LevelName(), left, limit, gave, budget.LevelName())}
+				key, g.Consumer.LevelName(), asked, quota.UnitName(reg.BaseUnit), a.ResourceType, budget.LevelName(), left, limit, gave, budget.LevelName())}
 	}
-	return BudgetResult{OK: true}
+	return quota.BudgetResult{OK: true}
 }
 
 // HoldBudget holds what an admitted delegated grant gives until the grant is
 // seen stored (UpsertGrant of the same UID and generation) or released.
-func (e *Engine) HoldBudget(g Grant) {
+func (e *Accounts) HoldBudget(g quota.Grant) {
 	if g.Budget != nil {
 		e.holds[grantKey(g)] = budgetHold{grant: g}
 	}
 }
 
 // ReleaseBudgetHold forgets a hold: the grant was not stored.
-func (e *Engine) ReleaseBudgetHold(g Grant) {
+func (e *Accounts) ReleaseBudgetHold(g quota.Grant) {
 	if h, ok := e.holds[grantKey(g)]; ok && h.grant.UID == g.UID && h.grant.Generation == g.Generation {
 		delete(e.holds, grantKey(g))
 	}
 }
 
 // BudgetHolds counts holds, for tests and metrics.
-func (e *Engine) BudgetHolds() int { return len(e.holds) }
+func (e *Accounts) BudgetHolds() int { return len(e.holds) }
 
 // settleHold forgets the hold a stored grant settles.
-func (e *Engine) settleHold(g Grant) {
+func (e *Accounts) settleHold(g quota.Grant) {
 	if h, ok := e.holds[grantKey(g)]; ok && h.grant.UID == g.UID && g.Generation >= h.grant.Generation {
 		delete(e.holds, grantKey(g))
 	}
 }
 
 // dropHoldOf forgets the hold of a deleted grant.
-func (e *Engine) dropHoldOf(g Grant) {
+func (e *Accounts) dropHoldOf(g quota.Grant) {
 	if h, ok := e.holds[grantKey(g)]; ok && h.grant.UID == g.UID {
 		delete(e.holds, grantKey(g))
 	}
 }
 
 // BudgetHold returns the hold under a grant's namespace/name.
-func (e *Engine) BudgetHold(key string) (Grant, bool) {
+func (e *Accounts) BudgetHold(key string) (quota.Grant, bool) {
 	h, ok := e.holds[key]
 	return h.grant, ok
 }

@@ -1,4 +1,4 @@
-package quota
+package accounting
 
 import (
 	"math"
@@ -8,51 +8,53 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quotaplane/quotaplane/internal/quota"
+
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
 const vcpu = "compute.example.com/vcpu"
 
-func proj(name string) ConsumerID {
-	return ConsumerID{APIGroup: OrganizationGroup, Kind: "Project", Name: name}
+func proj(name string) quota.ConsumerID {
+	return quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Project", Name: name}
 }
 
 // hierarchy is an engine with vcpu charged to Projects and, a level up, to
 // their Organizations; projects web and api belong to acme.
-func hierarchy(t *testing.T) *Engine {
+func hierarchy(t *testing.T) *Accounts {
 	t.Helper()
-	e := NewEngine()
-	e.UpsertRegistration(Registration{Name: "vcpu", Created: t0, ResourceType: vcpu, ConsumerType: project, BaseUnit: "core",
-		Claiming: []GroupKind{{"", "ConfigMap"}}, Levels: []GroupKind{orgType}})
-	e.SetConsumer(org, ConsumerInfo{})
+	e := New()
+	e.UpsertRegistration(quota.Registration{Name: "vcpu", Created: t0, ResourceType: vcpu, ConsumerType: project, BaseUnit: "core",
+		Claiming: []quota.GroupKind{{Group: "", Kind: "ConfigMap"}}, Levels: []quota.GroupKind{orgType}})
+	e.SetConsumer(org, quota.ConsumerInfo{})
 	for _, p := range []string{"web", "api"} {
-		e.SetConsumer(proj(p), ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "data"}})
+		e.SetConsumer(proj(p), quota.ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "data"}})
 	}
 	return e
 }
 
-func group(uid string, amount int64, sel string) Grant {
+func group(uid string, amount int64, sel string) quota.Grant {
 	s, err := labels.Parse(sel)
 	if err != nil {
 		panic(err)
 	}
-	return Grant{UID: uid, Namespace: "milo-system", Name: uid, Consumer: GroupID("milo-system", uid),
-		Group:      &Group{Kind: project, Selector: s},
-		Allowances: []Allowance{{ResourceType: vcpu, Buckets: []GrantBucket{{Amount: amount}}}}}
+	return quota.Grant{UID: uid, Namespace: "milo-system", Name: uid, Consumer: quota.GroupID("milo-system", uid),
+		Group:      &quota.Group{Kind: project, Selector: s},
+		Allowances: []quota.Allowance{{ResourceType: vcpu, Buckets: []quota.GrantBucket{{Amount: amount}}}}}
 }
 
 func TestOrganizationCapsItsProjects(t *testing.T) {
 	e := hierarchy(t)
-	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 10}))
-	e.UpsertGrant(grant("web", proj("web"), vcpu, GrantBucket{Amount: 8}))
-	e.UpsertGrant(grant("api", proj("api"), vcpu, GrantBucket{Amount: 8}))
-	e.AddClaim(claim("w", 1, proj("web"), Request{vcpu, 6, nil}))
+	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 10}))
+	e.UpsertGrant(grant("web", proj("web"), vcpu, quota.GrantBucket{Amount: 8}))
+	e.UpsertGrant(grant("api", proj("api"), vcpu, quota.GrantBucket{Amount: 8}))
+	e.AddClaim(claim("w", 1, proj("web"), quota.Request{ResourceType: vcpu, Amount: 6, Dims: nil}))
 	e.Decide()
-	e.AddClaim(claim("a1", 2, proj("api"), Request{vcpu, 4, nil}))
-	e.AddClaim(claim("a2", 3, proj("api"), Request{vcpu, 1, nil}))
+	e.AddClaim(claim("a1", 2, proj("api"), quota.Request{ResourceType: vcpu, Amount: 4, Dims: nil}))
+	e.AddClaim(claim("a2", 3, proj("api"), quota.Request{ResourceType: vcpu, Amount: 1, Dims: nil}))
 	e.Decide()
-	if diff := cmp.Diff([]Outcome{Granted, Granted, QuotaExceeded}, outcomes(e, "w", "a1", "a2")); diff != "" {
+	if diff := cmp.Diff([]quota.Outcome{quota.Granted, quota.Granted, quota.QuotaExceeded}, outcomes(e, "w", "a1", "a2")); diff != "" {
 		t.Fatalf("outcomes (-want +got):\n%s", diff)
 	}
 	if got := nums(t, e, org, vcpu, nil); got != (numbers{10, 10, 0}) {
@@ -69,24 +71,24 @@ func TestOrganizationCapsItsProjects(t *testing.T) {
 	// Room at the organization decides the waiting claim again.
 	e.RemoveClaim("w")
 	e.Decide()
-	if got := outcomes(e, "a2"); got[0] != Granted {
+	if got := outcomes(e, "a2"); got[0] != quota.Granted {
 		t.Errorf("a2 is %s after room appeared at the organization", got[0])
 	}
 }
 
 func TestALevelWithoutAGrantDoesNotLimit(t *testing.T) {
 	e := hierarchy(t)
-	e.AddClaim(claim("none", 1, proj("web"), Request{vcpu, 1, nil}))
+	e.AddClaim(claim("none", 1, proj("web"), quota.Request{ResourceType: vcpu, Amount: 1, Dims: nil}))
 	e.Decide()
-	if d, _ := e.Decision("none"); d.Outcome != QuotaExceeded || !strings.Contains(d.Message, "only 0 of the limit 0") {
+	if d, _ := e.Decision("none"); d.Outcome != quota.QuotaExceeded || !strings.Contains(d.Message, "only 0 of the limit 0") {
 		t.Fatalf("no grant anywhere: %s %q, want refused with the limit 0", d.Outcome, d.Message)
 	}
-	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 3}))
+	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 3}))
 	e.Decide()
-	if got := outcomes(e, "none"); got[0] != Granted {
+	if got := outcomes(e, "none"); got[0] != quota.Granted {
 		t.Fatalf("the project has no grant, its organization has room: %s", got[0])
 	}
-	b, _ := e.Bucket(BucketID{proj("web"), vcpu, ""})
+	b, _ := e.Bucket(quota.BucketID{Consumer: proj("web"), ResourceType: vcpu, Dims: ""})
 	if !b.Unlimited || b.OverLimit() {
 		t.Errorf("a project without a grant shows %+v; want unlimited, not over its limit", b)
 	}
@@ -94,15 +96,15 @@ func TestALevelWithoutAGrantDoesNotLimit(t *testing.T) {
 
 func TestTheMostRestrictiveGroupRefuses(t *testing.T) {
 	e := hierarchy(t)
-	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 100}))
+	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 100}))
 	e.UpsertGrant(group("team-data", 5, "quota.miloapis.com/team=data"))
 	e.UpsertGrant(group("all", 50, "quota.miloapis.com/team"))
 	// Consumers are decided in no particular order: one at a time.
-	e.AddClaim(claim("w", 1, proj("web"), Request{vcpu, 4, nil}))
+	e.AddClaim(claim("w", 1, proj("web"), quota.Request{ResourceType: vcpu, Amount: 4, Dims: nil}))
 	e.Decide()
-	e.AddClaim(claim("a", 2, proj("api"), Request{vcpu, 2, nil}))
+	e.AddClaim(claim("a", 2, proj("api"), quota.Request{ResourceType: vcpu, Amount: 2, Dims: nil}))
 	e.Decide()
-	if diff := cmp.Diff([]Outcome{Granted, QuotaExceeded}, outcomes(e, "w", "a")); diff != "" {
+	if diff := cmp.Diff([]quota.Outcome{quota.Granted, quota.QuotaExceeded}, outcomes(e, "w", "a")); diff != "" {
 		t.Fatalf("outcomes (-want +got):\n%s", diff)
 	}
 	d, _ := e.Decision("a")
@@ -110,27 +112,27 @@ func TestTheMostRestrictiveGroupRefuses(t *testing.T) {
 		t.Errorf("denial %q does not name both groups", d.Message)
 	}
 	// The project leaves the small group: its usage leaves with it.
-	e.SetConsumer(proj("web"), ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "web"}})
+	e.SetConsumer(proj("web"), quota.ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "web"}})
 	e.Decide()
-	if got := nums(t, e, GroupID("milo-system", "team-data"), vcpu, nil); got != (numbers{5, 2, 3}) {
+	if got := nums(t, e, quota.GroupID("milo-system", "team-data"), vcpu, nil); got != (numbers{5, 2, 3}) {
 		t.Errorf("team-data after web left: %+v, want 5/2/3 (api's claim granted once web left)", got)
 	}
 	// Back in: allocated follows, over the limit, nothing revoked.
-	e.SetConsumer(proj("web"), ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "data"}})
-	b, _ := e.Bucket(BucketID{GroupID("milo-system", "team-data"), vcpu, ""})
+	e.SetConsumer(proj("web"), quota.ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "data"}})
+	b, _ := e.Bucket(quota.BucketID{Consumer: quota.GroupID("milo-system", "team-data"), ResourceType: vcpu, Dims: ""})
 	if b.Allocated != 6 || !b.OverLimit() {
 		t.Errorf("team-data after web came back: %+v, want allocated 6, over its limit", b)
 	}
-	if got := outcomes(e, "w", "a"); got[0] != Granted || got[1] != Granted {
+	if got := outcomes(e, "w", "a"); got[0] != quota.Granted || got[1] != quota.Granted {
 		t.Errorf("a membership change revoked a claim: %v", got)
 	}
 }
 
 func TestBudgetBindsDelegatedGrants(t *testing.T) {
 	e := hierarchy(t)
-	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 10}))
-	delegate := func(uid, p string, amount int64) Grant {
-		g := grant(uid, proj(p), vcpu, GrantBucket{Amount: amount})
+	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 10}))
+	delegate := func(uid, p string, amount int64) quota.Grant {
+		g := grant(uid, proj(p), vcpu, quota.GrantBucket{Amount: amount})
 		g.Namespace, g.Budget = "organization-acme", &org
 		return g
 	}
@@ -143,7 +145,7 @@ func TestBudgetBindsDelegatedGrants(t *testing.T) {
 		t.Fatalf("5 with 4 left: %+v", r)
 	}
 	// The platform's grants are outside the budget.
-	if r := e.CheckBudget(grant("p", proj("api"), vcpu, GrantBucket{Amount: 1000})); !r.OK {
+	if r := e.CheckBudget(grant("p", proj("api"), vcpu, quota.GrantBucket{Amount: 1000})); !r.OK {
 		t.Fatalf("a platform grant was checked against the budget: %s", r.Message)
 	}
 	// Stored, the hold settles into the grant; lowering is always allowed.
@@ -151,7 +153,7 @@ func TestBudgetBindsDelegatedGrants(t *testing.T) {
 	if e.BudgetHolds() != 0 {
 		t.Fatalf("the stored grant did not settle its hold")
 	}
-	e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 2}))
+	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 2}))
 	if r := e.CheckBudget(delegate("d1", "web", 3)); !r.OK {
 		t.Fatalf("lowering a grant over a lowered budget was refused: %s", r.Message)
 	}
@@ -159,12 +161,12 @@ func TestBudgetBindsDelegatedGrants(t *testing.T) {
 
 func TestBudgetSumsSaturate(t *testing.T) {
 	e := hierarchy(t)
-	e.UpsertGrant(grant("org1", org, vcpu, GrantBucket{Amount: math.MaxInt64}))
-	e.UpsertGrant(grant("org2", org, vcpu, GrantBucket{Amount: math.MaxInt64}))
-	big := func(uid, p string, amounts ...int64) Grant {
-		var bs []GrantBucket
+	e.UpsertGrant(grant("org1", org, vcpu, quota.GrantBucket{Amount: math.MaxInt64}))
+	e.UpsertGrant(grant("org2", org, vcpu, quota.GrantBucket{Amount: math.MaxInt64}))
+	big := func(uid, p string, amounts ...int64) quota.Grant {
+		var bs []quota.GrantBucket
 		for _, a := range amounts {
-			bs = append(bs, GrantBucket{Amount: a})
+			bs = append(bs, quota.GrantBucket{Amount: a})
 		}
 		g := grant(uid, proj(p), vcpu, bs...)
 		g.Namespace, g.Budget = "organization-acme", &org
@@ -192,7 +194,7 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		e := hierarchy(t)
 		projects := []string{"web", "api", "db"}
-		e.SetConsumer(proj("db"), ConsumerInfo{Parent: &org})
+		e.SetConsumer(proj("db"), quota.ConsumerInfo{Parent: &org})
 		amount := func() int64 {
 			switch rng.IntN(4) {
 			case 0:
@@ -201,8 +203,8 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 				return rng.Int64N(20)
 			}
 		}
-		live := map[string]Claim{}
-		delegatedGrants := map[string]Grant{}
+		live := map[string]quota.Claim{}
+		delegatedGrants := map[string]quota.Grant{}
 		n := 0
 		for _, op := range ops {
 			n++
@@ -211,7 +213,7 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 			case 6:
 				// A delegated grant: accepted only within the budget,
 				// computed here exactly with big integers.
-				d := grant("d"+string(rune('0'+rng.IntN(3))), proj(projects[rng.IntN(3)]), vcpu, GrantBucket{Amount: amount()}, GrantBucket{Amount: amount()})
+				d := grant("d"+string(rune('0'+rng.IntN(3))), proj(projects[rng.IntN(3)]), vcpu, quota.GrantBucket{Amount: amount()}, quota.GrantBucket{Amount: amount()})
 				d.Namespace, d.Budget = "organization-acme", &org
 				r := e.CheckBudget(d)
 				if r.Left < 0 || r.Given < 0 || r.Limit < 0 || r.Left > r.Limit {
@@ -223,7 +225,7 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 					e.UpsertGrant(d)
 				}
 			case 0, 1:
-				c := claim(uid, n, proj(projects[rng.IntN(3)]), Request{vcpu, 1 + rng.Int64N(8), nil})
+				c := claim(uid, n, proj(projects[rng.IntN(3)]), quota.Request{ResourceType: vcpu, Amount: 1 + rng.Int64N(8), Dims: nil})
 				e.AddClaim(c)
 				live[uid] = c
 			case 2:
@@ -233,14 +235,14 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 					break
 				}
 			case 3:
-				e.UpsertGrant(grant("org"+string(rune('0'+rng.IntN(2))), org, vcpu, GrantBucket{Amount: amount()}))
+				e.UpsertGrant(grant("org"+string(rune('0'+rng.IntN(2))), org, vcpu, quota.GrantBucket{Amount: amount()}))
 			case 4:
 				e.UpsertGrant(group("g"+string(rune('0'+rng.IntN(2))), amount(), "quota.miloapis.com/team=data"))
 			case 5:
 				team := []string{"data", "web"}[rng.IntN(2)]
-				e.SetConsumer(proj(projects[rng.IntN(3)]), ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": team}})
+				e.SetConsumer(proj(projects[rng.IntN(3)]), quota.ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": team}})
 			}
-			before := map[BucketID]BucketStatus{}
+			before := map[quota.BucketID]quota.BucketStatus{}
 			for _, id := range e.BucketIDs() {
 				before[id], _ = e.Bucket(id)
 			}
@@ -265,10 +267,10 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 // the sum of the budget's grants past the organization's limit, computed
 // exactly. What one grant gives saturates at MaxInt64, as does the limit:
 // the sum of the grants' (saturated) amounts must stay within it.
-func checkBudget(t *testing.T, e *Engine, d Grant, stored map[string]Grant) {
+func checkBudget(t *testing.T, e *Accounts, d quota.Grant, stored map[string]quota.Grant) {
 	t.Helper()
 	maxInt := big.NewInt(math.MaxInt64)
-	exact := func(g Grant) *big.Int {
+	exact := func(g quota.Grant) *big.Int {
 		out := new(big.Int)
 		for _, a := range g.Allowances {
 			for _, b := range a.Buckets {
@@ -308,7 +310,7 @@ func checkBudget(t *testing.T, e *Engine, d Grant, stored map[string]Grant) {
 // checkLevels fails when a claim's levels differ from what its consumer's
 // chain gives now (a change the engine did not follow), or a bucket's
 // allocation differs from the granted requests charged to its series.
-func checkLevels(t *testing.T, e *Engine) {
+func checkLevels(t *testing.T, e *Accounts) {
 	t.Helper()
 	for _, cs := range e.claims {
 		for i, r := range cs.claim.Requests {
@@ -320,16 +322,16 @@ func checkLevels(t *testing.T, e *Engine) {
 	}
 	for _, s := range e.series {
 		for _, b := range s.list {
-			var sum total
+			var sum quota.Total
 			var n int32
 			for _, g := range s.granted {
 				if b.dims.SubsetOf(g.dims) {
-					sum.add(g.amount)
+					sum.Add(g.amount)
 					n++
 				}
 			}
-			if sum.value() != b.allocated() || n != b.claims {
-				t.Fatalf("bucket %v/%q allocates %d for %d claims; its granted requests add up to %d for %d", s.key, b.key, b.allocated(), b.claims, sum.value(), n)
+			if sum.Value() != b.allocated() || n != b.claims {
+				t.Fatalf("bucket %v/%q allocates %d for %d claims; its granted requests add up to %d for %d", s.key, b.key, b.allocated(), b.claims, sum.Value(), n)
 			}
 		}
 	}

@@ -1,19 +1,21 @@
-package quota
+package accounting
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // benchEngine is a consumer with an overall and a dimensioned bucket, and
 // 1,024 claims of one unit against both.
-func benchEngine() (*Engine, []Claim) {
-	e := NewEngine()
+func benchEngine() (*Accounts, []quota.Claim) {
+	e := New()
 	e.UpsertRegistration(reg("inst", "compute.io/instances"))
-	e.UpsertGrant(grant("g", org, "compute.io/instances", GrantBucket{Amount: 1 << 40}, GrantBucket{Amount: 1 << 40, Dims: dims("location", "dfw")}))
-	claims := make([]Claim, 1024)
+	e.UpsertGrant(grant("g", org, "compute.io/instances", quota.GrantBucket{Amount: 1 << 40}, quota.GrantBucket{Amount: 1 << 40, Dims: dims("location", "dfw")}))
+	claims := make([]quota.Claim, 1024)
 	for i := range claims {
-		claims[i] = claim(fmt.Sprintf("c%d", i), i, org, Request{"compute.io/instances", 1, dims("location", "dfw")})
+		claims[i] = claim(fmt.Sprintf("c%d", i), i, org, quota.Request{ResourceType: "compute.io/instances", Amount: 1, Dims: dims("location", "dfw")})
 	}
 	return e, claims
 }
@@ -68,16 +70,16 @@ func BenchmarkDecideWaiting(b *testing.B) {
 // BenchmarkDecideDenied measures admission's decision when it is refused
 // (the bucket is full).
 func BenchmarkDecideDenied(b *testing.B) {
-	e := NewEngine()
+	e := New()
 	e.UpsertRegistration(reg("inst", "compute.io/instances"))
-	e.UpsertGrant(grant("g", org, "compute.io/instances", GrantBucket{Amount: 0}))
-	c := claim("c", 0, org, Request{"compute.io/instances", 1, nil})
+	e.UpsertGrant(grant("g", org, "compute.io/instances", quota.GrantBucket{Amount: 0}))
+	c := claim("c", 0, org, quota.Request{ResourceType: "compute.io/instances", Amount: 1, Dims: nil})
 	e.AddClaim(c)
 	b.ReportAllocs()
 	b.ResetTimer()
 	uids := []string{c.UID}
 	for i := 0; i < b.N; i++ {
-		if d, ok := e.DecideTogether(uids); ok || d[c.UID].Outcome != QuotaExceeded {
+		if d, ok := e.DecideTogether(uids); ok || d[c.UID].Outcome != quota.QuotaExceeded {
 			b.Fatal(d[c.UID].Outcome)
 		}
 	}
@@ -91,26 +93,26 @@ func BenchmarkDecideDenied(b *testing.B) {
 func BenchmarkDecideLevels(b *testing.B) {
 	for _, levels := range []int{1, 3} {
 		b.Run(fmt.Sprintf("levels=%d", levels), func(b *testing.B) {
-			e := NewEngine()
-			r := Registration{Name: "vcpu", Created: t0, ResourceType: vcpu, ConsumerType: project, BaseUnit: "core", Claiming: []GroupKind{{"", "ConfigMap"}}}
+			e := New()
+			r := quota.Registration{Name: "vcpu", Created: t0, ResourceType: vcpu, ConsumerType: project, BaseUnit: "core", Claiming: []quota.GroupKind{{Group: "", Kind: "ConfigMap"}}}
 			if levels == 3 {
-				r.Levels = []GroupKind{orgType}
+				r.Levels = []quota.GroupKind{orgType}
 			}
 			e.UpsertRegistration(r)
 			const projects = 64
 			for i := range projects {
 				p := proj(fmt.Sprintf("p%d", i))
-				e.SetConsumer(p, ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "data"}})
-				e.UpsertGrant(grant("g"+p.Name, p, vcpu, GrantBucket{Amount: 1 << 40}))
+				e.SetConsumer(p, quota.ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": "data"}})
+				e.UpsertGrant(grant("g"+p.Name, p, vcpu, quota.GrantBucket{Amount: 1 << 40}))
 			}
 			if levels == 3 {
-				e.SetConsumer(org, ConsumerInfo{})
-				e.UpsertGrant(grant("org", org, vcpu, GrantBucket{Amount: 1 << 50}))
+				e.SetConsumer(org, quota.ConsumerInfo{})
+				e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 1 << 50}))
 				e.UpsertGrant(group("team", 1<<50, "quota.miloapis.com/team=data"))
 			}
-			claims := make([]Claim, 1024)
+			claims := make([]quota.Claim, 1024)
 			for i := range claims {
-				claims[i] = claim(fmt.Sprintf("c%d", i), i, proj(fmt.Sprintf("p%d", i%projects)), Request{vcpu, 1, nil})
+				claims[i] = claim(fmt.Sprintf("c%d", i), i, proj(fmt.Sprintf("p%d", i%projects)), quota.Request{ResourceType: vcpu, Amount: 1, Dims: nil})
 			}
 			uids := make([]string, 1)
 			b.ReportAllocs()

@@ -1,0 +1,219 @@
+package accounting
+
+import (
+	"sort"
+
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// AddClaim adds an undecided claim. Adding a known UID is a no-op: a claim's
+// requests cannot change.
+func (e *Accounts) AddClaim(c quota.Claim) {
+	if _, ok := e.claims[c.UID]; ok {
+		return
+	}
+	e.refreshLevels()
+	cs := &claimState{claim: c, decision: quota.Decision{Outcome: quota.Pending}, levels: make([][]*series, len(c.Requests))}
+	e.claims[c.UID] = cs
+	for i, r := range c.Requests {
+		cs.levels[i] = e.levelsOf(c.Consumer, r.ResourceType)
+		for _, s := range cs.levels[i] {
+			s.claims++
+		}
+	}
+	q := e.consumers[c.Consumer]
+	if q == nil {
+		q = &consumerState{all: map[*claimState]struct{}{}}
+		e.consumers[c.Consumer] = q
+	}
+	q.insert(cs)
+	q.claims++
+	q.all[cs] = struct{}{}
+	if !e.dirty[c.Consumer] {
+		e.dirty[c.Consumer] = false
+	}
+}
+
+// RestoreGranted records a claim that was granted before (by this or an
+// earlier leader). It is allocated without a check: a grant is never
+// revoked, even when the limit has since been lowered.
+func (e *Accounts) RestoreGranted(c quota.Claim) {
+	e.AddClaim(c)
+	cs := e.claims[c.UID]
+	if cs.decision.Outcome == quota.Granted {
+		return
+	}
+	e.consumers[c.Consumer].remove(cs)
+	e.allocate(cs, quota.GrantedDecision(c))
+}
+
+// RemoveClaim forgets a claim and releases what it holds.
+func (e *Accounts) RemoveClaim(uid string) {
+	cs, ok := e.claims[uid]
+	if !ok {
+		return
+	}
+	delete(e.claims, uid)
+	c := cs.claim
+	if cs.decision.Outcome == quota.Granted {
+		e.deallocate(cs)
+	} else if q := e.consumers[c.Consumer]; q != nil {
+		q.remove(cs)
+	}
+	for _, ls := range cs.levels {
+		for _, s := range ls {
+			s.claims--
+			e.prune(s)
+		}
+	}
+	if q := e.consumers[c.Consumer]; q != nil {
+		delete(q.all, cs)
+		if q.claims--; q.claims == 0 {
+			delete(e.consumers, c.Consumer)
+		}
+	}
+	if cs.decision.Outcome == quota.Granted {
+		e.dirty[c.Consumer] = true
+	}
+}
+
+// Decision returns the current decision on a claim.
+func (e *Accounts) Decision(uid string) (quota.Decision, bool) {
+	cs, ok := e.claims[uid]
+	if !ok {
+		return quota.Decision{}, false
+	}
+	if cs.decision.Outcome == quota.Pending && cs.decision.Requests == nil {
+		return quota.PendingDecision(cs.claim), true
+	}
+	return cs.decision, true
+}
+
+// Claim returns a known claim.
+func (e *Accounts) Claim(uid string) (quota.Claim, bool) {
+	cs, ok := e.claims[uid]
+	if !ok {
+		return quota.Claim{}, false
+	}
+	return cs.claim, true
+}
+
+// Knows reports whether a claim is known.
+func (e *Accounts) Knows(uid string) bool {
+	_, ok := e.claims[uid]
+	return ok
+}
+
+// Rekey renames a claim: admission decides a claim before its object
+// exists, under a provisional ID, and renames it to the UID it gets when it
+// is created. The allocation moves with it.
+func (e *Accounts) Rekey(old, uid string) bool {
+	cs, ok := e.claims[old]
+	if !ok || old == uid {
+		return ok
+	}
+	if _, taken := e.claims[uid]; taken {
+		return false
+	}
+	delete(e.claims, old)
+	cs.claim.UID = uid
+	e.claims[uid] = cs
+	for _, ls := range cs.levels {
+		for _, s := range ls {
+			if g, ok := s.granted[old]; ok {
+				delete(s.granted, old)
+				s.granted[uid] = g
+			}
+		}
+	}
+	return true
+}
+
+// Waiting counts claims that are not granted.
+func (e *Accounts) Waiting() int {
+	n := 0
+	for _, q := range e.consumers {
+		n += len(q.waiting)
+	}
+	return n
+}
+
+// Claims counts known claims.
+func (e *Accounts) Claims() int { return len(e.claims) }
+
+func (q *consumerState) insert(cs *claimState) {
+	i := sort.Search(len(q.waiting), func(i int) bool { return before(cs.claim, q.waiting[i].claim) })
+	q.waiting = append(q.waiting, nil)
+	copy(q.waiting[i+1:], q.waiting[i:])
+	q.waiting[i] = cs
+}
+
+func (q *consumerState) remove(cs *claimState) {
+	for i, w := range q.waiting {
+		if w == cs {
+			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+			return
+		}
+	}
+}
+
+// before orders claims by creation time, then namespace, name and UID.
+func before(a, b quota.Claim) bool {
+	if !a.Created.Equal(b.Created) {
+		return a.Created.Before(b.Created)
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	if a.Name != b.Name {
+		return a.Name < b.Name
+	}
+	return a.UID < b.UID
+}
+
+func (e *Accounts) allocate(cs *claimState, d quota.Decision) {
+	c := cs.claim
+	for i, r := range c.Requests {
+		for _, s := range cs.levels[i] {
+			e.charge(s, c.UID, r)
+		}
+	}
+	d.Outcome = quota.Granted
+	cs.decision = d
+}
+
+// charge counts a granted request in every bucket of s that covers it.
+func (e *Accounts) charge(s *series, uid string, r quota.Request) {
+	s.granted[uid] = grantedReq{amount: r.Amount, dims: r.Dims}
+	for _, b := range s.list {
+		if b.dims.SubsetOf(r.Dims) {
+			b.allocSum.Add(r.Amount)
+			b.claims++
+			e.touchBucket(s, b)
+		}
+	}
+}
+
+// uncharge is charge undone.
+func (e *Accounts) uncharge(s *series, uid string, r quota.Request) {
+	delete(s.granted, uid)
+	for _, b := range s.list {
+		if b.dims.SubsetOf(r.Dims) {
+			b.allocSum.Sub(r.Amount)
+			b.claims--
+			e.touchBucket(s, b)
+		}
+	}
+}
+
+func (e *Accounts) deallocate(cs *claimState) {
+	c := cs.claim
+	for i, r := range c.Requests {
+		for j, s := range cs.levels[i] {
+			e.uncharge(s, c.UID, r)
+			if j > 0 {
+				e.sharedRoom = true
+			}
+		}
+	}
+}

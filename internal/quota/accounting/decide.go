@@ -1,0 +1,257 @@
+package accounting
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// Changed is a claim whose decision changed.
+type Changed struct {
+	UID      string
+	Decision quota.Decision
+}
+
+// Decide decides, for every consumer whose state changed, its waiting claims
+// in creation order. A claim is granted when every request fits in every
+// bucket it draws from; then all its requests are allocated at once. A claim
+// that does not fit holds nothing and keeps waiting; a later, smaller claim
+// may still be granted. Decide returns the claims whose decision changed.
+func (e *Accounts) Decide() []Changed {
+	out, _ := e.DecideUpTo(-1)
+	return out
+}
+
+// DecideUpTo is Decide granting at most max claims (max < 0: no bound).
+// When the bound stops it, more is true and the rest is decided by a later
+// call. Callers bound the grants that are recorded but not yet written.
+func (e *Accounts) DecideUpTo(max int) (out []Changed, more bool) {
+	e.refreshLevels()
+	e.spreadSharedRoom()
+	granted := 0
+	for c, roomGained := range e.dirty {
+		if max >= 0 && granted >= max {
+			return out, true
+		}
+		delete(e.dirty, c)
+		q := e.consumers[c]
+		if q == nil {
+			continue
+		}
+		kept := q.waiting[:0]
+		stopped := false
+		for _, cs := range q.waiting {
+			if stopped || (!roomGained && cs.decision.Outcome != quota.Pending) {
+				kept = append(kept, cs) // denied before and nothing was freed since, or over the bound
+				continue
+			}
+			d := e.evaluate(cs)
+			if d.Outcome == quota.Granted {
+				if max >= 0 && granted >= max {
+					stopped = true
+					kept = append(kept, cs)
+					continue
+				}
+				granted++
+				e.allocate(cs, d)
+				out = append(out, Changed{cs.claim.UID, d})
+				continue
+			}
+			if !sameDecision(cs.decision, d) {
+				out = append(out, Changed{cs.claim.UID, d})
+			}
+			cs.decision = d
+			kept = append(kept, cs)
+		}
+		clear(q.waiting[len(kept):])
+		q.waiting = kept
+		if stopped {
+			e.dirty[c] = e.dirty[c] || roomGained
+			return out, true
+		}
+	}
+	return out, false
+}
+
+// DecideTogether decides several waiting claims as one: all are granted, or
+// none is and none holds anything. Admission uses it when several policies
+// apply to one create. It returns each claim's decision and whether all were
+// granted.
+func (e *Accounts) DecideTogether(uids []string) (map[string]quota.Decision, bool) {
+	e.refreshLevels()
+	out := make(map[string]quota.Decision, len(uids))
+	var done []*claimState
+	ok := true
+	for _, uid := range uids {
+		cs, known := e.claims[uid]
+		if !known {
+			return out, false
+		}
+		if cs.decision.Outcome == quota.Granted {
+			out[uid] = cs.decision
+			continue
+		}
+		d := e.evaluate(cs)
+		out[uid] = d
+		if d.Outcome != quota.Granted {
+			ok = false
+			cs.decision = d
+			break
+		}
+		e.consumers[cs.claim.Consumer].remove(cs)
+		e.allocate(cs, d)
+		done = append(done, cs)
+	}
+	if ok {
+		return out, true
+	}
+	for _, cs := range done { // undo: nothing is held unless everything is
+		e.deallocate(cs)
+		e.consumers[cs.claim.Consumer].insert(cs)
+		cs.decision = quota.Decision{Outcome: quota.QuotaExceeded, Message: "another claim of the same create exceeds its quota; nothing is allocated", Requests: cs.decision.Requests}
+		out[cs.claim.UID] = cs.decision
+	}
+	return out, false
+}
+
+// evaluate decides a claim against the current state without changing it.
+func (e *Accounts) evaluate(cs *claimState) quota.Decision {
+	c := cs.claim
+	if msg, ok := e.validateClaim(c); !ok {
+		return quota.ValidationFailedDecision(c, msg)
+	}
+	results := make([]quota.RequestResult, len(c.Requests))
+	var firstDenied string
+	for i, r := range c.Requests {
+		reg, _ := e.activeRegistration(r.ResourceType)
+		res := e.check(c, r, reg, cs.levels[i])
+		if res.Status == "Denied" && firstDenied == "" {
+			firstDenied = res.Message
+		}
+		results[i] = res
+	}
+	if firstDenied == "" {
+		return quota.Decision{Outcome: quota.Granted, Requests: results}
+	}
+	for i := range results {
+		if results[i].Status == "Granted" {
+			results[i].Status, results[i].Reason, results[i].Allocated = "Denied", quota.ReasonClaimDenied, 0
+			results[i].Message = "this request fits, but nothing is allocated because another request of the claim exceeds its quota (claims are all or nothing)"
+		}
+	}
+	return quota.Decision{Outcome: quota.QuotaExceeded, Requests: results, Message: firstDenied}
+}
+
+// validateClaim checks a claim against the registrations.
+func (e *Accounts) validateClaim(c quota.Claim) (string, bool) {
+	seen := map[string]bool{}
+	for _, r := range c.Requests {
+		if seen[r.ResourceType] {
+			return fmt.Sprintf("resource type %s is requested twice; put the amounts in one request", r.ResourceType), false
+		}
+		seen[r.ResourceType] = true
+		if r.Amount <= 0 {
+			return fmt.Sprintf("request for %s asks for %d; amounts must be positive", r.ResourceType, r.Amount), false
+		}
+		reg, ok := e.activeRegistration(r.ResourceType)
+		if !ok {
+			return fmt.Sprintf("resource type %s is not registered; create a ResourceRegistration for it or fix the request", r.ResourceType), false
+		}
+		if (quota.GroupKind{Group: c.Consumer.APIGroup, Kind: c.Consumer.Kind}) != reg.ConsumerType {
+			return fmt.Sprintf("consumer %s cannot claim %s: ResourceRegistration %s charges %s consumers", c.Consumer, r.ResourceType, reg.Name, reg.ConsumerType), false
+		}
+		if c.ResourceRef != nil {
+			allowed := false
+			for _, gk := range reg.Claiming {
+				if gk == *c.ResourceRef {
+					allowed = true
+					break
+				}
+			}
+			if !allowed {
+				names := make([]string, len(reg.Claiming))
+				for i, gk := range reg.Claiming {
+					names[i] = gk.String()
+				}
+				return fmt.Sprintf("%s objects may not claim %s; ResourceRegistration %s allows only %s", c.ResourceRef, r.ResourceType, reg.Name, strings.Join(names, ", ")), false
+			}
+		}
+	}
+	return "", true
+}
+
+// check decides one request against its levels.
+func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration, levels []*series) quota.RequestResult {
+	res := quota.RequestResult{ResourceType: r.ResourceType, Bucket: quota.BucketID{Consumer: c.Consumer, ResourceType: r.ResourceType, Dims: ""}}
+	refused, limited := -1, false
+	for j, s := range levels {
+		if !s.hasGrant() {
+			continue
+		}
+		limited = true
+		if refused < 0 && s.short(r) != nil {
+			refused = j
+		}
+	}
+	if limited && refused < 0 {
+		res.Status, res.Reason, res.Allocated = "Granted", quota.ReasonQuotaAvailable, r.Amount
+		return res
+	}
+	if !limited {
+		refused = 0 // no grant at any level: the claim's own limit, 0
+	}
+	res.Status, res.Reason = "Denied", quota.ReasonQuotaExceeded
+	for j, s := range levels {
+		ls := quota.LevelStatus{Consumer: s.key.Consumer, Limited: s.hasGrant() || j == refused, Refused: j == refused}
+		b := s.tightest(r)
+		if ls.Refused {
+			b = s.short(r)
+		}
+		if b == nil {
+			b = s.buckets[""]
+		}
+		ls.Bucket = e.bucketStatus(s, b)
+		if ls.Refused {
+			st := ls.Bucket
+			res.Refused = &st
+		}
+		res.Levels = append(res.Levels, ls)
+	}
+	others := 0
+	for j, ls := range res.Levels {
+		if j != refused && ls.Limited {
+			others++
+		}
+	}
+	if refused == 0 && others == 0 {
+		// One level decided it, as before hierarchies: the message tools
+		// and people know.
+		s := levels[0]
+		b := s.short(r)
+		res.Message = quota.ExceededMessage(c, r, reg.BaseUnit, quota.BucketID{Consumer: c.Consumer, ResourceType: r.ResourceType, Dims: b.dims.Key()}, b.limit(), b.allocated())
+		return res
+	}
+	res.Message = quota.LevelsMessage(c, r, reg.BaseUnit, res.Levels)
+	return res
+}
+
+func sameDecision(a, b quota.Decision) bool {
+	if a.Outcome != b.Outcome || a.Message != b.Message || len(a.Requests) != len(b.Requests) {
+		return false
+	}
+	for i := range a.Requests {
+		x, y := a.Requests[i], b.Requests[i]
+		if x.ResourceType != y.ResourceType || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
+			x.Allocated != y.Allocated || x.Bucket != y.Bucket || !slices.EqualFunc(x.Levels, y.Levels, sameLevel) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameLevel(a, b quota.LevelStatus) bool {
+	return a.Consumer == b.Consumer && a.Limited == b.Limited && a.Refused == b.Refused &&
+		a.Bucket.ID == b.Bucket.ID && a.Bucket.Limit == b.Bucket.Limit && a.Bucket.Allocated == b.Bucket.Allocated
+}
