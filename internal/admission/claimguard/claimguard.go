@@ -11,11 +11,10 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/client-go/dynamic"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
+	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/engine"
 )
 
@@ -28,17 +27,16 @@ const PluginName = "QuotaClaimGuard"
 // serve without its engine leaves them to the external engine and to RBAC.
 func Register(plugins *admission.Plugins, systemNamespace string, engineInProcess bool) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
-		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete), systemNamespace: systemNamespace,
-			engineInProcess: engineInProcess}, nil
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete),
+			DynamicAndAuthorizer: plugininit.NewDynamicAndAuthorizer(PluginName), systemNamespace: systemNamespace, engineInProcess: engineInProcess}, nil
 	})
 }
 
 type plugin struct {
 	*admission.Handler
+	plugininit.DynamicAndAuthorizer
 	systemNamespace string
 	engineInProcess bool
-	dynamic         dynamic.Interface
-	authorizer      authorizer.Authorizer
 }
 
 var (
@@ -48,15 +46,6 @@ var (
 	_              admission.InitializationValidator = &plugin{}
 	claimsResource                                   = quotav1alpha1.Resource("resourceclaims")
 )
-
-func (p *plugin) SetDynamicClient(c dynamic.Interface)  { p.dynamic = c }
-func (p *plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
-func (p *plugin) ValidateInitialization() error {
-	if p.dynamic == nil || p.authorizer == nil {
-		return fmt.Errorf("%s needs a dynamic client and an authorizer", PluginName)
-	}
-	return nil
-}
 
 // isServer reports whether the request comes from serve itself: its garbage
 // collector, namespace controller or quota engine.
@@ -101,7 +90,7 @@ func (p *plugin) validateClaim(ctx context.Context, a admission.Attributes) erro
 		if err != nil || c == nil {
 			return err
 		}
-		if err := claimauthz.AuthorizeClaim(ctx, p.authorizer, u, c.Spec.ConsumerRef); err != nil {
+		if err := claimauthz.AuthorizeClaim(ctx, p.Authorizer(), u, c.Spec.ConsumerRef); err != nil {
 			return apierrors.NewForbidden(claimsResource, a.GetName(), err)
 		}
 	case a.GetSubresource() == "status" && p.engineInProcess:
@@ -167,7 +156,7 @@ func (p *plugin) objectExists(ctx context.Context, c *quotav1alpha1.ResourceClai
 	if !ok || ref == nil {
 		return false, nil
 	}
-	o, err := p.dynamic.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	o, err := p.Client().Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}

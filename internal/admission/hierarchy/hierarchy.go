@@ -1,23 +1,3 @@
-// Package hierarchy is the admission plugin that keeps quota in a hierarchy
-// safe from its tenants:
-//
-//   - Where a ResourceGrant lives decides whom it may name. A platform
-//     namespace (the system namespace, those --platform-namespaces names, and
-//     namespaces labelled quota.miloapis.com/platform=true) may name anyone,
-//     and only the platform writes there. A grant in organization-<name> may
-//     name only that organization's projects, and the organization itself
-//     only when the platform writes it. A grant anywhere else is refused.
-//   - A grant an organization's owners write for one of its projects is
-//     delegated: it is labelled with the organization and must fit the
-//     organization's budget, decided by the engine with its other decisions.
-//     Tenants may change or delete only such grants.
-//   - Labels under the reserved prefix on Organizations and Projects are the
-//     platform's: groups select on them, so tenants may not set, change or
-//     remove them. Group grants select only on such labels.
-//
-// "The platform" is whoever may create ResourceGrants in the system
-// namespace (the quotaplane-platform-admin ClusterRole, cluster admins, and
-// quotaplane's own controllers).
 package hierarchy
 
 import (
@@ -38,10 +18,10 @@ import (
 	"k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/client-go/dynamic"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/engine"
 )
 
@@ -65,15 +45,15 @@ func Register(plugins *admission.Plugins, cfg Config) {
 		cfg.ReservedLabelPrefix = quotav1alpha1.DefaultReservedLabelPrefix
 	}
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
-		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete), cfg: cfg}, nil
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete),
+			DynamicAndAuthorizer: plugininit.NewDynamicAndAuthorizer(PluginName), cfg: cfg}, nil
 	})
 }
 
 type plugin struct {
 	*admission.Handler
-	cfg        Config
-	dynamic    dynamic.Interface
-	authorizer authorizer.Authorizer
+	plugininit.DynamicAndAuthorizer
+	cfg Config
 }
 
 var (
@@ -95,20 +75,10 @@ var (
 	selectorPath    = field.NewPath("spec", "consumerSelector")
 )
 
-func (p *plugin) SetDynamicClient(c dynamic.Interface)  { p.dynamic = c }
-func (p *plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
-
-func (p *plugin) ValidateInitialization() error {
-	if p.dynamic == nil || p.authorizer == nil {
-		return fmt.Errorf("%s needs a dynamic client and an authorizer", PluginName)
-	}
-	return nil
-}
-
 // isPlatform reports whether a user is the platform: may create
 // ResourceGrants in the system namespace.
 func (p *plugin) isPlatform(ctx context.Context, u user.Info) (bool, error) {
-	d, _, err := p.authorizer.Authorize(ctx, authorizer.AttributesRecord{User: u, Verb: "create", APIGroup: quotav1alpha1.SchemeGroupVersion.Group,
+	d, _, err := p.Authorizer().Authorize(ctx, authorizer.AttributesRecord{User: u, Verb: "create", APIGroup: quotav1alpha1.SchemeGroupVersion.Group,
 		APIVersion: quotav1alpha1.SchemeGroupVersion.Version, Resource: "resourcegrants", Namespace: p.cfg.SystemNamespace, ResourceRequest: true})
 	if err != nil && d != authorizer.DecisionAllow {
 		return false, err
@@ -282,7 +252,7 @@ func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) erro
 		}
 		return nil
 	case ref.APIGroup == rmv1alpha1.GroupName && ref.Kind == "Project":
-		proj, err := p.dynamic.Resource(projectsGVR).Get(ctx, ref.Name, metav1.GetOptions{})
+		proj, err := p.Client().Resource(projectsGVR).Get(ctx, ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(consumerPath.Child("name"), ref.Name, fmt.Sprintf(
 				"no Project %s exists; a grant in %s may name only Organization %s's projects (kubectl get projects -l %s=%s)", ref.Name, ns, org, rmv1alpha1.OrganizationNameLabel, org))})
@@ -366,7 +336,7 @@ func (p *plugin) isPlatformNamespace(ctx context.Context, ns string) bool {
 	if slices.Contains(p.platformNamespaces(), ns) {
 		return true
 	}
-	obj, err := p.dynamic.Resource(namespacesGVR).Get(ctx, ns, metav1.GetOptions{})
+	obj, err := p.Client().Resource(namespacesGVR).Get(ctx, ns, metav1.GetOptions{})
 	return err == nil && obj.GetLabels()[PlatformNamespaceLabel] == "true"
 }
 

@@ -1,7 +1,3 @@
-// Package registration is an admission plugin of quotaplane serve that refuses
-// a ResourceRegistration whose resourceType is already registered, naming the
-// registration that holds it. It only reads registrations; the engine still
-// marks a duplicate that slipped through (two concurrent creates) inactive.
 package registration
 
 import (
@@ -16,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
-	"k8s.io/client-go/dynamic"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 )
 
 // PluginName is the admission plugin's name.
@@ -27,13 +23,13 @@ const PluginName = "QuotaRegistration"
 // Register adds the plugin to plugins.
 func Register(plugins *admission.Plugins) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
-		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}, nil
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update), DynamicClient: plugininit.NewDynamicClient(PluginName)}, nil
 	})
 }
 
 type plugin struct {
 	*admission.Handler
-	client dynamic.Interface
+	plugininit.DynamicClient
 }
 
 var (
@@ -43,15 +39,6 @@ var (
 	registrations                                      = quotav1alpha1.SchemeGroupVersion.WithResource("resourceregistrations")
 	registrationKind                                   = quotav1alpha1.Resource("resourceregistrations").WithVersion("").GroupResource()
 )
-
-func (p *plugin) SetDynamicClient(c dynamic.Interface) { p.client = c }
-
-func (p *plugin) ValidateInitialization() error {
-	if p.client == nil {
-		return fmt.Errorf("%s needs a dynamic client", PluginName)
-	}
-	return nil
-}
 
 // Validate refuses a second registration of a resource type.
 func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
@@ -73,7 +60,7 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if rt == "" {
 		return nil // the schema reports the missing field
 	}
-	list, err := p.client.Resource(registrations).List(ctx, metav1.ListOptions{})
+	list, err := p.Client().Resource(registrations).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("checking whether %s is already registered: %w", rt, err))
 	}

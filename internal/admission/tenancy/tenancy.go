@@ -1,19 +1,3 @@
-// Package tenancy is the admission plugin of quotaplane serve for
-// Organizations and Projects (resourcemanager.miloapis.com):
-//
-//   - an Organization's creator is recorded in the annotation
-//     resourcemanager.miloapis.com/created-by at create; no client may set it
-//     to anyone else or change it, and an update that omits it keeps it (the
-//     organization controller binds that user as the organization's owner);
-//   - a Project may be created only under an Organization that exists, is not
-//     being deleted, and for which its creator may create projects (verb
-//     "create" on organizations/projects named after the organization, in the
-//     organization's namespace: docs/authorization.md); it is given the label
-//     resourcemanager.miloapis.com/organization-name and an ownerReference to
-//     its organization, and the label cannot be changed.
-//
-// It only reads Organizations; it never writes anything but the object under
-// admission.
 package tenancy
 
 import (
@@ -30,10 +14,10 @@ import (
 	"k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 )
 
 // PluginName is the admission plugin's name.
@@ -46,14 +30,13 @@ const CreateProjectsSubresource = "projects"
 // Register adds the plugin to plugins.
 func Register(plugins *admission.Plugins) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
-		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}, nil
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update), DynamicAndAuthorizer: plugininit.NewDynamicAndAuthorizer(PluginName)}, nil
 	})
 }
 
 type plugin struct {
 	*admission.Handler
-	dynamic    dynamic.Interface
-	authorizer authorizer.Authorizer
+	plugininit.DynamicAndAuthorizer
 }
 
 var (
@@ -73,16 +56,6 @@ var (
 	labelPath   = field.NewPath("metadata", "labels").Key(rmv1alpha1.OrganizationNameLabel)
 	ownerPath   = field.NewPath("spec", "ownerRef")
 )
-
-func (p *plugin) SetDynamicClient(c dynamic.Interface)  { p.dynamic = c }
-func (p *plugin) SetAuthorizer(a authorizer.Authorizer) { p.authorizer = a }
-
-func (p *plugin) ValidateInitialization() error {
-	if p.dynamic == nil || p.authorizer == nil {
-		return fmt.Errorf("%s needs a dynamic client and an authorizer", PluginName)
-	}
-	return nil
-}
 
 // Admit records an Organization's creator and gives a new Project its label
 // and ownerReference, after checking that it may be created.
@@ -213,7 +186,7 @@ func (p *plugin) admitProject(ctx context.Context, a admission.Attributes, obj *
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(projectKind, a.GetName(), errs)
 	}
-	org, err := p.dynamic.Resource(organizationsGVR).Get(ctx, orgName, metav1.GetOptions{})
+	org, err := p.Client().Resource(organizationsGVR).Get(ctx, orgName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return apierrors.NewInvalid(projectKind, a.GetName(), field.ErrorList{field.Invalid(ownerPath.Child("name"), orgName,
 			"no Organization of this name exists; a project charges its organization's quota, so create the organization first or name an existing one (kubectl get organizations)")})
@@ -224,7 +197,7 @@ func (p *plugin) admitProject(ctx context.Context, a admission.Attributes, obj *
 		return apierrors.NewInvalid(projectKind, a.GetName(), field.ErrorList{field.Invalid(ownerPath.Child("name"), orgName,
 			"the organization is being deleted, with its projects; create the project in another organization, or wait until it is gone and create it again")})
 	}
-	if err := authorizeCreate(ctx, p.authorizer, a.GetUserInfo(), orgName); err != nil {
+	if err := authorizeCreate(ctx, p.Authorizer(), a.GetUserInfo(), orgName); err != nil {
 		return apierrors.NewForbidden(projects, a.GetName(), err)
 	}
 	setLabel(obj, rmv1alpha1.OrganizationNameLabel, orgName)

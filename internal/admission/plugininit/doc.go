@@ -1,0 +1,9 @@
+// Package plugininit owns what quotaplane's own admission plugins are given
+// by the API server's plugin initializer (the dynamic client, and the
+// authorizer for those that ask), and the check, when the admission chain is
+// built, that they were given it. A plugin embeds DynamicClient or
+// DynamicAndAuthorizer instead of writing its own Set* and
+// ValidateInitialization methods.
+//
+// It only holds what it is given; it never reads through it and never admits.
+package plugininit
