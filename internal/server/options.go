@@ -13,6 +13,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/etcdflags"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 )
 
@@ -25,15 +26,11 @@ type Options struct {
 	BindAddress string
 	// SecurePort is the HTTPS port of the API server.
 	SecurePort int
-	// EtcdServers, when set, names an external etcd; nothing is embedded.
-	EtcdServers []string
-	// EtcdPrefix is the key prefix of every object in etcd.
-	EtcdPrefix string
-	// EtcdCAFile, EtcdCertFile and EtcdKeyFile secure the connection to an
-	// external etcd: the CA that signed etcd's serving certificate, and the
-	// client certificate and key quotaplane presents. The API server's
-	// storage and the quota engine's own etcd client both use them.
-	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	// Etcd, when EtcdServers is set, names an external etcd, and nothing is
+	// embedded; EtcdCAFile, EtcdCertFile and EtcdKeyFile then secure the
+	// connection to it. The API server's storage and the quota engine's own
+	// etcd client both use them. EtcdPrefix is the key prefix of every object.
+	etcdflags.Etcd
 
 	// Listener, when set, is used instead of listening on
 	// BindAddress:SecurePort. Tests pass a listener on a free port.
@@ -66,7 +63,7 @@ func NewOptions() *Options {
 		DataDir:     ".quotaplane",
 		BindAddress: "127.0.0.1",
 		SecurePort:  6443,
-		EtcdPrefix:  "/registry",
+		Etcd:        etcdflags.Defaults(),
 
 		SystemNamespace:     engine.DefaultOptions().SystemNamespace,
 		PlatformNamespaces:  []string{"milo-system"},
@@ -83,11 +80,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for etcd data (when embedded), certificates and admin.kubeconfig.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "IP address to serve the API on.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port to serve the API on.")
-	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "Comma-separated URLs of an external etcd cluster. When empty, etcd runs embedded under --data-dir.")
-	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "Prefix of every key quotaplane writes in etcd.")
-	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "CA certificate that signed the serving certificate of the external etcd given by --etcd-servers.")
-	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "Client certificate quotaplane presents to the external etcd; needs --etcd-keyfile.")
-	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "Private key of --etcd-certfile.")
+	o.Etcd.AddFlags(fs, "Comma-separated URLs of an external etcd cluster. When empty, etcd runs embedded under --data-dir.")
 }
 
 // CompletedOptions are Options with defaults filled in and paths made absolute.
@@ -111,9 +104,7 @@ func (o *Options) Complete() (CompletedOptions, error) {
 		return CompletedOptions{}, fmt.Errorf("resolving --data-dir %q: %w", c.DataDir, err)
 	}
 	c.DataDir = abs
-	if c.EtcdPrefix == "" {
-		c.EtcdPrefix = "/registry"
-	}
+	c.Etcd.Complete()
 	if c.SystemNamespace == "" {
 		c.SystemNamespace = engine.DefaultOptions().SystemNamespace
 	}
@@ -144,14 +135,7 @@ func (o CompletedOptions) Validate() []error {
 	if o.Listener == nil && (o.SecurePort < 1 || o.SecurePort > 65535) {
 		errs = append(errs, fmt.Errorf("--secure-port %d is out of range; use a port between 1 and 65535", o.SecurePort))
 	}
-	if !strings.HasPrefix(o.EtcdPrefix, "/") {
-		errs = append(errs, fmt.Errorf("--etcd-prefix %q must start with /", o.EtcdPrefix))
-	}
-	for _, s := range o.EtcdServers {
-		if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
-			errs = append(errs, fmt.Errorf("--etcd-servers entry %q must be an http:// or https:// URL", s))
-		}
-	}
+	errs = append(errs, o.Etcd.Validate()...)
 	errs = append(errs, o.validateEtcdTLS()...)
 	errs = append(errs, o.validateLeaderElection()...)
 	return errs

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/quotaplane/quotaplane/internal/etcdflags"
 	"github.com/quotaplane/quotaplane/internal/journalkeys"
 )
 
@@ -21,13 +21,10 @@ type Options struct {
 	// kubeconfig and its etcd (recorded in journalkeys.EtcdFile) are used
 	// unless given explicitly.
 	DataDir string
-	// EtcdServers reach the etcd that holds admission's journal and fail-open
-	// records. Without them (or DataDir) those are not checked.
-	EtcdServers []string
+	// Etcd reaches the etcd that holds admission's journal and fail-open
+	// records: without EtcdServers (or DataDir) those are not checked.
 	// EtcdPrefix is the API server's --etcd-prefix.
-	EtcdPrefix string
-	// EtcdCAFile, EtcdCertFile and EtcdKeyFile secure the etcd connection.
-	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	etcdflags.Etcd
 	// SystemNamespace is the engine's (--system-namespace): its Lease, its
 	// ledger, and the buckets of consumers without a namespace.
 	SystemNamespace string
@@ -43,7 +40,7 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		EtcdPrefix:      "/registry",
+		Etcd:            etcdflags.Defaults(),
 		SystemNamespace: "quotaplane-system",
 		RecheckAfter:    3 * time.Second,
 		PageSize:        500,
@@ -54,11 +51,7 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server to audit. Defaults to <data-dir>/admin.kubeconfig with --data-dir.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Data directory of a local quotaplane serve: use its admin kubeconfig and the etcd it recorded in "+journalkeys.EtcdFile+".")
-	fs.StringSliceVar(&o.EtcdServers, "etcd-servers", o.EtcdServers, "URLs of the etcd that holds admission's in-flight grants and fail-open records. Without it (or --data-dir) they are not checked.")
-	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", o.EtcdPrefix, "The API server's --etcd-prefix.")
-	fs.StringVar(&o.EtcdCAFile, "etcd-cafile", o.EtcdCAFile, "CA file that signed etcd's serving certificate.")
-	fs.StringVar(&o.EtcdCertFile, "etcd-certfile", o.EtcdCertFile, "Client certificate to present to etcd; needs --etcd-keyfile.")
-	fs.StringVar(&o.EtcdKeyFile, "etcd-keyfile", o.EtcdKeyFile, "Key of the client certificate; needs --etcd-certfile.")
+	o.Etcd.AddFlags(fs, "URLs of the etcd that holds admission's in-flight grants and fail-open records. Without it (or --data-dir) they are not checked.")
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "The quota engine's system namespace (its Lease, ledger, and the buckets of consumers without a namespace).")
 	fs.DurationVar(&o.RecheckAfter, "recheck-after", o.RecheckAfter, "When the first reading finds discrepancies, read again after this long and report only those found again (changes in progress are not damage). 0 reports the first reading.")
 	fs.Int64Var(&o.PageSize, "page-size", o.PageSize, "Items per list request.")
@@ -79,9 +72,7 @@ func (o Options) complete() (Options, error) {
 			o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = loc.CAFile, loc.CertFile, loc.KeyFile
 		}
 	}
-	if o.EtcdPrefix == "" {
-		o.EtcdPrefix = "/registry"
-	}
+	o.Etcd.Complete()
 	if o.PageSize <= 0 {
 		o.PageSize = 500
 	}
@@ -89,14 +80,7 @@ func (o Options) complete() (Options, error) {
 	if o.Kubeconfig == "" {
 		errs = append(errs, errors.New("--kubeconfig is required (or --data-dir of a local quotaplane serve)"))
 	}
-	if !strings.HasPrefix(o.EtcdPrefix, "/") {
-		errs = append(errs, fmt.Errorf("--etcd-prefix %q must start with /", o.EtcdPrefix))
-	}
-	for _, s := range o.EtcdServers {
-		if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
-			errs = append(errs, fmt.Errorf("--etcd-servers entry %q must be an http:// or https:// URL", s))
-		}
-	}
+	errs = append(errs, o.Etcd.Validate()...)
 	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
 		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile go together: give both or neither"))
 	}
