@@ -24,6 +24,7 @@ import (
 	"github.com/quotaplane/quotaplane/config/crd"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
 )
 
@@ -69,7 +70,7 @@ func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
 			return fmt.Errorf("serving metrics on %s: %w (pass --metrics-bind-address='' to turn it off)", o.MetricsAddress, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", engine.MetricsHandler(legacyregistry.Handler(), grantpolicy.WriteState))
+		mux.Handle("/metrics", engineOpts.Exporter.Handler(legacyregistry.Handler(), statemetrics.WriteState))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = hs.Serve(l) }()

@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy/triggerwatch"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 )
 
@@ -70,7 +72,7 @@ type controller struct {
 	namespaces    cache.SharedIndexInformer
 	// crds tells policies waiting for their trigger kind to look again.
 	crds     cache.SharedIndexInformer
-	triggers *triggerSet
+	triggers *triggerwatch.Set
 
 	mu sync.Mutex
 	// active are the Ready, enabled policies, by name.
@@ -121,7 +123,7 @@ func newController(cfg *rest.Config, opts Options) (*controller, error) {
 	c.recorder = c.events.NewRecorder(scheme, corev1.EventSource{Component: "quotaplane-grant-policies"})
 
 	c.policies = c.informer(&quotav1alpha1.GrantCreationPolicy{}, &quotav1alpha1.GrantCreationPolicyList{}, "")
-	c.grants = c.informer(&quotav1alpha1.ResourceGrant{}, &quotav1alpha1.ResourceGrantList{}, LabelPolicy)
+	c.grants = c.informer(&quotav1alpha1.ResourceGrant{}, &quotav1alpha1.ResourceGrantList{}, quotav1alpha1.GrantPolicyLabel)
 	c.registrations = c.informer(&quotav1alpha1.ResourceRegistration{}, &quotav1alpha1.ResourceRegistrationList{}, "")
 	c.namespaces = informers.NewSharedInformerFactory(kube, 0).Core().V1().Namespaces().Informer()
 	md, err := metadata.NewForConfig(cfg)
@@ -132,7 +134,7 @@ func newController(cfg *rest.Config, opts Options) (*controller, error) {
 	if err := c.grants.AddIndexers(cache.Indexers{indexTrigger: grantTriggerIndex, indexPolicy: grantPolicyIndex}); err != nil {
 		return nil, err
 	}
-	c.triggers = newTriggerSet(dyn, c.triggerChanged)
+	c.triggers = triggerwatch.New(dyn, c.triggerChanged, func(n int) { triggerWatches.Set(float64(n)) })
 	if err := c.addHandlers(); err != nil {
 		return nil, err
 	}
@@ -165,18 +167,18 @@ func grantTriggerIndex(obj any) ([]string, error) {
 		return nil, nil
 	}
 	l := g.Labels
-	if l[LabelPolicy] == "" || l[LabelTriggerName] == "" {
+	if l[quotav1alpha1.GrantPolicyLabel] == "" || l[quotav1alpha1.GrantPolicyLabelTriggerName] == "" {
 		return nil, nil
 	}
-	return []string{l[LabelPolicy] + "/" + l[LabelTriggerNamespace] + "/" + l[LabelTriggerName]}, nil
+	return []string{l[quotav1alpha1.GrantPolicyLabel] + "/" + l[quotav1alpha1.GrantPolicyLabelTriggerNamespace] + "/" + l[quotav1alpha1.GrantPolicyLabelTriggerName]}, nil
 }
 
 func grantPolicyIndex(obj any) ([]string, error) {
 	g, ok := obj.(*quotav1alpha1.ResourceGrant)
-	if !ok || g.Labels[LabelPolicy] == "" {
+	if !ok || g.Labels[quotav1alpha1.GrantPolicyLabel] == "" {
 		return nil, nil
 	}
-	return []string{g.Labels[LabelPolicy]}, nil
+	return []string{g.Labels[quotav1alpha1.GrantPolicyLabel]}, nil
 }
 
 // addHandlers turns changes into keys: a policy, registration or grant
@@ -267,10 +269,10 @@ func (c *controller) addHandlers() error {
 // grantKey is the key a grant was made for, from its annotations.
 func grantKey(g *quotav1alpha1.ResourceGrant) (key, bool) {
 	a := g.Annotations
-	if a[AnnotationPolicy] == "" || a[AnnotationTriggerName] == "" {
+	if a[quotav1alpha1.GrantPolicyAnnotation] == "" || a[quotav1alpha1.GrantPolicyAnnotationTriggerName] == "" {
 		return key{}, false
 	}
-	return key{policy: a[AnnotationPolicy], namespace: a[AnnotationTriggerNamespace], name: a[AnnotationTriggerName]}, true
+	return key{policy: a[quotav1alpha1.GrantPolicyAnnotation], namespace: a[quotav1alpha1.GrantPolicyAnnotationTriggerNamespace], name: a[quotav1alpha1.GrantPolicyAnnotationTriggerName]}, true
 }
 
 // triggerChanged is called by the shared watch of a trigger kind for each
@@ -288,7 +290,7 @@ func (c *controller) grantPolicies() []string {
 	var out []string
 	for _, obj := range c.grants.GetStore().List() {
 		g := obj.(*quotav1alpha1.ResourceGrant)
-		p := g.Annotations[AnnotationPolicy]
+		p := g.Annotations[quotav1alpha1.GrantPolicyAnnotation]
 		if p != "" && !seen[p] {
 			seen[p] = true
 			out = append(out, p)
@@ -302,7 +304,7 @@ func (c *controller) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
 	defer c.events.Shutdown()
-	defer c.triggers.stopAll()
+	defer c.triggers.StopAll()
 	defer c.queue.ShutDown()
 
 	informers := []cache.SharedIndexInformer{c.policies, c.grants, c.registrations, c.namespaces, c.crds}
@@ -316,7 +318,7 @@ func (c *controller) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
-	defer exportPolicies(c)()
+	defer statemetrics.Export(c.policies.GetStore())()
 	// Grants whose policy went away while no engine ran are found by label.
 	for _, p := range c.grantPolicies() {
 		c.queue.Add(policyKey(p))

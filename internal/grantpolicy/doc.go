@@ -12,7 +12,13 @@
 //     finds again by label (never from memory alone), so that a restart or
 //     a new leader converges on the same grants;
 //   - one shared watch per trigger kind, started when the first Ready policy
-//     needs it and stopped when the last one goes.
+//     needs it and stopped when the last one goes (package triggerwatch).
+//
+// What grant a policy wants for one object, and the labels by which it is
+// found again, is computed as values by package render; the policies'
+// state metrics are written by package statemetrics from this engine's
+// cache. The labels, annotations and finalizer are the API's
+// (quotav1alpha1.GrantPolicyLabel and the names after it).
 //
 // Exactly one replica acts at a time (a Lease in the system namespace), and
 // it writes only through the API server. It must never compute quota

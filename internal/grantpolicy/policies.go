@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy/render"
 	"github.com/quotaplane/quotaplane/internal/policy"
 )
 
@@ -69,20 +70,20 @@ func (c *controller) syncPolicy(ctx context.Context, name string) error {
 			return err
 		}
 		c.forget(name)
-		if !controllerutil.ContainsFinalizer(p, Finalizer) {
+		if !controllerutil.ContainsFinalizer(p, quotav1alpha1.GrantPolicyFinalizer) {
 			return nil
 		}
 		updated := p.DeepCopy()
-		controllerutil.RemoveFinalizer(updated, Finalizer)
+		controllerutil.RemoveFinalizer(updated, quotav1alpha1.GrantPolicyFinalizer)
 		err := c.client.Patch(ctx, updated, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{}))
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
 	}
-	if !controllerutil.ContainsFinalizer(p, Finalizer) {
+	if !controllerutil.ContainsFinalizer(p, quotav1alpha1.GrantPolicyFinalizer) {
 		updated := p.DeepCopy()
-		controllerutil.AddFinalizer(updated, Finalizer)
+		controllerutil.AddFinalizer(updated, quotav1alpha1.GrantPolicyFinalizer)
 		if err := c.client.Patch(ctx, updated, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("adding the finalizer to GrantCreationPolicy %s: %w", name, err)
 		}
@@ -258,7 +259,7 @@ func (c *controller) activate(ctx context.Context, st *activePolicy) {
 	if old != nil && old.same(st) {
 		return
 	}
-	st.informer = c.triggers.acquire(st.gvr, st.name)
+	st.informer = c.triggers.Acquire(st.gvr, st.name)
 	st.live = true
 	c.mu.Lock()
 	c.active[st.name] = st
@@ -266,7 +267,7 @@ func (c *controller) activate(ctx context.Context, st *activePolicy) {
 	if old != nil {
 		old.stop()
 		if old.gvr != st.gvr {
-			c.triggers.release(old.gvr, st.name)
+			c.triggers.Release(old.gvr, st.name)
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("Acting on GrantCreationPolicy", "policy", st.name, "generation", st.generation, "trigger", st.gvr.String())
@@ -297,7 +298,7 @@ func (c *controller) deactivate(name string) {
 	c.mu.Unlock()
 	if old != nil {
 		old.stop()
-		c.triggers.release(old.gvr, name)
+		c.triggers.Release(old.gvr, name)
 	}
 }
 
@@ -312,7 +313,7 @@ func (c *controller) forget(name string) {
 }
 
 func (c *controller) enqueueGrantsOf(policyName string) {
-	objs, _ := c.grants.GetIndexer().ByIndex(indexPolicy, labelValue(policyName))
+	objs, _ := c.grants.GetIndexer().ByIndex(indexPolicy, render.LabelValue(policyName))
 	for _, obj := range objs {
 		if k, ok := grantKey(obj.(*quotav1alpha1.ResourceGrant)); ok && k.policy == policyName {
 			c.queue.Add(k)
@@ -324,14 +325,14 @@ func (c *controller) enqueueGrantsOf(policyName string) {
 // the API server rather than the cache, so that none is left behind.
 func (c *controller) deleteAllGrants(ctx context.Context, name string, p *quotav1alpha1.GrantCreationPolicy) error {
 	list := &quotav1alpha1.ResourceGrantList{}
-	if err := c.client.List(ctx, list, client.MatchingLabels{LabelPolicy: labelValue(name)}); err != nil {
+	if err := c.client.List(ctx, list, client.MatchingLabels{quotav1alpha1.GrantPolicyLabel: render.LabelValue(name)}); err != nil {
 		return fmt.Errorf("listing the grants of GrantCreationPolicy %s: %w", name, err)
 	}
 	var errs []error
 	deleted := 0
 	for i := range list.Items {
 		g := &list.Items[i]
-		if owner := g.Annotations[AnnotationPolicy]; owner != "" && owner != name {
+		if owner := g.Annotations[quotav1alpha1.GrantPolicyAnnotation]; owner != "" && owner != name {
 			continue
 		}
 		if err := c.deleteGrant(ctx, g); err != nil {
@@ -369,9 +370,9 @@ func (c *controller) deleteGrant(ctx context.Context, g *quotav1alpha1.ResourceG
 // recordOnTrigger records an event on the trigger object a grant was made
 // for, named by the grant's labels and annotations.
 func (c *controller) recordOnTrigger(apiVersion string, g *quotav1alpha1.ResourceGrant, eventType, reason, message string) {
-	ref := &corev1.ObjectReference{APIVersion: apiVersion, Kind: g.Labels[LabelTriggerKind],
-		Namespace: g.Annotations[AnnotationTriggerNamespace], Name: g.Annotations[AnnotationTriggerName],
-		UID: types.UID(g.Annotations[AnnotationTriggerUID])}
+	ref := &corev1.ObjectReference{APIVersion: apiVersion, Kind: g.Labels[quotav1alpha1.GrantPolicyLabelTriggerKind],
+		Namespace: g.Annotations[quotav1alpha1.GrantPolicyAnnotationTriggerNamespace], Name: g.Annotations[quotav1alpha1.GrantPolicyAnnotationTriggerName],
+		UID: types.UID(g.Annotations[quotav1alpha1.GrantPolicyAnnotationTriggerUID])}
 	if ref.Name == "" {
 		return
 	}

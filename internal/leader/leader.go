@@ -1,8 +1,3 @@
-// Package leader runs a set of controllers on whichever replica holds a
-// Lease: it campaigns, runs the controllers for the length of a won term,
-// stops them when the Lease is lost, and campaigns again. It knows nothing
-// of the controllers it runs. The quota engine has its own, fenced, terms
-// (internal/engine) and does not use it.
 package leader
 
 import (
@@ -37,7 +32,7 @@ func (e Election) Validate() error {
 	if e.Namespace == "" || e.Lease == "" || e.Identity == "" {
 		return errors.New("leader election needs a namespace, a Lease name and an identity")
 	}
-	_, err := leaderelection.NewLeaderElector(e.config(nil, nil))
+	_, err := leaderelection.NewLeaderElector(e.config(e.leaseLock(nil), nil))
 	return err
 }
 
@@ -46,26 +41,32 @@ func (e Election) Validate() error {
 // replica campaigns again. An error from lead gives the Lease up. what names
 // the controllers in logs (the value of the key "controllers").
 func Campaign(ctx context.Context, kube kubernetes.Interface, e Election, what string, lead func(ctx context.Context) error) {
+	campaign(ctx, e, what, lead, func(ctx context.Context) error { return ensureNamespace(ctx, kube, e.Namespace) }, e.leaseLock(kube))
+}
+
+// campaign is Campaign with its dependencies: ensureNamespace makes the
+// Lease's namespace exist, lock is the Lease.
+func campaign(ctx context.Context, e Election, what string, lead func(ctx context.Context) error, ensureNamespace func(context.Context) error, lock resourcelock.Interface) {
 	logger := klog.FromContext(ctx)
 	for ctx.Err() == nil {
-		if err := ensureNamespace(ctx, kube, e.Namespace); err != nil {
+		if err := ensureNamespace(ctx); err != nil {
 			logger.Error(err, "Cannot create the namespace of the Lease; retrying", "namespace", e.Namespace)
 			sleep(ctx, e.RetryPeriod)
 			continue
 		}
-		term(ctx, kube, e, what, lead)
+		term(ctx, lock, e, what, lead)
 		sleep(ctx, e.RetryPeriod)
 	}
 }
 
 // term campaigns once and, if elected, runs lead until the Lease is lost or
 // ctx is done.
-func term(parent context.Context, kube kubernetes.Interface, e Election, what string, lead func(ctx context.Context) error) {
+func term(parent context.Context, lock resourcelock.Interface, e Election, what string, lead func(ctx context.Context) error) {
 	logger := klog.FromContext(parent)
 	ctx, giveUp := context.WithCancel(parent)
 	defer giveUp()
 	leading := make(chan context.Context, 1)
-	elector, err := leaderelection.NewLeaderElector(e.config(kube, leading))
+	elector, err := leaderelection.NewLeaderElector(e.config(lock, leading))
 	if err != nil { // checked by Validate
 		logger.Error(err, "Invalid leader election configuration")
 		return
@@ -91,9 +92,8 @@ func term(parent context.Context, kube kubernetes.Interface, e Election, what st
 	}
 }
 
-// config is the election on the Lease; leading receives a won term's
-// context.
-func (e Election) config(kube kubernetes.Interface, leading chan<- context.Context) leaderelection.LeaderElectionConfig {
+// leaseLock is the Lease, through kube (nil: a lock that is only checked).
+func (e Election) leaseLock(kube kubernetes.Interface) *resourcelock.LeaseLock {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Lease},
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.Identity},
@@ -101,6 +101,11 @@ func (e Election) config(kube kubernetes.Interface, leading chan<- context.Conte
 	if kube != nil {
 		lock.Client = kube.CoordinationV1()
 	}
+	return lock
+}
+
+// config is the election on lock; leading receives a won term's context.
+func (e Election) config(lock resourcelock.Interface, leading chan<- context.Context) leaderelection.LeaderElectionConfig {
 	return leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   e.LeaseDuration,

@@ -20,8 +20,7 @@ import (
 	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
 
 	"github.com/quotaplane/quotaplane/internal/crdinstall"
-	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/grantpolicy"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
@@ -89,7 +88,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	// /metrics also shows the quota state while this replica leads the engine.
 	mux := s.chain.GenericAPIServer.Handler.NonGoRestfulMux
 	mux.Unregister("/metrics")
-	mux.Handle("/metrics", engine.MetricsHandler(legacyregistry.HandlerWithReset(), grantpolicy.WriteState))
+	mux.Handle("/metrics", c.Options.QuotaMetrics.Handler(legacyregistry.HandlerWithReset(), statemetrics.WriteState))
 	le := c.Options.KubeControllers
 	components := append([]Component{
 		kubecontrollers.Start(le),

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/grantpolicy"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -38,8 +37,8 @@ func TestPolicyGrantIsActiveWithItsLimit(t *testing.T) {
 		t.Errorf("Ready message %q does not name the trigger kind", ready.Message)
 	}
 	w.waitCondition(p, quotav1alpha1.GrantPolicyConditionGrantsSynced, metav1.ConditionTrue, quotav1alpha1.GrantPolicyReasonGrantsSynced)
-	if !slices.Contains(p.Finalizers, grantpolicy.Finalizer) {
-		t.Errorf("policy finalizers %v lack %s", p.Finalizers, grantpolicy.Finalizer)
+	if !slices.Contains(p.Finalizers, quotav1alpha1.GrantPolicyFinalizer) {
+		t.Errorf("policy finalizers %v lack %s", p.Finalizers, quotav1alpha1.GrantPolicyFinalizer)
 	}
 
 	began := time.Now()
@@ -53,16 +52,16 @@ func TestPolicyGrantIsActiveWithItsLimit(t *testing.T) {
 	t.Logf("measured: ConfigMap created → grant exists %s, → grant Active %s, → bucket limit %s", made, active, time.Since(began))
 
 	want := map[string]string{
-		grantpolicy.LabelPolicy: p.Name, grantpolicy.LabelTriggerKind: "ConfigMap",
-		grantpolicy.LabelTriggerName: "acme", grantpolicy.LabelTriggerNamespace: w.NS, "tier": "gold",
+		quotav1alpha1.GrantPolicyLabel: p.Name, quotav1alpha1.GrantPolicyLabelTriggerKind: "ConfigMap",
+		quotav1alpha1.GrantPolicyLabelTriggerName: "acme", quotav1alpha1.GrantPolicyLabelTriggerNamespace: w.NS, "tier": "gold",
 	}
 	for k, v := range want {
 		if g.Labels[k] != v {
 			t.Errorf("grant label %s = %q, want %q (labels %v)", k, g.Labels[k], v, g.Labels)
 		}
 	}
-	if g.Annotations[grantpolicy.AnnotationTriggerUID] != string(cm.UID) {
-		t.Errorf("grant annotation %s = %q, want the ConfigMap's UID %s", grantpolicy.AnnotationTriggerUID, g.Annotations[grantpolicy.AnnotationTriggerUID], cm.UID)
+	if g.Annotations[quotav1alpha1.GrantPolicyAnnotationTriggerUID] != string(cm.UID) {
+		t.Errorf("grant annotation %s = %q, want the ConfigMap's UID %s", quotav1alpha1.GrantPolicyAnnotationTriggerUID, g.Annotations[quotav1alpha1.GrantPolicyAnnotationTriggerUID], cm.UID)
 	}
 	if g.Spec.ConsumerRef.Name != w.Org.Name || len(g.Spec.Allowances) != 1 || g.Spec.Allowances[0].Buckets[0].Amount != 10 {
 		t.Errorf("grant spec %+v is not the rendered template", g.Spec)
@@ -389,7 +388,7 @@ func TestNameCollision(t *testing.T) {
 	if err := w.C.Get(context.Background(), client.ObjectKeyFromObject(held), got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Labels[grantpolicy.LabelPolicy] != "" || got.Spec.Allowances[0].Buckets[0].Amount != 1 {
+	if got.Labels[quotav1alpha1.GrantPolicyLabel] != "" || got.Spec.Allowances[0].Buckets[0].Amount != 1 {
 		t.Errorf("the colliding grant was overwritten: %+v", got)
 	}
 	w.WaitBucket(quotatest.N(1, 0, 1), "projects")
@@ -452,7 +451,7 @@ func TestClusterScopedTriggerWithoutNamespace(t *testing.T) {
 	if grants[0].Namespace != systemNamespace || !strings.HasPrefix(grants[0].Name, p.Name+"-") {
 		t.Errorf("grant %s/%s, want %s-<hash> in %s", grants[0].Namespace, grants[0].Name, p.Name, systemNamespace)
 	}
-	if _, ok := grants[0].Labels[grantpolicy.LabelTriggerNamespace]; ok {
+	if _, ok := grants[0].Labels[quotav1alpha1.GrantPolicyLabelTriggerNamespace]; ok {
 		t.Errorf("a cluster-scoped trigger's grant has a trigger-namespace label: %v", grants[0].Labels)
 	}
 	w.WaitBucket(quotatest.N(2, 0, 2), "projects")
@@ -535,7 +534,7 @@ func TestTriggerKindEdited(t *testing.T) {
 	w.update(p, func() { p.Spec.Trigger.Resource.Kind = "Secret" })
 	w.waitReady(p, metav1.ConditionTrue, policy.ReasonReady)
 	grants := w.waitGrants(p.Name, w.NS+"/beta-gold")
-	if grants[0].Labels[grantpolicy.LabelTriggerKind] != "Secret" {
+	if grants[0].Labels[quotav1alpha1.GrantPolicyLabelTriggerKind] != "Secret" {
 		t.Errorf("grant labels %v, want trigger-kind Secret", grants[0].Labels)
 	}
 	w.WaitBucket(quotatest.N(4, 0, 4), "projects")

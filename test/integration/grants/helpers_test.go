@@ -21,7 +21,6 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
-	"github.com/quotaplane/quotaplane/internal/grantpolicy"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -151,7 +150,7 @@ func (w *world) waitConditionSaying(p *quotav1alpha1.GrantCreationPolicy, condTy
 func (w *world) grantsOf(policy string) []quotav1alpha1.ResourceGrant {
 	w.T.Helper()
 	list := &quotav1alpha1.ResourceGrantList{}
-	if err := w.C.List(context.Background(), list, client.MatchingLabels{grantpolicy.LabelPolicy: policy}); err != nil {
+	if err := w.C.List(context.Background(), list, client.MatchingLabels{quotav1alpha1.GrantPolicyLabel: policy}); err != nil {
 		w.T.Fatal(err)
 	}
 	return list.Items

@@ -169,7 +169,7 @@ func TestFailoverMidBurst(t *testing.T) {
 	time.Sleep(time.Second)
 	per := map[string]int{}
 	for _, g := range w.grantsOf(p.Name) {
-		per[g.Labels[grantpolicy.LabelTriggerName]]++
+		per[g.Labels[quotav1alpha1.GrantPolicyLabelTriggerName]]++
 	}
 	for i := range n {
 		if name := fmt.Sprintf("cm-%03d", i); per[name] != 1 {

@@ -1,4 +1,4 @@
-package grantpolicy
+package triggerwatch
 
 import (
 	"context"
@@ -11,12 +11,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// triggerSet holds one shared watch per trigger kind. A watch starts when
-// the first policy acquires its kind and stops when the last one releases
-// it, so that no watch outlives the policies that need it.
-type triggerSet struct {
+// Set holds one shared watch per trigger kind. A watch starts when the
+// first policy acquires its kind and stops when the last one releases it,
+// so that no watch outlives the policies that need it.
+type Set struct {
 	dynamic  dynamic.Interface
 	onChange func(policies []string, namespace, name string)
+	// onCount is told how many kinds are watched, each time that changes.
+	onCount func(watches int)
 
 	mu      sync.Mutex
 	watches map[schema.GroupVersionResource]*triggerWatch
@@ -29,13 +31,16 @@ type triggerWatch struct {
 	policies map[string]bool
 }
 
-func newTriggerSet(d dynamic.Interface, onChange func([]string, string, string)) *triggerSet {
-	return &triggerSet{dynamic: d, onChange: onChange, watches: map[schema.GroupVersionResource]*triggerWatch{}}
+// New returns an empty set. onChange is called for each change of an object
+// of a watched kind, with the policies using that kind; onCount with the
+// number of kinds watched, each time it changes.
+func New(d dynamic.Interface, onChange func(policies []string, namespace, name string), onCount func(watches int)) *Set {
+	return &Set{dynamic: d, onChange: onChange, onCount: onCount, watches: map[schema.GroupVersionResource]*triggerWatch{}}
 }
 
-// acquire records that policy uses gvr, starting the kind's watch when it
+// Acquire records that policy uses gvr, starting the kind's watch when it
 // is the first, and returns the kind's informer.
-func (s *triggerSet) acquire(gvr schema.GroupVersionResource, policy string) cache.SharedIndexInformer {
+func (s *Set) Acquire(gvr schema.GroupVersionResource, policy string) cache.SharedIndexInformer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.watches[gvr]
@@ -63,15 +68,15 @@ func (s *triggerSet) acquire(gvr schema.GroupVersionResource, policy string) cac
 			w.informer.RunWithContext(ctx)
 		}()
 		s.watches[gvr] = w
-		triggerWatches.Set(float64(len(s.watches)))
+		s.onCount(len(s.watches))
 	}
 	w.policies[policy] = true
 	return w.informer
 }
 
-// release records that policy no longer uses gvr; the last release stops
+// Release records that policy no longer uses gvr; the last release stops
 // the watch.
-func (s *triggerSet) release(gvr schema.GroupVersionResource, policy string) {
+func (s *Set) Release(gvr schema.GroupVersionResource, policy string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.watches[gvr]
@@ -82,12 +87,12 @@ func (s *triggerSet) release(gvr schema.GroupVersionResource, policy string) {
 	if len(w.policies) == 0 {
 		w.cancel()
 		delete(s.watches, gvr)
-		triggerWatches.Set(float64(len(s.watches)))
+		s.onCount(len(s.watches))
 	}
 }
 
 // policiesOf are the policies using gvr now.
-func (s *triggerSet) policiesOf(gvr schema.GroupVersionResource) []string {
+func (s *Set) policiesOf(gvr schema.GroupVersionResource) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.watches[gvr]
@@ -102,8 +107,8 @@ func (s *triggerSet) policiesOf(gvr schema.GroupVersionResource) []string {
 	return out
 }
 
-// stopAll stops every watch and waits until they have stopped.
-func (s *triggerSet) stopAll() {
+// StopAll stops every watch and waits until they have stopped.
+func (s *Set) StopAll() {
 	s.mu.Lock()
 	var stopped []chan struct{}
 	for gvr, w := range s.watches {
@@ -111,7 +116,7 @@ func (s *triggerSet) stopAll() {
 		stopped = append(stopped, w.stopped)
 		delete(s.watches, gvr)
 	}
-	triggerWatches.Set(0)
+	s.onCount(0)
 	s.mu.Unlock()
 	for _, ch := range stopped {
 		<-ch

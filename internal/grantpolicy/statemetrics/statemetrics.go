@@ -1,4 +1,4 @@
-package grantpolicy
+package statemetrics
 
 import (
 	"sort"
@@ -6,14 +6,11 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/metricstext"
 )
-
-// The seed's GrantCreationPolicy state metrics, exported by the replica that
-// leads the grant engine (its Lease may be held by another replica than the
-// quota engine's), from its informer's cache.
 
 const componentLabel = "quota_system"
 
@@ -30,26 +27,31 @@ var (
 		Help: "Generation of the policy's specification."}
 )
 
-// exportedController is the controller of the term this replica leads, if
-// any.
-var exportedController atomic.Pointer[controller]
+// source is the policy cache of the term this replica leads.
+type source struct{ policies cache.Store }
 
-// exportPolicies makes c's policies the ones /metrics shows until the
-// returned function is called (the end of its term).
-func exportPolicies(c *controller) func() {
-	exportedController.Store(c)
-	return func() { exportedController.CompareAndSwap(c, nil) }
+// exported is the source /metrics shows, nil while this replica does not
+// lead the grant engine.
+var exported atomic.Pointer[source]
+
+// Export makes policies (a term's GrantCreationPolicy cache) the ones
+// /metrics shows until the returned function is called (the end of the
+// term).
+func Export(policies cache.Store) func() {
+	s := &source{policies: policies}
+	exported.Store(s)
+	return func() { exported.CompareAndSwap(s, nil) }
 }
 
 // WriteState writes the GrantCreationPolicy families while this replica
 // leads the grant engine; for engine.MetricsHandler.
 func WriteState(e *metricstext.Writer) {
-	c := exportedController.Load()
-	if c == nil {
+	src := exported.Load()
+	if src == nil {
 		return
 	}
 	var policies []*quotav1alpha1.GrantCreationPolicy
-	for _, obj := range c.policies.GetStore().List() {
+	for _, obj := range src.policies.List() {
 		if p, ok := obj.(*quotav1alpha1.GrantCreationPolicy); ok {
 			policies = append(policies, p)
 		}
