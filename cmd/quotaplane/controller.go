@@ -9,12 +9,13 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/controller"
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/observe"
 )
 
 func newControllerCommand() *cobra.Command {
 	o := controller.NewOptions()
 	engineOpts := engine.DefaultOptions()
-	metricsOpts := engine.DefaultMetricsOptions()
+	metricsOpts := observe.DefaultMetricsOptions()
 	logOpts := logs.NewOptions()
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -24,7 +25,7 @@ func newControllerCommand() *cobra.Command {
 			if err := logsapi.ValidateAndApply(logOpts, utilfeature.DefaultFeatureGate); err != nil {
 				return err
 			}
-			metricsOpts.Apply()
+			engineOpts.Exporter = observe.NewExporter(metricsOpts)
 			return controller.Run(genericapiserver.SetupSignalContext(), o, engineOpts)
 		},
 	}

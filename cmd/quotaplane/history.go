@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/history"
 )
@@ -69,7 +70,7 @@ namespace (the last 100 decisions of each consumer; refusals are kept before rou
 			}
 			sel := history.LabelHistory + "=true"
 			if q.ConsumerName != "" {
-				sel += "," + history.LabelConsumerName + "=" + engine.HistoryLabelValue(q.ConsumerName)
+				sel += "," + history.LabelConsumerName + "=" + quotav1alpha1.ConsumerLabelValue(q.ConsumerName)
 			}
 			list, err := kube.CoreV1().ConfigMaps(systemNamespace).List(cmd.Context(), metav1.ListOptions{LabelSelector: sel})
 			if err != nil {

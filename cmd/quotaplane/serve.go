@@ -11,6 +11,8 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	"github.com/quotaplane/quotaplane/internal/quietlog"
 	"github.com/quotaplane/quotaplane/internal/server"
 )
@@ -18,7 +20,7 @@ import (
 func newServeCommand() *cobra.Command {
 	o := server.NewOptions()
 	engineOpts := engine.DefaultOptions()
-	metricsOpts := engine.DefaultMetricsOptions()
+	metricsOpts := observe.DefaultMetricsOptions()
 	logOpts := logs.NewOptions()
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -39,12 +41,13 @@ func newServeCommand() *cobra.Command {
 			if engineOpts.Identity == "" {
 				engineOpts.Identity = engine.StableIdentity("serve", o.DataDir)
 			}
-			engineOpts.Handle = engine.NewHandle()
+			engineOpts.Handle = admit.NewHandle()
 			o.QuotaEngine, o.SystemNamespace = engineOpts.Handle, engineOpts.SystemNamespace
 			// One set of --leader-elect-* flags tunes both Leases.
 			le := &o.KubeControllers
 			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = engineOpts.LeaseDuration, engineOpts.RenewDeadline, engineOpts.RetryPeriod
-			metricsOpts.Apply()
+			engineOpts.Exporter = observe.NewExporter(metricsOpts)
+			o.QuotaMetrics = engineOpts.Exporter
 			ctx := genericapiserver.SetupSignalContext()
 			err := server.Serve(ctx, o, server.QuotaComponents(engineOpts), readyWriter{cmd.OutOrStdout(), quiet})
 			if err != nil {

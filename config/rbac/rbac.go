@@ -1,4 +1,3 @@
-// Package rbac embeds the ClusterRoles quotaplane ships (docs/authorization.md).
 package rbac
 
 import (

@@ -17,7 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
 	"github.com/quotaplane/quotaplane/internal/admission/tenancy"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 )
 
 // quotaPlugins are quotaplane's own admission plugins, run just before the
@@ -29,7 +29,7 @@ var quotaPlugins = []string{tenancy.PluginName, hierarchy.PluginName, registrati
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
 // enforced at admission (the plugin is registered but disabled).
-func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *engine.Handle, opts *Options) {
+func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Handle, opts *Options) {
 	systemNamespace := opts.SystemNamespace
 	tenancy.Register(o.Plugins)
 	hierarchy.Register(o.Plugins, hierarchy.Config{Handle: handle, SystemNamespace: systemNamespace, PlatformNamespaces: opts.PlatformNamespaces, ReservedLabelPrefix: opts.ReservedLabelPrefix})
@@ -39,7 +39,7 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *engine.H
 		claimpolicy.Register(o.Plugins, handle, systemNamespace)
 	} else {
 		o.DisablePlugins = append(o.DisablePlugins, claimpolicy.PluginName)
-		claimpolicy.Register(o.Plugins, engine.NewHandle(), systemNamespace)
+		claimpolicy.Register(o.Plugins, admit.NewHandle(), systemNamespace)
 	}
 	var order []string
 	for _, name := range o.RecommendedPluginOrder {

@@ -26,7 +26,7 @@ import (
 	cpoptions "k8s.io/kubernetes/pkg/controlplane/apiserver/options"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/journalkeys"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
@@ -132,7 +132,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		if err != nil {
 			return nil, fmt.Errorf("connecting the quota engine to etcd: %w", err)
 		}
-		opts.QuotaEngine.UseStorage(&engine.Storage{Client: c.storage, Prefix: opts.EtcdPrefix})
+		opts.QuotaEngine.UseStorage(&admit.Storage{Client: c.storage, Prefix: opts.EtcdPrefix})
 	}
 
 	ko := cpoptions.NewOptions()

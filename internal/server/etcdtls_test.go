@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/server"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
@@ -81,7 +82,7 @@ func TestExternalEtcdWithTLS(t *testing.T) {
 	o.EtcdServers = []string{etcdServer.ClientURL()}
 	o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = certs.CACert, certs.AdminCert, certs.AdminKey
 	engineOpts := quotatest.FastEngineOptions()
-	engineOpts.Handle = engine.NewHandle()
+	engineOpts.Handle = admit.NewHandle()
 	o.QuotaEngine, o.SystemNamespace = engineOpts.Handle, engineOpts.SystemNamespace
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,8 +1,3 @@
-// Package testserver starts the real quotaplane server in-process — the same
-// assembly `quotaplane serve` uses — on a free loopback port in a temporary
-// data directory, and tears it down in order (API server, then etcd).
-//
-// Use one server per test package, started from TestMain.
 package testserver
 
 import (
@@ -22,6 +17,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	"github.com/quotaplane/quotaplane/internal/server"
 )
 
@@ -52,6 +49,10 @@ type Server struct {
 	StartupTime time.Duration
 	// EtcdServers are the endpoints of the server's etcd.
 	EtcdServers []string
+	// Handle is the in-process engine's handle for admission, and Metrics
+	// what it shows operators; nil without an engine.
+	Handle  *admit.Handle
+	Metrics *observe.Exporter
 
 	removeDir bool
 	cancel    context.CancelFunc
@@ -91,7 +92,12 @@ func Start(o Options) (*Server, error) {
 	components := o.Components
 	if o.Engine != nil {
 		eo := *o.Engine
-		eo.Handle = engine.NewHandle()
+		eo.Handle = admit.NewHandle()
+		if eo.Exporter == nil {
+			eo.Exporter = observe.NewExporter(observe.DefaultMetricsOptions())
+		}
+		s.Handle, s.Metrics = eo.Handle, eo.Exporter
+		opts.QuotaMetrics = eo.Exporter
 		if eo.SystemNamespace == "" {
 			eo.SystemNamespace = engine.DefaultOptions().SystemNamespace
 		}

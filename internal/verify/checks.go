@@ -12,7 +12,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -28,12 +28,12 @@ const newTermRepair = "start a new engine term, which rebuilds every bucket from
 // stored, and stored buckets it does not give, are reported too.
 func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) error {
 	placement := quota.Placement{SystemNamespace: v.o.SystemNamespace, OrganizationOf: func(p string) string { return s.projectOrgs[p] }}
-	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, leaseName)
+	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, record.LeaseName)
 	seen := map[quota.BucketID]bool{}
 	err := listQuota(ctx, v, func() *quotav1alpha1.AllowanceBucketList { return &quotav1alpha1.AllowanceBucketList{} }, func(list *quotav1alpha1.AllowanceBucketList) error {
 		for i := range list.Items {
 			b := &list.Items[i]
-			if b.Labels[engine.LabelProjectedFrom] != "" {
+			if b.Labels[quotav1alpha1.LabelProjectedFrom] != "" {
 				continue // a group's copy in a member's namespace; its own bucket is checked
 			}
 			id := convert.BucketID(b)
@@ -198,7 +198,7 @@ func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.Gr
 		requests := claimFrom("", "", "", time.Time{}, rendered.Spec).Requests
 		repair += fmt.Sprintf("; or create the claim it makes — a ResourceClaim in namespace %s for %s requesting %s, with spec.resourceRef naming the %s, an ownerReference to it, and the annotations %s=%s, %s=%s, %s=%s",
 			ns, convert.ConsumerID(rendered.Spec.ConsumerRef), describeRequests(requests), kind,
-			engine.AnnotationPolicy, p.name, engine.AnnotationResource, engine.FormatGVR(gvr), engine.AnnotationResourceUID, uid)
+			quotav1alpha1.AnnotationPolicy, p.name, quotav1alpha1.AnnotationResource, quotav1alpha1.FormatResource(gvr), quotav1alpha1.AnnotationResourceUID, uid)
 	}
 	r.add(Discrepancy{Check: CheckUnclaimedObject, ID: fmt.Sprintf("%s/%s/%s", CheckUnclaimedObject, uid, p.name), Problem: problem, Repair: repair})
 }
@@ -277,7 +277,7 @@ const (
 // whose claim is gone holds nothing: it is noted, not reported.
 func (v *verifier) checkInFlight(s *reading, r *Report) {
 	now := time.Now()
-	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, leaseName)
+	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, record.LeaseName)
 	for _, g := range s.journal {
 		if g.adopted || g.sinceAdmission(now) <= admissionDeadline+deadlineMargin {
 			continue

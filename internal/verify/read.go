@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 )
 
 // verifier holds the clients of one audit. Every one of them only reads.
@@ -187,18 +188,11 @@ func (v *verifier) rangePrefix(ctx context.Context, prefix string, each func(key
 	}
 }
 
-// Names of the engine's objects in the system namespace.
-const (
-	leaseName         = "quotaplane-quota-engine"
-	ledgerName        = "quotaplane-decision-ledger"
-	ledgerInflightKey = "inflight"
-)
-
 // leader describes who holds the engine's Lease.
 func (v *verifier) leader(ctx context.Context) (string, bool, error) {
-	lease, err := v.kube.CoordinationV1().Leases(v.o.SystemNamespace).Get(ctx, leaseName, metav1.GetOptions{})
+	lease, err := v.kube.CoordinationV1().Leases(v.o.SystemNamespace).Get(ctx, record.LeaseName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "none (no Lease " + v.o.SystemNamespace + "/" + leaseName + ")", false, nil
+		return "none (no Lease " + v.o.SystemNamespace + "/" + record.LeaseName + ")", false, nil
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("reading the engine's Lease: %w", err)

@@ -16,7 +16,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/journalkeys"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -96,26 +96,36 @@ type enforcedPolicy struct {
 	stats                      *PolicyStats
 }
 
-// journalGrant is a grant made at admission, as the engine records it in
-// etcd (internal/engine's pendingClaim); only the fields verify reads.
+// journalGrant is what verify reads of a grant made at admission, decoded
+// from the engine's own record (record.PendingClaim).
 type journalGrant struct {
-	Namespace string                          `json:"ns"`
-	Name      string                          `json:"n"`
-	Policy    string                          `json:"p"`
-	Resource  string                          `json:"r"`
-	ObjectUID string                          `json:"u"`
-	Spec      quotav1alpha1.ResourceClaimSpec `json:"s"`
-	Created   metav1.Time                     `json:"c"`
+	Namespace string
+	Name      string
+	Policy    string
+	Resource  string
+	ObjectUID string
+	Spec      quotav1alpha1.ResourceClaimSpec
+	Created   metav1.Time
 	// An update's change: only Growth is held besides the claims it
 	// replaces; a release holds nothing.
-	Update  bool                            `json:"upd"`
-	Release bool                            `json:"rel"`
-	Growth  []quotav1alpha1.ResourceRequest `json:"gr"`
+	Update  bool
+	Release bool
+	Growth  []quotav1alpha1.ResourceRequest
 
 	etcdKey string
 	// adopted: its claim is stored too (written between two of our reads)
 	// and is counted as the claim.
 	adopted bool
+}
+
+// decodeJournalGrant reads the journal entry at etcd key key.
+func decodeJournalGrant(key string, value []byte) (*journalGrant, error) {
+	var p record.PendingClaim
+	if err := json.Unmarshal(value, &p); err != nil {
+		return nil, err
+	}
+	return &journalGrant{Namespace: p.Namespace, Name: p.Name, Policy: p.Policy, Resource: p.Resource, ObjectUID: p.ObjectUID,
+		Spec: p.Spec, Created: p.Created, Update: p.Update, Release: p.Release, Growth: p.Growth, etcdKey: key}, nil
 }
 
 func (g *journalGrant) claimKey() string {
@@ -185,18 +195,18 @@ func (v *verifier) readPolicies(ctx context.Context, s *reading, r *Report) erro
 
 // readLedger reads the engine's in-flight grants from its ledger.
 func (v *verifier) readLedger(ctx context.Context, s *reading) error {
-	cm, err := v.kube.CoreV1().ConfigMaps(v.o.SystemNamespace).Get(ctx, ledgerName, metav1.GetOptions{})
+	cm, err := v.kube.CoreV1().ConfigMaps(v.o.SystemNamespace).Get(ctx, record.LedgerName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil // no engine has led yet
 	}
 	if err != nil {
-		return fmt.Errorf("reading the ledger %s/%s: %w", v.o.SystemNamespace, ledgerName, err)
+		return fmt.Errorf("reading the ledger %s/%s: %w", v.o.SystemNamespace, record.LedgerName, err)
 	}
-	if data := cm.Data[ledgerInflightKey]; data != "" {
-		if err := json.Unmarshal([]byte(data), &s.ledger); err != nil {
-			return fmt.Errorf("the ledger %s/%s has unreadable in-flight grants: %w", v.o.SystemNamespace, ledgerName, err)
-		}
+	_, state, err := record.DecodeLedger(cm)
+	if err != nil {
+		return err
 	}
+	s.ledger = state.Inflight
 	return nil
 }
 
@@ -208,8 +218,8 @@ func (v *verifier) readJournal(ctx context.Context, s *reading, r *Report) error
 		return nil
 	}
 	err := v.rangePrefix(ctx, journalkeys.AdmissionGrantsPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
-		g := &journalGrant{etcdKey: key}
-		if err := json.Unmarshal(value, g); err != nil {
+		g, err := decodeJournalGrant(key, value)
+		if err != nil {
 			r.add(Discrepancy{Check: CheckJournalUnreadable, ID: string(CheckJournalUnreadable) + "/" + key,
 				Problem: fmt.Sprintf("the grant made at admission at etcd key %s cannot be decoded (%v): the next engine leader cannot read the journal and will not start deciding", key, err),
 				Repair:  fmt.Sprintf("delete the key (etcdctl del %s) with no engine replica running, then check the bucket of its consumer", key)})
@@ -306,11 +316,11 @@ func (v *verifier) claim(s *reading, r *Report, c *quotav1alpha1.ResourceClaim) 
 		s.eng.AddClaim(qc)
 	}
 
-	objectUID := c.Annotations[engine.AnnotationResourceUID]
+	objectUID := c.Annotations[quotav1alpha1.AnnotationResourceUID]
 	if objectUID == "" {
 		return
 	}
-	admittedAs := c.Annotations[engine.AnnotationGrantKey]
+	admittedAs := c.Annotations[quotav1alpha1.AnnotationGrantKey]
 	if admittedAs == "" {
 		admittedAs = nsName(c.Namespace, c.Name)
 	}
@@ -318,8 +328,8 @@ func (v *verifier) claim(s *reading, r *Report, c *quotav1alpha1.ResourceClaim) 
 		g.adopted = true
 	}
 	r.Counts.AdmissionClaims++
-	pol := c.Annotations[engine.AnnotationPolicy]
-	if gen, err := strconv.ParseInt(c.Annotations[engine.AnnotationPolicyGeneration], 10, 64); err != nil {
+	pol := c.Annotations[quotav1alpha1.AnnotationPolicy]
+	if gen, err := strconv.ParseInt(c.Annotations[quotav1alpha1.AnnotationPolicyGeneration], 10, 64); err != nil {
 		r.Counts.UnknownGeneration++
 	} else if current, ok := s.generations[pol]; ok && gen < current {
 		r.Counts.EarlierGeneration++
@@ -328,7 +338,7 @@ func (v *verifier) claim(s *reading, r *Report, c *quotav1alpha1.ResourceClaim) 
 	if ref := c.Spec.ResourceRef; ref != nil {
 		oc.object = kindName(ref.Kind, ref.Namespace, ref.Name)
 	}
-	oc.gr, _ = v.resourceOf(c.Annotations[engine.AnnotationResource], c.Spec.ResourceRef)
+	oc.gr, _ = v.resourceOf(c.Annotations[quotav1alpha1.AnnotationResource], c.Spec.ResourceRef)
 	s.claimsByObject[objectUID] = append(s.claimsByObject[objectUID], oc)
 	s.lookUp(oc.gr, objectUID)
 }
@@ -336,7 +346,7 @@ func (v *verifier) claim(s *reading, r *Report, c *quotav1alpha1.ResourceClaim) 
 // resourceOf is the resource of the object a claim names: from its
 // resource.version.group annotation, else from spec.resourceRef's kind.
 func (v *verifier) resourceOf(annotation string, ref *quotav1alpha1.ResourceRef) (schema.GroupResource, bool) {
-	if gvr, ok := engine.ParseGVR(annotation); ok {
+	if gvr, ok := quotav1alpha1.ParseResource(annotation); ok {
 		return gvr.GroupResource(), true
 	}
 	if ref == nil {

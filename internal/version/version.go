@@ -1,4 +1,3 @@
-// Package version reports the version of the quotaplane binary.
 package version
 
 import (

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -49,19 +49,19 @@ func BenchmarkObservabilityCost(b *testing.B) {
 
 	modes := []struct {
 		name string
-		opts engine.MetricsOptions
+		opts observe.MetricsOptions
 	}{
-		{"all-on", engine.DefaultMetricsOptions()},
-		{"state-off", engine.MetricsOptions{State: false, History: true}},
-		{"history-off", engine.MetricsOptions{State: true, History: false}},
+		{"all-on", observe.DefaultMetricsOptions()},
+		{"state-off", observe.MetricsOptions{State: false, History: true}},
+		{"history-off", observe.MetricsOptions{State: true, History: false}},
 	}
-	defer engine.DefaultMetricsOptions().Apply()
+	defer srv.Metrics.SetOptions(observe.DefaultMetricsOptions())
 	rates := map[string][]float64{}
 	b.StopTimer()
 	for round := range 5 {
 		for k := range modes {
 			m := modes[(round+k)%len(modes)]
-			m.opts.Apply()
+			srv.Metrics.SetOptions(m.opts)
 			rate := createsPerSecond(b, c, b.N, 16)
 			rates[m.name] = append(rates[m.name], rate)
 			b.Logf("round %d %s: %.0f creates/s", round+1, m.name, rate)

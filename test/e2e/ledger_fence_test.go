@@ -21,6 +21,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -63,7 +64,7 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 	}); err != nil {
 		t.Fatal("no replica leads the engine")
 	}
-	cm, err := leader.Client.CoreV1().ConfigMaps(ns).Get(ctx, engine.LedgerName, metav1.GetOptions{})
+	cm, err := leader.Client.CoreV1().ConfigMaps(ns).Get(ctx, admit.LedgerName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kv.Close()
-	if _, err := kv.Delete(ctx, "/registry/configmaps/"+ns+"/"+engine.LedgerName); err != nil {
+	if _, err := kv.Delete(ctx, "/registry/configmaps/"+ns+"/"+admit.LedgerName); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
@@ -107,7 +108,7 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 	}
 	var newEpoch string
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		cm, err := other.Client.CoreV1().ConfigMaps(ns).Get(ctx, engine.LedgerName, metav1.GetOptions{})
+		cm, err := other.Client.CoreV1().ConfigMaps(ns).Get(ctx, admit.LedgerName, metav1.GetOptions{})
 		if err == nil {
 			newEpoch = cm.Data["epoch"]
 		}
@@ -161,7 +162,7 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 		granted := map[string]bool{}
 		for _, cl := range claims.Items {
 			if meta.IsStatusConditionTrue(cl.Status.Conditions, quotav1alpha1.ClaimConditionGranted) {
-				granted[cl.Annotations[engine.AnnotationResourceUID]] = true
+				granted[cl.Annotations[quotav1alpha1.AnnotationResourceUID]] = true
 			}
 		}
 		n := 0

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -91,7 +90,7 @@ func TestResizesSurviveKill(t *testing.T) {
 				why = fmt.Sprintf("claim %s is not granted", cl.Name)
 				return false, nil
 			}
-			uid := cl.Annotations[engine.AnnotationResourceUID]
+			uid := cl.Annotations[quotav1alpha1.AnnotationResourceUID]
 			held[uid] = append(held[uid], cl.Spec.Requests[0].Amount)
 		}
 		sum = 0

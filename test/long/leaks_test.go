@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -123,7 +123,7 @@ func TestClaimsDeletedInFlightLeakNothing(t *testing.T) {
 		}
 		direct := int64(0)
 		for _, c := range list.Items {
-			if c.Annotations[engine.AnnotationResourceUID] == "" {
+			if c.Annotations[quotav1alpha1.AnnotationResourceUID] == "" {
 				direct++
 			}
 		}
@@ -145,7 +145,7 @@ func TestClaimsDeletedInFlightLeakNothing(t *testing.T) {
 	// The ledger holds only grants of claims that exist (flushed within 1 s).
 	kube := kubernetes.NewForConfigOrDie(srv.Config)
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		cm, err := kube.CoreV1().ConfigMaps(quotatest.FastEngineOptions().SystemNamespace).Get(ctx, engine.LedgerName, metav1.GetOptions{})
+		cm, err := kube.CoreV1().ConfigMaps(quotatest.FastEngineOptions().SystemNamespace).Get(ctx, admit.LedgerName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}

@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"regexp"
+	"strings"
+)
+
 const (
 	// BudgetLabel marks a ResourceGrant an organization's owners wrote for
 	// one of its projects: its value is the organization, whose delegable
@@ -13,3 +18,49 @@ const (
 	// group grants select on.
 	DefaultReservedLabelPrefix = "quota.miloapis.com/"
 )
+
+// Annotations on the ResourceClaims admission makes for an object.
+const (
+	// AnnotationResource is the claimed object's resource.version.group.
+	AnnotationResource = "quota.miloapis.com/resource"
+	// AnnotationResourceUID is the claimed object's UID.
+	AnnotationResourceUID = "quota.miloapis.com/resource-uid"
+	// AnnotationPolicy names the ClaimCreationPolicy that made the claim.
+	AnnotationPolicy = "quota.miloapis.com/policy"
+	// AnnotationPolicyGeneration is the generation of that policy which
+	// computed the claim.
+	AnnotationPolicyGeneration = "quota.miloapis.com/policy-generation"
+	// AnnotationGrantKey is set on a claim written under another name than
+	// the one admitted (the admitted name was taken meanwhile): it is the
+	// namespace/name its grant was recorded under.
+	AnnotationGrantKey = "quota.miloapis.com/admitted-as"
+)
+
+// Labels on every AllowanceBucket and decision-history ConfigMap, so that a
+// tenant or a dashboard can select those of one consumer.
+const (
+	LabelConsumerKind = "quota.miloapis.com/consumer-kind"
+	LabelConsumerName = "quota.miloapis.com/consumer-name"
+	LabelResourceType = "quota.miloapis.com/resource-type"
+	// LabelManagedBy is the recommended label; quotaplane sets it to
+	// ManagedByQuotaplane on what it creates.
+	LabelManagedBy      = "app.kubernetes.io/managed-by"
+	ManagedByQuotaplane = "quotaplane"
+	// LabelProjectedFrom marks a group bucket's copy in a member's
+	// namespace: its value is the namespace of the group's own bucket.
+	LabelProjectedFrom = "quota.miloapis.com/projected-from"
+)
+
+var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// ConsumerLabelValue is the value of LabelConsumerKind or LabelConsumerName
+// for a consumer's kind or name: characters a label value cannot hold become
+// "_", and it is cut to 63 characters (names are longer; labels select, the
+// objects' specs say exactly whose they are).
+func ConsumerLabelValue(s string) string {
+	s = labelUnsafe.ReplaceAllString(s, "_")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return strings.Trim(s, "._-")
+}

@@ -15,7 +15,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 )
 
 // PluginName is the admission plugin's name.
@@ -61,14 +61,14 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return p.validateClaim(ctx, a)
 	case !p.engineInProcess:
 		return nil
-	case gr.Group == "" && gr.Resource == "secrets" && a.GetNamespace() == p.systemNamespace && a.GetName() == engine.SealSecretName:
+	case gr.Group == "" && gr.Resource == "secrets" && a.GetNamespace() == p.systemNamespace && a.GetName() == admit.SealSecretName:
 		if a.GetOperation() == admission.Create || isServer(a.GetUserInfo()) {
 			return nil
 		}
 		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf(
 			"the Secret %s/%s holds the key that seals the quota engine's decisions; only the engine writes it",
 			a.GetNamespace(), a.GetName()))
-	case gr.Group == "" && gr.Resource == "configmaps" && a.GetNamespace() == p.systemNamespace && a.GetName() == engine.LedgerName:
+	case gr.Group == "" && gr.Resource == "configmaps" && a.GetNamespace() == p.systemNamespace && a.GetName() == admit.LedgerName:
 		if a.GetOperation() == admission.Create || isServer(a.GetUserInfo()) {
 			return nil
 		}
@@ -98,7 +98,7 @@ func (p *plugin) validateClaim(ctx context.Context, a admission.Attributes) erro
 			"the status of a ResourceClaim is its quota decision and is written by the quota engine only; nothing else may set it"))
 	case a.GetOperation() == admission.Update && a.GetSubresource() == "":
 		old, err := toClaim(a.GetOldObject())
-		if err != nil || old == nil || old.Annotations[engine.AnnotationResourceUID] == "" {
+		if err != nil || old == nil || old.Annotations[quotav1alpha1.AnnotationResourceUID] == "" {
 			return err
 		}
 		c, err := toClaim(a.GetObject())
@@ -112,7 +112,7 @@ func (p *plugin) validateClaim(ctx context.Context, a admission.Attributes) erro
 		}
 	case a.GetOperation() == admission.Delete:
 		old, err := toClaim(a.GetOldObject())
-		if err != nil || old == nil || old.Annotations[engine.AnnotationResourceUID] == "" {
+		if err != nil || old == nil || old.Annotations[quotav1alpha1.AnnotationResourceUID] == "" {
 			return err
 		}
 		exists, err := p.objectExists(ctx, old)
@@ -130,12 +130,12 @@ func (p *plugin) validateClaim(ctx context.Context, a admission.Attributes) erro
 
 // cutFromObject says how an update cuts a claim from its object, or "".
 func cutFromObject(old, c *quotav1alpha1.ResourceClaim) string {
-	for _, k := range []string{engine.AnnotationResourceUID, engine.AnnotationResource, engine.AnnotationPolicy, engine.AnnotationPolicyGeneration, engine.AnnotationGrantKey} {
+	for _, k := range []string{quotav1alpha1.AnnotationResourceUID, quotav1alpha1.AnnotationResource, quotav1alpha1.AnnotationPolicy, quotav1alpha1.AnnotationPolicyGeneration, quotav1alpha1.AnnotationGrantKey} {
 		if old.Annotations[k] != c.Annotations[k] {
 			return fmt.Sprintf("this update changes its annotation %s", k)
 		}
 	}
-	uid := old.Annotations[engine.AnnotationResourceUID]
+	uid := old.Annotations[quotav1alpha1.AnnotationResourceUID]
 	had, has := false, false
 	for _, o := range old.OwnerReferences {
 		had = had || string(o.UID) == uid
@@ -151,7 +151,7 @@ func cutFromObject(old, c *quotav1alpha1.ResourceClaim) string {
 
 // objectExists reads the claim's object live.
 func (p *plugin) objectExists(ctx context.Context, c *quotav1alpha1.ResourceClaim) (bool, error) {
-	gvr, ok := engine.ParseGVR(c.Annotations[engine.AnnotationResource])
+	gvr, ok := quotav1alpha1.ParseResource(c.Annotations[quotav1alpha1.AnnotationResource])
 	ref := c.Spec.ResourceRef
 	if !ok || ref == nil {
 		return false, nil
@@ -163,7 +163,7 @@ func (p *plugin) objectExists(ctx context.Context, c *quotav1alpha1.ResourceClai
 	if err != nil {
 		return false, err
 	}
-	return string(o.GetUID()) == c.Annotations[engine.AnnotationResourceUID] && o.GetDeletionTimestamp() == nil, nil
+	return string(o.GetUID()) == c.Annotations[quotav1alpha1.AnnotationResourceUID] && o.GetDeletionTimestamp() == nil, nil
 }
 
 func objectName(c *quotav1alpha1.ResourceClaim) string {
@@ -175,7 +175,7 @@ func objectName(c *quotav1alpha1.ResourceClaim) string {
 	if ref.Namespace != "" {
 		name = ref.Namespace + "/" + ref.Name
 	}
-	return fmt.Sprintf("%s %s (uid %s)", ref.Kind, name, c.Annotations[engine.AnnotationResourceUID])
+	return fmt.Sprintf("%s %s (uid %s)", ref.Kind, name, c.Annotations[quotav1alpha1.AnnotationResourceUID])
 }
 
 func toClaim(obj runtime.Object) (*quotav1alpha1.ResourceClaim, error) {

@@ -18,7 +18,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/admissiontest"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 )
 
 const systemNamespace = "quotaplane-system"
@@ -43,8 +43,8 @@ func admitted() *quotav1alpha1.ResourceClaim {
 	return &quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c1",
 			Annotations: map[string]string{
-				engine.AnnotationResourceUID: "u1", engine.AnnotationResource: "deployments.v1.apps",
-				engine.AnnotationPolicy: "per-deployment", engine.AnnotationPolicyGeneration: "1",
+				quotav1alpha1.AnnotationResourceUID: "u1", quotav1alpha1.AnnotationResource: "deployments.v1.apps",
+				quotav1alpha1.AnnotationPolicy: "per-deployment", quotav1alpha1.AnnotationPolicyGeneration: "1",
 			},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "u1"}},
 		},
@@ -85,7 +85,7 @@ func TestValidate(t *testing.T) {
 	unannotated := admitted()
 	unannotated.Annotations = nil
 	repolicied := admitted()
-	repolicied.Annotations[engine.AnnotationPolicy] = "other"
+	repolicied.Annotations[quotav1alpha1.AnnotationPolicy] = "other"
 	relabelled := admitted()
 	relabelled.Labels = map[string]string{"team": "a"}
 	orphaned := admitted()
@@ -175,25 +175,25 @@ func TestValidate(t *testing.T) {
 			objects: []*unstructured.Unstructured{deployment("u1", false)},
 		},
 		"seal key: edited by a user": {
-			resource: corev1.SchemeGroupVersion.WithResource("secrets"), namespace: systemNamespace, name: engine.SealSecretName, op: admission.Update, user: alice,
-			wantErr: `secrets "` + engine.SealSecretName + `" is forbidden: the Secret ` + systemNamespace + "/" + engine.SealSecretName + ` holds the key that seals the quota engine's decisions; only the engine writes it`,
+			resource: corev1.SchemeGroupVersion.WithResource("secrets"), namespace: systemNamespace, name: admit.SealSecretName, op: admission.Update, user: alice,
+			wantErr: `secrets "` + admit.SealSecretName + `" is forbidden: the Secret ` + systemNamespace + "/" + admit.SealSecretName + ` holds the key that seals the quota engine's decisions; only the engine writes it`,
 		},
 		"seal key: created": {
-			resource: corev1.SchemeGroupVersion.WithResource("secrets"), namespace: systemNamespace, name: engine.SealSecretName, op: admission.Create, user: alice,
+			resource: corev1.SchemeGroupVersion.WithResource("secrets"), namespace: systemNamespace, name: admit.SealSecretName, op: admission.Create, user: alice,
 		},
 		"seal key: without the engine in process": {
-			resource: corev1.SchemeGroupVersion.WithResource("secrets"), namespace: systemNamespace, name: engine.SealSecretName, op: admission.Delete, user: alice, noEngine: true,
+			resource: corev1.SchemeGroupVersion.WithResource("secrets"), namespace: systemNamespace, name: admit.SealSecretName, op: admission.Delete, user: alice, noEngine: true,
 		},
 		"seal key's name in another namespace": {
-			resource: corev1.SchemeGroupVersion.WithResource("secrets"), namespace: "team-a", name: engine.SealSecretName, op: admission.Delete, user: alice,
+			resource: corev1.SchemeGroupVersion.WithResource("secrets"), namespace: "team-a", name: admit.SealSecretName, op: admission.Delete, user: alice,
 		},
 		"ledger: deleted by a user": {
-			resource: corev1.SchemeGroupVersion.WithResource("configmaps"), namespace: systemNamespace, name: engine.LedgerName, op: admission.Delete, user: alice,
-			wantErr: `configmaps "` + engine.LedgerName + `" is forbidden: the ConfigMap ` + systemNamespace + "/" + engine.LedgerName +
+			resource: corev1.SchemeGroupVersion.WithResource("configmaps"), namespace: systemNamespace, name: admit.LedgerName, op: admission.Delete, user: alice,
+			wantErr: `configmaps "` + admit.LedgerName + `" is forbidden: the ConfigMap ` + systemNamespace + "/" + admit.LedgerName +
 				` is the quota engine's decision ledger and fence; only the engine writes it (deleting or editing it could let a deposed engine replica decide again)`,
 		},
 		"ledger: written by the engine": {
-			resource: corev1.SchemeGroupVersion.WithResource("configmaps"), namespace: systemNamespace, name: engine.LedgerName, op: admission.Update, user: server,
+			resource: corev1.SchemeGroupVersion.WithResource("configmaps"), namespace: systemNamespace, name: admit.LedgerName, op: admission.Update, user: server,
 		},
 		"another ConfigMap": {
 			resource: corev1.SchemeGroupVersion.WithResource("configmaps"), namespace: systemNamespace, name: "settings", op: admission.Delete, user: alice,

@@ -26,7 +26,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
 )
 
@@ -37,7 +37,7 @@ const PluginName = "QuotaClaimPolicy"
 const decideTimeout = 10 * time.Second
 
 // Register adds the plugin, bound to this process's engine.
-func Register(plugins *admission.Plugins, handle *engine.Handle, systemNamespace string) {
+func Register(plugins *admission.Plugins, handle *admit.Handle, systemNamespace string) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
 		return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), handle: handle, systemNamespace: systemNamespace,
 			compiled: map[compiledKey]*compiledEntry{}}, nil
@@ -47,7 +47,7 @@ func Register(plugins *admission.Plugins, handle *engine.Handle, systemNamespace
 // Plugin enforces ClaimCreationPolicies at admission.
 type Plugin struct {
 	*admission.Handler
-	handle          *engine.Handle
+	handle          *admit.Handle
 	systemNamespace string
 	dynamic         dynamic.Interface
 	kube            kubernetes.Interface
@@ -244,7 +244,7 @@ func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
 	res, err := p.handle.Admit(dctx, claims, a.IsDryRun())
-	var taken *engine.NameTakenError
+	var taken *admit.NameTakenError
 	switch {
 	case errors.As(err, &taken):
 		p.reports.result(taken.Policy, resultNameTaken)
@@ -256,7 +256,7 @@ func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.
 	case err != nil:
 		p.reports.resultAll(applying, resultUndecided)
 		msg := fmt.Sprintf("quota for this %s could not be decided within %s: %v; the %s was not created and any quota held for it is released within seconds, retry the request", kind.Kind, decideTimeout, err, kind.Kind)
-		if errors.Is(err, engine.ErrNotLeader) {
+		if errors.Is(err, admit.ErrNotLeader) {
 			msg = fmt.Sprintf("quota for this %s cannot be decided right now (%v); nothing was consumed, retry in a few seconds", kind.Kind, err)
 		}
 		return apierrors.NewTimeoutError(msg, 2)
@@ -300,7 +300,7 @@ func (p *Plugin) failOpen(ctx context.Context, a admission.Attributes, obj metav
 	p.reports.resultAll(applying, resultFailOpen)
 	p.reports.failedOpen(ctx, applying, msg)
 	_ = a.AddAnnotation("quota.miloapis.com/fail-open", msg)
-	rec := engine.FailOpenRecord{Resource: engine.FormatGVR(a.GetResource()), Namespace: a.GetNamespace(), Name: obj.GetName(),
+	rec := admit.FailOpenRecord{Resource: quotav1alpha1.FormatResource(a.GetResource()), Namespace: a.GetNamespace(), Name: obj.GetName(),
 		UID: string(obj.GetUID()), Policies: names, Reason: cause.Error(), Time: time.Now().UTC().Format(time.RFC3339)}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -5,7 +5,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/history"
 )
 
@@ -24,7 +24,7 @@ func (p *Plugin) recordRefusal(a admission.Attributes, applying []*inForce, clai
 		for _, r := range c.Spec.Requests {
 			reqs = append(reqs, history.Amount{ResourceType: string(r.ResourceType), Amount: r.Amount})
 		}
-		p.handle.RecordRefusal(engine.Refusal{Consumer: convert.ConsumerID(c.Spec.ConsumerRef), Policy: applying[i].name,
+		p.handle.RecordRefusal(admit.Refusal{Consumer: convert.ConsumerID(c.Spec.ConsumerRef), Policy: applying[i].name,
 			Object:   history.ObjectRef{APIGroup: kind.Group, Kind: kind.Kind, Namespace: a.GetNamespace(), Name: a.GetName()},
 			Requests: reqs, Message: msg})
 	}

@@ -23,7 +23,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/config/crd"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -74,10 +74,10 @@ func (p *Plugin) claimForObject(f *inForce, r *policy.Rendered, a admission.Attr
 		Namespace: ns, Name: name,
 		Labels: map[string]string{},
 		Annotations: map[string]string{
-			engine.AnnotationPolicy:           f.name,
-			engine.AnnotationPolicyGeneration: strconv.FormatInt(f.generation, 10),
-			engine.AnnotationResource:         engine.FormatGVR(tg.resource),
-			engine.AnnotationResourceUID:      string(obj.GetUID()),
+			quotav1alpha1.AnnotationPolicy:           f.name,
+			quotav1alpha1.AnnotationPolicyGeneration: strconv.FormatInt(f.generation, 10),
+			quotav1alpha1.AnnotationResource:         quotav1alpha1.FormatResource(tg.resource),
+			quotav1alpha1.AnnotationResourceUID:      string(obj.GetUID()),
 		},
 	}, Spec: r.Spec}
 	for k, v := range r.Labels {
@@ -186,7 +186,7 @@ func (p *Plugin) authorizeConsumers(ctx context.Context, a admission.Attributes,
 
 // denialMessage names the resource type, requested, available, limit and
 // consumer of the first denied request.
-func denialMessage(kind, name string, res engine.AdmitResult) string {
+func denialMessage(kind, name string, res admit.AdmitResult) string {
 	// The request that is short, not a claim undone because another was.
 	for _, d := range res.Decisions {
 		for _, r := range d.Requests {

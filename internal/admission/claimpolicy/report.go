@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/warning"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -14,7 +15,6 @@ import (
 	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 )
 
 // Results of admission, one per policy that applied to a create.
@@ -60,9 +60,13 @@ func (r *reporter) events() record.EventRecorder {
 		if r.p.kube == nil {
 			return
 		}
+		scheme := runtime.NewScheme()
+		if err := quotav1alpha1.AddToScheme(scheme); err != nil {
+			return
+		}
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.p.kube.CoreV1().Events("")})
-		r.recorder = b.NewRecorder(engine.Scheme, corev1.EventSource{Component: "quotaplane-admission"})
+		r.recorder = b.NewRecorder(scheme, corev1.EventSource{Component: "quotaplane-admission"})
 	})
 	return r.recorder
 }

@@ -18,7 +18,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -50,7 +50,7 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 	}
 	newU := &unstructured.Unstructured{Object: newObj}
 	user, info := userMap(a), requestInfoMap(a)
-	var changes []engine.PolicyChange
+	var changes []admit.PolicyChange
 	var applying []*inForce
 	for _, f := range policies {
 		newIn := policy.Input{Object: newObj, User: user, RequestInfo: info, Units: p.units}
@@ -65,7 +65,7 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 		if errOld == nil && okOld == okNew && (!okNew || sameCharge(rOld, rNew)) {
 			continue // nothing this policy reads changed
 		}
-		ch := engine.PolicyChange{Policy: f.name, Check: engine.UpdateCheck{Generation: f.generation, Trigger: f.trigger, Target: f.target, User: user, RequestInfo: info}}
+		ch := admit.PolicyChange{Policy: f.name, Check: admit.UpdateCheck{Generation: f.generation, Trigger: f.trigger, Target: f.target, User: user, RequestInfo: info}}
 		if okNew {
 			c, err := p.claimForObject(f, rNew, a, tg, newU)
 			if err != nil {
@@ -96,7 +96,7 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 	if err := p.authorizeConsumers(ctx, a, charging, claims); err != nil {
 		return err
 	}
-	ref := engine.ObjectRef{APIGroup: tg.kind.Group, Kind: tg.kind.Kind, Resource: engine.FormatGVR(tg.resource),
+	ref := admit.ObjectRef{APIGroup: tg.kind.Group, Kind: tg.kind.Kind, Resource: quotav1alpha1.FormatResource(tg.resource),
 		Namespace: a.GetNamespace(), Name: a.GetName(), UID: string(oldMeta.GetUID())}
 	return p.decideUpdate(ctx, a, tg, oldMeta, ref, applying, changes)
 }
@@ -114,12 +114,12 @@ func sameCharge(a, b *policy.Rendered) bool {
 }
 
 // decideUpdate asks the engine for the changes of one update and answers.
-func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg target, obj metav1.Object, ref engine.ObjectRef, applying []*inForce, changes []engine.PolicyChange) error {
+func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg target, obj metav1.Object, ref admit.ObjectRef, applying []*inForce, changes []admit.PolicyChange) error {
 	kind := tg.kind.Kind
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
 	res, err := p.handle.AdmitUpdate(dctx, ref, changes, a.IsDryRun())
-	var taken *engine.NameTakenError
+	var taken *admit.NameTakenError
 	switch {
 	case errors.As(err, &taken):
 		p.reports.result(taken.Policy, resultNameTaken)
@@ -130,7 +130,7 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 	case err != nil:
 		p.reports.resultAll(applying, resultUndecided)
 		msg := fmt.Sprintf("quota for this update of %s %s could not be decided within %s: %v; the update was not stored, retry it", kind, a.GetName(), decideTimeout, err)
-		if errors.Is(err, engine.ErrNotLeader) {
+		if errors.Is(err, admit.ErrNotLeader) {
 			msg = fmt.Sprintf("quota for this update of %s %s cannot be decided right now (%v); nothing changed, retry in a few seconds", kind, a.GetName(), err)
 		}
 		return apierrors.NewTimeoutError(msg, 2)
@@ -167,7 +167,7 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 
 // updateDenialMessage names, for the request that does not fit, the amount
 // before and after the update, and what is available of which limit.
-func updateDenialMessage(kind, name string, res engine.UpdateResult) string {
+func updateDenialMessage(kind, name string, res admit.UpdateResult) string {
 	for _, c := range res.Changes {
 		if c.Decision == nil {
 			continue

@@ -22,7 +22,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
-	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 )
 
 // PluginName is the plugin's name in the admission chain.
@@ -33,7 +33,7 @@ const PlatformNamespaceLabel = "quota.miloapis.com/platform"
 
 // Config is what the plugin is told by the server.
 type Config struct {
-	Handle              *engine.Handle
+	Handle              *admit.Handle
 	SystemNamespace     string
 	PlatformNamespaces  []string
 	ReservedLabelPrefix string
@@ -279,7 +279,7 @@ func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) erro
 		return nil
 	}
 	res, err := p.cfg.Handle.AdmitBudget(ctx, g, a.IsDryRun())
-	if errors.Is(err, engine.ErrNotLeader) {
+	if errors.Is(err, admit.ErrNotLeader) {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("the budget of Organization %s cannot be checked right now (%v); retry the request", org, err))
 	} else if err != nil {
 		return apierrors.NewInternalError(err)

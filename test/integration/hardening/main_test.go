@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -72,7 +71,7 @@ func (w *world) claimsIn(ns string) []quotav1alpha1.ResourceClaim {
 func grantedFor(claims []quotav1alpha1.ResourceClaim, uid string) int {
 	n := 0
 	for _, c := range claims {
-		if c.Annotations[engine.AnnotationResourceUID] == uid && meta.IsStatusConditionTrue(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted) {
+		if c.Annotations[quotav1alpha1.AnnotationResourceUID] == uid && meta.IsStatusConditionTrue(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted) {
 			n++
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -69,7 +68,7 @@ func TestPolicyEditsOpenNoWindow(t *testing.T) {
 		t.Fatalf("%d ConfigMaps stored, uncharged %v", stored, un)
 	}
 	for _, c := range w.claimsIn(w.NS) {
-		if g := c.Annotations[engine.AnnotationPolicyGeneration]; g == "" {
+		if g := c.Annotations[quotav1alpha1.AnnotationPolicyGeneration]; g == "" {
 			t.Errorf("claim %s records no policy generation", c.Name)
 		}
 	}
@@ -122,7 +121,7 @@ func TestAnInvalidEditKeepsTheLastValidVersion(t *testing.T) {
 	eventually(t, 15*time.Second, "the create charged under the last valid generation", func() bool {
 		for _, c := range w.claimsIn(w.NS) {
 			if c.Spec.ResourceRef != nil && c.Spec.ResourceRef.Name == "after-invalid-edit" {
-				return c.Annotations[engine.AnnotationPolicyGeneration] == strconv.FormatInt(valid, 10) &&
+				return c.Annotations[quotav1alpha1.AnnotationPolicyGeneration] == strconv.FormatInt(valid, 10) &&
 					meta.IsStatusConditionTrue(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
 			}
 		}

@@ -27,7 +27,6 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -342,7 +341,7 @@ func TestGroups(t *testing.T) {
 	w.poll("the small group's bucket projected into "+w.ns, func() bool {
 		return w.owner.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: projected}, pb) == nil && pb.Status.Allocated == 4
 	})
-	if pb.Status.Limit != 5 || pb.Status.Available != 1 || pb.Labels[engine.LabelProjectedFrom] != "milo-system" {
+	if pb.Status.Limit != 5 || pb.Status.Available != 1 || pb.Labels[quotav1alpha1.LabelProjectedFrom] != "milo-system" {
 		t.Errorf("projected group bucket: limit %d available %d labels %v", pb.Status.Limit, pb.Status.Available, pb.Labels)
 	}
 	if err := w.owner.List(ctx, &quotav1alpha1.AllowanceBucketList{}, client.InNamespace("milo-system")); !apierrors.IsForbidden(err) {

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -171,7 +170,7 @@ func (w *world) claimsOf(name string) []quotav1alpha1.ResourceClaim {
 	}
 	var out []quotav1alpha1.ResourceClaim
 	for _, c := range list.Items {
-		if c.Annotations[engine.AnnotationResourceUID] == string(u.GetUID()) {
+		if c.Annotations[quotav1alpha1.AnnotationResourceUID] == string(u.GetUID()) {
 			out = append(out, c)
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/verify"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -126,7 +125,7 @@ func claimOf(t *testing.T, f *quotatest.Fixture, uid string) *quotav1alpha1.Reso
 			return false, nil
 		}
 		for i, c := range list.Items {
-			if c.Annotations[engine.AnnotationResourceUID] == uid && isGranted(&c) {
+			if c.Annotations[quotav1alpha1.AnnotationResourceUID] == uid && isGranted(&c) {
 				got = &list.Items[i]
 				return true, nil
 			}

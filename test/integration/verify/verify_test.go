@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/journalkeys"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/verify"
@@ -151,7 +150,7 @@ func TestDamagedStore(t *testing.T) {
 
 	// An orphan: a claim that names, by UID, a Secret that never existed.
 	orphan := f.ClaimObject("orphan", quotatest.R("secrets", 1))
-	orphan.Annotations = map[string]string{engine.AnnotationPolicy: p.Name, engine.AnnotationResource: "secrets.v1", engine.AnnotationResourceUID: string(uuid.NewUUID())}
+	orphan.Annotations = map[string]string{quotav1alpha1.AnnotationPolicy: p.Name, quotav1alpha1.AnnotationResource: "secrets.v1", quotav1alpha1.AnnotationResourceUID: string(uuid.NewUUID())}
 	orphan.Spec.ResourceRef = &quotav1alpha1.ResourceRef{Kind: "Secret", Namespace: f.NS, Name: "ghost"}
 	if err := c.Create(ctx, orphan); err != nil {
 		t.Fatal(err)

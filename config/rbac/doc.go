@@ -1,0 +1,2 @@
+// Package rbac embeds the ClusterRoles quotaplane ships (docs/authorization.md).
+package rbac

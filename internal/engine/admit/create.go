@@ -1,0 +1,237 @@
+package admit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/klog/v2"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
+	"github.com/quotaplane/quotaplane/internal/engine/fence"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// NameTakenError refuses a create whose policy renders a claim name that is
+// already used (by a stored claim, a claim being admitted, or another claim
+// of the same create). Admitting it would store the object uncharged.
+type NameTakenError struct {
+	// Claim is namespace/name; Policy the ClaimCreationPolicy that rendered it.
+	Claim, Policy string
+	// By says what holds the name.
+	By string
+}
+
+func (e *NameTakenError) Error() string {
+	return fmt.Sprintf("ClaimCreationPolicy %s renders the claim name %s, which is taken by %s", e.Policy, e.Claim, e.By)
+}
+
+// ErrBusy means too many grants wait to be written; the caller should retry.
+var ErrBusy = errors.New("the quota engine has too many grants waiting to be written")
+
+// maxPending bounds the claims admitted and not written yet: the work the
+// settlers have left. Admission waits (and at its deadline answers "retry")
+// rather than let it grow.
+const maxPending = 2000
+
+// AdmitResult is the decision on the claims of one create.
+type AdmitResult struct {
+	Granted bool
+	// Decisions, in the order of the claims asked for.
+	Decisions []quota.Decision
+	// Claims are the claims as decided (created ones carry their names).
+	Claims []quota.Claim
+}
+
+// Admit decides the claims of one create together: all are granted or none.
+// With dryRun nothing is recorded or allocated. Otherwise a grant is durable
+// (in the journal) before Admit returns, and the claims are written once the
+// object is stored; a denial writes nothing: a refused create leaves no
+// claim behind.
+func (h *Handle) Admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error) {
+	t := h.leading()
+	if t == nil {
+		return AdmitResult{}, ErrNotLeader
+	}
+	if dryRun {
+		return t.evaluate(claims), nil
+	}
+	return t.admit(ctx, claims)
+}
+
+// evaluate decides claims without keeping anything.
+func (t *Term) evaluate(claims []*quotav1alpha1.ResourceClaim) AdmitResult {
+	t.Cache.Lock()
+	defer t.Cache.Unlock()
+	acc := t.Cache.AccountsLocked()
+	uids := make([]string, len(claims))
+	res := AdmitResult{}
+	for i, c := range claims {
+		qc := convert.Claim(c)
+		qc.UID = "dry-run-" + rand.String(12)
+		qc.Created = time.Now()
+		uids[i] = qc.UID
+		acc.AddClaim(qc)
+		res.Claims = append(res.Claims, qc)
+	}
+	decisions, ok := acc.DecideTogether(uids)
+	res.Granted = ok
+	for _, uid := range uids {
+		res.Decisions = append(res.Decisions, decisions[uid])
+		acc.RemoveClaim(uid)
+	}
+	return res
+}
+
+// lockWithRoom takes the cache's lock once fewer than maxPending admitted
+// claims wait to be written (back-pressure).
+func (t *Term) lockWithRoom(ctx context.Context) error {
+	for {
+		t.Cache.Lock()
+		if t.Cache.StoppedLocked() {
+			t.Cache.Unlock()
+			return ErrNotLeader
+		}
+		if t.Cache.PendingCountLocked() < maxPending {
+			return nil
+		}
+		t.Cache.Unlock()
+		select {
+		case <-ctx.Done():
+			return ErrBusy
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// admit decides the claims of one create in memory and records the grant in
+// the journal: one small key per claim, written in a transaction shared by
+// every concurrent request and fenced by the ledger. Nothing else is written
+// in the request: the claims are written after the object is stored,
+// already decided and owned by it. A denial writes nothing at all.
+func (t *Term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (AdmitResult, error) {
+	if err := t.lockWithRoom(ctx); err != nil {
+		return AdmitResult{}, err
+	}
+	entries, res, err := t.decideCreateLocked(claims, metav1.Now())
+	t.Cache.Unlock()
+	if err != nil || !res.Granted {
+		return res, err
+	}
+	if err := t.record(ctx, entries, "a stored ResourceClaim or a claim being admitted"); err != nil {
+		return AdmitResult{}, err
+	}
+	return res, nil
+}
+
+// decideCreateLocked decides claims together and, when all are granted,
+// holds them as pending entries. The cache's lock is held.
+func (t *Term) decideCreateLocked(claims []*quotav1alpha1.ResourceClaim, now metav1.Time) ([]*record.PendingClaim, AdmitResult, error) {
+	acc := t.Cache.AccountsLocked()
+	res := AdmitResult{}
+	var ids []string
+	var entries []*record.PendingClaim
+	undo := func() {
+		for _, id := range ids {
+			acc.RemoveClaim(id)
+		}
+	}
+	seen := map[string]string{}
+	for _, c := range claims {
+		p := record.NewPendingClaim(c, now)
+		k := p.Key()
+		var taken *NameTakenError
+		switch {
+		case c.Name == "":
+			undo()
+			return nil, AdmitResult{}, fmt.Errorf("ClaimCreationPolicy %s rendered a claim without a name", p.Policy)
+		case seen[k] != "":
+			taken = &NameTakenError{Claim: k, Policy: p.Policy, By: "the claim ClaimCreationPolicy " + seen[k] + " renders for the same create"}
+		case t.Cache.PendingLocked(k) != nil:
+			taken = &NameTakenError{Claim: k, Policy: p.Policy, By: "a claim being admitted for another create"}
+		case t.Cache.ClaimStoredLocked(k):
+			taken = &NameTakenError{Claim: k, Policy: p.Policy, By: "a stored ResourceClaim"}
+		}
+		if taken != nil {
+			undo()
+			return nil, AdmitResult{}, taken
+		}
+		seen[k] = p.Policy
+		qc := convert.Claim(c)
+		qc.UID, qc.Created = record.ProvisionalID(k), now.Time
+		acc.AddClaim(qc)
+		ids = append(ids, qc.UID)
+		entries = append(entries, p)
+		res.Claims = append(res.Claims, qc)
+	}
+	decisions, ok := acc.DecideTogether(ids)
+	res.Granted = ok
+	for _, id := range ids {
+		res.Decisions = append(res.Decisions, decisions[id])
+	}
+	if !ok {
+		undo()
+		return nil, res, nil
+	}
+	for _, p := range entries {
+		t.Cache.AddPendingLocked(p)
+	}
+	return entries, res, nil
+}
+
+// record writes the grants of entries to the journal and hands them to
+// settling. Even when the write failed it may have landed: the grant is held
+// until the request's end is reported (or its object is looked up), then
+// written as a claim or released. A name found taken by the journal's own
+// check (by takenBy) refuses the request, and gives back what its other
+// claims got.
+func (t *Term) record(ctx context.Context, entries []*record.PendingClaim, takenBy string) error {
+	written := t.Committer.Write(ctx, &fence.Ops{Grants: entries})
+	if written.Err == nil {
+		for _, p := range entries {
+			if _, taken := written.Exists[p.Key()]; taken {
+				t.giveBack(ctx, entries, written.Exists)
+				return &NameTakenError{Claim: p.Key(), Policy: p.Policy, By: takenBy}
+			}
+		}
+	}
+	noteGrants(ctx, entries)
+	for _, p := range entries {
+		t.SettleLater(p.Key())
+	}
+	t.Cache.Notify() // buckets changed
+	return written.Err
+}
+
+// giveBack forgets the grants of a request refused after they were decided.
+// The journal refused the keys in taken (they belong to someone else); the
+// others this request wrote, and deletes again.
+func (t *Term) giveBack(ctx context.Context, entries []*record.PendingClaim, taken map[string]error) {
+	var releases []string
+	t.Cache.Lock()
+	acc := t.Cache.AccountsLocked()
+	for _, p := range entries {
+		k := p.Key()
+		switch {
+		case t.Cache.PendingLocked(k) == p:
+			t.Cache.ForgetPendingLocked(p)
+		case p.Update:
+			acc.RemoveClaim(p.GrowthID())
+		default:
+			acc.RemoveClaim(record.ProvisionalID(k))
+		}
+		if _, ok := taken[k]; !ok {
+			releases = append(releases, k)
+		}
+	}
+	t.Cache.Unlock()
+	if res := t.Committer.Write(ctx, &fence.Ops{Releases: releases}); res.Err != nil {
+		klog.FromContext(ctx).Error(res.Err, "Releasing the grants of a refused request failed; they are released when the leader changes", "claims", releases)
+	}
+	t.Cache.Notify()
+}

@@ -1,0 +1,129 @@
+package admit
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quotaplane/quotaplane/internal/engine/cache"
+	"github.com/quotaplane/quotaplane/internal/engine/fence"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/history"
+	"github.com/quotaplane/quotaplane/internal/journalkeys"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// ErrNotLeader means this replica's engine is not deciding now (another
+// replica leads, or leadership is changing); the caller should retry.
+var ErrNotLeader = fence.ErrNotLeader
+
+// Storage is direct access to the etcd of the API server the engine runs in.
+type Storage = fence.Storage
+
+// Term is what admission uses while this replica leads.
+type Term struct {
+	// Cache is the state decisions are made on.
+	Cache *cache.Cache
+	// Committer records grants in the fenced journal.
+	Committer *fence.Committer
+	// Settle queues a pending entry, by key, for settling now (its request
+	// ended); SettleLater after the recheck period (it has not yet).
+	Settle, SettleLater func(key string)
+	// BudgetEnded settles the budget holds of a request that ended.
+	BudgetEnded func(holds []quota.Grant, out record.Outcome)
+	// BudgetMu serializes the journal writes of budget holds with their
+	// settling, so that a settled hold's key is never deleted after a newer
+	// hold of the same grant wrote it. Taken before the cache's lock.
+	BudgetMu *sync.Mutex
+	// RecordRefusal records an admission refusal in the decision history.
+	RecordRefusal func(Refusal)
+}
+
+// Handle connects the engine to the API server it runs in: admission asks
+// it for decisions, and it writes admission's grants and claims straight
+// into that server's storage. The zero value is not leading and has no
+// storage.
+type Handle struct {
+	term    atomic.Pointer[Term]
+	storage atomic.Pointer[fence.Storage]
+}
+
+// NewHandle returns a handle; pass it in the engine's Options.
+func NewHandle() *Handle { return &Handle{} }
+
+// UseStorage gives the engine the server's etcd. Without it the engine
+// answers admission with ErrNotLeader (the create is refused as "retry").
+func (h *Handle) UseStorage(s *Storage) { h.storage.Store(s) }
+
+// Storage is the storage given to UseStorage, nil before.
+func (h *Handle) Storage() *Storage { return h.storage.Load() }
+
+// Lead makes t the term admission uses, from now until Resign(t).
+func (h *Handle) Lead(t *Term) { h.term.Store(t) }
+
+// Resign stops admission using t, unless another term replaced it.
+func (h *Handle) Resign(t *Term) { h.term.CompareAndSwap(t, nil) }
+
+// leading is the term admission may decide on, nil when there is none or it
+// cannot record grants.
+func (h *Handle) leading() *Term {
+	t := h.term.Load()
+	if t == nil || !t.Committer.HasJournal() {
+		return nil
+	}
+	return t
+}
+
+// FailOpenRecord says that an object was admitted without its quota being
+// decided (docs/admission.md); quotaplane verify lists these apart from damage.
+type FailOpenRecord = journalkeys.FailOpenRecord
+
+// RecordFailOpen writes the record of a create admitted fail-open. It is
+// not fenced: any replica may admit fail-open, leader or not. It returns an
+// error when there is no storage to write to.
+func (h *Handle) RecordFailOpen(ctx context.Context, r FailOpenRecord) error {
+	s := h.storage.Load()
+	if s == nil {
+		return fence.ErrNoStorage
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = s.Client.Put(ctx, journalkeys.FailOpenKey(s.Prefix, r.UID), string(v))
+	return err
+}
+
+// Refusal is a create refused at admission for quota: it leaves no claim, so
+// admission reports it for the decision history.
+type Refusal struct {
+	// Consumer is the consumer whose quota did not suffice.
+	Consumer quota.ConsumerID
+	// Object is the object whose create was refused.
+	Object history.ObjectRef
+	// Policy is the ClaimCreationPolicy that charged it.
+	Policy string
+	// Requests are what the policy asked for.
+	Requests []history.Amount
+	// Message is the refusal the client received.
+	Message string
+}
+
+// RecordRefusal records an admission refusal in the consumer's decision
+// history, with its buckets' numbers, without waiting. It does nothing when
+// this replica does not lead.
+func (h *Handle) RecordRefusal(r Refusal) {
+	if t := h.term.Load(); t != nil && t.RecordRefusal != nil {
+		t.RecordRefusal(r)
+	}
+}
+
+// The engine's own objects in the system namespace, which admission guards.
+const (
+	// LedgerName is the ConfigMap that fences the engine's decisions.
+	LedgerName = record.LedgerName
+	// SealSecretName is the Secret holding the key Granted decisions are
+	// sealed with.
+	SealSecretName = fence.SealSecretName
+)

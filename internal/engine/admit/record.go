@@ -1,0 +1,107 @@
+package admit
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+// CreateRecord collects the grants admission made during one request, so
+// that the server can report how that request ended: a stored object gets
+// its claim at once, without looking it up; a create refused after admission
+// (by a later admission step, or because the name was taken) is released at
+// once.
+type CreateRecord struct {
+	mu sync.Mutex
+	// entries are the pending entries this request made. A key alone
+	// would not do: once an entry settles, another request's entry may
+	// have the same key.
+	entries []*record.PendingClaim
+	// budgets are delegated grants this request holds budget for.
+	budgets []quota.Grant
+}
+
+type createRecordKey struct{}
+
+// WithCreateRecord returns a context in which the Handle notes the grants of
+// the request in the returned record.
+func WithCreateRecord(ctx context.Context) (context.Context, *CreateRecord) {
+	rec := &CreateRecord{}
+	return context.WithValue(ctx, createRecordKey{}, rec), rec
+}
+
+func recordOf(ctx context.Context) *CreateRecord {
+	rec, _ := ctx.Value(createRecordKey{}).(*CreateRecord)
+	return rec
+}
+
+// empty reports whether this request made no pending entry.
+func (rec *CreateRecord) empty() bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return len(rec.entries) == 0
+}
+
+// has reports whether this request made the pending entry p.
+func (rec *CreateRecord) has(p *record.PendingClaim) bool {
+	if rec == nil {
+		return false
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Contains(rec.entries, p)
+}
+
+func noteGrants(ctx context.Context, entries []*record.PendingClaim) {
+	rec := recordOf(ctx)
+	if rec == nil {
+		return
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.entries = append(rec.entries, entries...)
+}
+
+func noteBudget(ctx context.Context, g quota.Grant) {
+	rec := recordOf(ctx)
+	if rec == nil {
+		return
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.budgets = append(rec.budgets, g)
+}
+
+// CreateEnded reports how a request whose grants rec holds ended: status is
+// its HTTP status, 0 when it ended without one (a panic).
+func (h *Handle) CreateEnded(rec *CreateRecord, status int) {
+	rec.mu.Lock()
+	entries, budgets := rec.entries, rec.budgets
+	rec.mu.Unlock()
+	if len(entries) == 0 && len(budgets) == 0 {
+		return
+	}
+	t := h.term.Load()
+	if t == nil {
+		return // the next leader looks the objects up
+	}
+	out := record.OutcomeUnclear
+	switch {
+	case status >= 200 && status < 300:
+		out = record.OutcomeStored
+	case status >= 400 && status < 500:
+		// Admission, validation and the storage's name check all answer
+		// before anything is written.
+		out = record.OutcomeRefused
+	}
+	if len(budgets) > 0 {
+		t.BudgetEnded(budgets, out)
+	}
+	for _, k := range t.Cache.MarkEnded(entries, out, time.Now()) {
+		t.Settle(k)
+	}
+}

@@ -1,0 +1,298 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
+	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
+	"github.com/quotaplane/quotaplane/internal/engine/hierarchy"
+	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/quota"
+)
+
+func newRESTClient(cfg *rest.Config, scheme *runtime.Scheme) (*rest.RESTClient, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &quotav1alpha1.SchemeGroupVersion
+	c.APIPath = "/apis"
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	c.ContentType, c.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+	return rest.RESTClientFor(c)
+}
+
+// quorumInformer is an informer whose initial list is a quorum read
+// (resourceVersion ""), never served from a watch cache: started after the
+// ledger is stamped, its first view includes every write made before.
+func quorumInformer(client *rest.RESTClient, codec runtime.ParameterCodec, resource string, obj runtime.Object, newList func() runtime.Object) toolscache.SharedIndexInformer {
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			if opts.ResourceVersion == "0" {
+				opts.ResourceVersion = ""
+			}
+			list := newList()
+			err := client.Get().Resource(resource).VersionedParams(&opts, codec).Timeout(time.Minute).Do(ctx).Into(list)
+			if err != nil {
+				return nil, fmt.Errorf("listing %s: %w", resource, err)
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			return client.Get().Resource(resource).VersionedParams(&opts, codec).Watch(ctx)
+		},
+	}
+	return toolscache.NewSharedIndexInformer(lw, obj, 0, toolscache.Indexers{})
+}
+
+// stored reads an object of type T from an informer's store.
+func stored[T any](inf toolscache.SharedIndexInformer, key string) (T, bool, error) {
+	var zero T
+	obj, exists, err := inf.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return zero, false, err
+	}
+	o, ok := obj.(T)
+	if !ok {
+		return zero, false, fmt.Errorf("the cache holds a %T under %s", obj, key)
+	}
+	return o, true, nil
+}
+
+func deletedObject(obj any) any {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
+
+// handle adds the handler funcs for objects of type T to inf and tracks its
+// sync; a delete handler gets the last state known of a missed delete.
+func handle[T any](inf toolscache.SharedIndexInformer, synced *[]toolscache.InformerSynced, add, update, del func(T)) error {
+	var h toolscache.ResourceEventHandlerFuncs
+	if add != nil {
+		h.AddFunc = func(obj any) {
+			if o, ok := obj.(T); ok {
+				add(o)
+			}
+		}
+	}
+	if update != nil {
+		h.UpdateFunc = func(_, obj any) {
+			if o, ok := obj.(T); ok {
+				update(o)
+			}
+		}
+	}
+	if del != nil {
+		h.DeleteFunc = func(obj any) {
+			if o, ok := deletedObject(obj).(T); ok {
+				del(o)
+			}
+		}
+	}
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
+		return err
+	}
+	*synced = append(*synced, reg.HasSynced)
+	return nil
+}
+
+func (t *term) startInformers(ctx context.Context) error {
+	codec := runtime.NewParameterCodec(t.r.scheme)
+	rc := t.r.rest
+	t.regInformer = quorumInformer(rc, codec, "resourceregistrations", &quotav1alpha1.ResourceRegistration{}, func() runtime.Object { return &quotav1alpha1.ResourceRegistrationList{} })
+	t.grantInformer = quorumInformer(rc, codec, "resourcegrants", &quotav1alpha1.ResourceGrant{}, func() runtime.Object { return &quotav1alpha1.ResourceGrantList{} })
+	t.claimInformer = quorumInformer(rc, codec, "resourceclaims", &quotav1alpha1.ResourceClaim{}, func() runtime.Object { return &quotav1alpha1.ResourceClaimList{} })
+	t.bucketInformer = quorumInformer(rc, codec, "allowancebuckets", &quotav1alpha1.AllowanceBucket{}, func() runtime.Object { return &quotav1alpha1.AllowanceBucketList{} })
+	if err := t.bucketInformer.AddIndexers(toolscache.Indexers{status.IndexBucketName: status.BucketNameIndex}); err != nil {
+		return err
+	}
+	t.policyInformer = quorumInformer(rc, codec, "claimcreationpolicies", &quotav1alpha1.ClaimCreationPolicy{}, func() runtime.Object { return &quotav1alpha1.ClaimCreationPolicyList{} })
+	t.buckets.Buckets = t.bucketInformer
+	t.cache.SetClaimLookup(func(k string) bool {
+		_, exists, _ := t.claimInformer.GetStore().GetByKey(k)
+		return exists
+	})
+
+	// The state is rebuilt only once every handler has received every
+	// object of its informer's first list: an informer's HasSynced says
+	// only that its store has them, while handlers run on goroutines of
+	// their own. Deciding before a handler has restored every granted claim
+	// would decide against room that is taken.
+	var synced []toolscache.InformerSynced
+	policyChanged := func(cp *quotav1alpha1.ClaimCreationPolicy) {
+		t.conditionQueue.Add(status.Key{Kind: status.KindPolicy, Name: cp.Name})
+	}
+	if err := handle(t.policyInformer, &synced, policyChanged, policyChanged, nil); err != nil {
+		return err
+	}
+	regChanged := func(r *quotav1alpha1.ResourceRegistration) {
+		t.cache.RegistrationChanged(r)
+		t.enqueueAllPolicies()
+	}
+	regDeleted := func(r *quotav1alpha1.ResourceRegistration) {
+		t.cache.RegistrationDeleted(r.Name)
+		t.enqueueAllPolicies()
+	}
+	if err := handle(t.regInformer, &synced, regChanged, regChanged, regDeleted); err != nil {
+		return err
+	}
+	grantChanged := func(g *quotav1alpha1.ResourceGrant) {
+		if t.cache.GrantChanged(g) {
+			go t.settler.SettleBudgetHolds() // the grant may have settled its budget hold
+		}
+	}
+	grantDeleted := func(g *quotav1alpha1.ResourceGrant) {
+		if t.cache.GrantDeleted(g) {
+			go t.settler.SettleBudgetHolds()
+		}
+	}
+	if err := handle(t.grantInformer, &synced, grantChanged, grantChanged, grantDeleted); err != nil {
+		return err
+	}
+	if err := handle(t.claimInformer, &synced, t.claimAdded, t.claimUpdated, t.claimDeleted); err != nil {
+		return err
+	}
+	// A bucket object changed by someone else is put back.
+	if err := handle(t.bucketInformer, &synced, nil, t.bucketObjectChanged, t.bucketObjectChanged); err != nil {
+		return err
+	}
+	consumers, err := hierarchy.Watch(ctx, t.r.opts.Parents, t.r.kube.Discovery(), t.r.metadata, t.cache)
+	if err != nil {
+		return err
+	}
+	synced = append(synced, consumers...)
+	for _, inf := range []toolscache.SharedIndexInformer{t.regInformer, t.grantInformer, t.claimInformer, t.bucketInformer, t.policyInformer} {
+		go inf.RunWithContext(ctx)
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("caches did not sync: %w", ctx.Err())
+	}
+	return nil
+}
+
+// claimAdded learns a claim (cache.Cache.ClaimAdded), ties it to its object
+// when the garbage collector cannot, and writes its status when due.
+func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
+	t.objects.Observe(t.ctx, c)
+	if t.cache.ClaimAdded(c) {
+		t.claimQueue.Add(string(c.UID))
+	}
+}
+
+// claimUpdated only matters when the stored status drifted from the
+// decision (someone edited it): the decision is written again.
+func (t *term) claimUpdated(c *quotav1alpha1.ResourceClaim) {
+	if !t.cache.Tracks(string(c.UID)) {
+		t.claimAdded(c)
+		return
+	}
+	t.objects.Observe(t.ctx, c) // its owner may have been removed
+	t.claimQueue.Add(string(c.UID))
+}
+
+func (t *term) claimDeleted(c *quotav1alpha1.ResourceClaim) {
+	t.objects.Forget(c)
+	t.cache.ClaimDeleted(c)
+}
+
+// enqueueAllPolicies re-validates every policy (their literal resource types
+// must be registered).
+func (t *term) enqueueAllPolicies() {
+	for _, k := range t.policyInformer.GetStore().ListKeys() {
+		t.conditionQueue.Add(status.Key{Kind: status.KindPolicy, Name: k})
+	}
+}
+
+// bucketObjectChanged checks a bucket object that changed, after the same
+// delay as the engine's own changes: its own writes come back here too, and
+// must not start the next write at once.
+func (t *term) bucketObjectChanged(b *quotav1alpha1.AllowanceBucket) {
+	t.bucketQueue.AddAfter(bucketIDOf(b), bucketWriteDelay)
+}
+
+// enqueueAllBuckets checks every bucket the engine has and every bucket
+// object that exists, so that stale objects are removed.
+func (t *term) enqueueAllBuckets() {
+	ids := t.cache.BucketIDs()
+	for _, id := range ids {
+		t.bucketQueue.Add(id)
+	}
+	for _, obj := range t.bucketInformer.GetStore().List() {
+		if b, ok := obj.(*quotav1alpha1.AllowanceBucket); ok {
+			t.bucketObjectChanged(b)
+		}
+	}
+	enginemetrics.Buckets.Set(float64(len(ids)))
+}
+
+// decideLoop decides whenever something changed, records new grants in the
+// ledger, and hands the results to the writers.
+func (t *term) decideLoop(ctx context.Context) error {
+	t.cache.Notify()
+	resync := time.NewTicker(time.Minute)
+	defer resync.Stop()
+	flush := time.NewTicker(ledgerFlushPeriod)
+	defer flush.Stop()
+	for {
+		force := false
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.cache.Changed():
+		case <-flush.C:
+			force = true
+		case <-resync.C:
+			t.enqueueAllBuckets()
+			continue
+		}
+		if err := t.decideOnce(ctx, force); err != nil {
+			return err
+		}
+	}
+}
+
+// decideOnce decides, then records new grants in the ledger before any is
+// written to a claim. Removing grants already written rides along with the
+// next record, or is flushed when force is set.
+func (t *term) decideOnce(ctx context.Context, force bool) error {
+	d := t.cache.Decide(force)
+	if d.RecordLedger {
+		if err := t.committer.RecordLedger(ctx); err != nil {
+			return err
+		}
+	}
+	for _, ch := range d.Changed {
+		t.claimQueue.Add(ch.UID)
+	}
+	for _, id := range d.Buckets {
+		// Coalesced: a bucket that changes on every create is written at
+		// most once per bucketWriteDelay, showing every change up to then.
+		t.bucketQueue.AddAfter(id, bucketWriteDelay)
+	}
+	for _, uid := range d.Grants {
+		t.conditionQueue.Add(status.Key{Kind: status.KindGrant, Name: uid})
+	}
+	for _, n := range d.Registrations {
+		t.conditionQueue.Add(status.Key{Kind: status.KindRegistration, Name: n})
+	}
+	return nil
+}
+
+func bucketIDOf(b *quotav1alpha1.AllowanceBucket) quota.BucketID {
+	return quota.BucketID{
+		Consumer:     convert.ConsumerID(b.Spec.ConsumerRef),
+		ResourceType: string(b.Spec.ResourceType),
+		Dims:         convert.Dimensions(b.Spec.Dimensions).Key(),
+	}
+}

@@ -1,0 +1,55 @@
+package record
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Names of the engine's objects in the system namespace.
+const (
+	// LedgerName is the ConfigMap that fences the engine's decisions.
+	LedgerName = "quotaplane-decision-ledger"
+	// LeaseName is the Lease the engine's replicas elect their leader on.
+	LeaseName = "quotaplane-quota-engine"
+)
+
+// The ledger ConfigMap's data keys.
+const (
+	LedgerEpochKey    = "epoch"
+	LedgerHolderKey   = "holder"
+	LedgerInflightKey = "inflight"
+	// LedgerJournalKey is "true" once an engine with admission's journal
+	// (quotaplane serve) has led on this store.
+	LedgerJournalKey = "admission-journal"
+)
+
+// LedgerState is what the ledger records besides its epoch: grants not yet
+// written to their claims (claim UID → namespace/name). Grants made at
+// admission are in the journal.
+type LedgerState struct {
+	Inflight map[string]string
+	// Holder is the identity of the leader that stamped it last.
+	Holder string `json:"-"`
+}
+
+// DecodeLedger reads a ledger ConfigMap's epoch and state.
+func DecodeLedger(cm *corev1.ConfigMap) (int64, LedgerState, error) {
+	data := cm.Data
+	state := LedgerState{Inflight: map[string]string{}, Holder: data[LedgerHolderKey]}
+	epoch, err := strconv.ParseInt(data[LedgerEpochKey], 10, 64)
+	if err != nil && data[LedgerEpochKey] != "" {
+		return 0, state, fmt.Errorf("the ledger %s/%s has an invalid epoch %q; do not edit it by hand", cm.Namespace, cm.Name, data[LedgerEpochKey])
+	}
+	if s := data[LedgerInflightKey]; s != "" {
+		if err := json.Unmarshal([]byte(s), &state.Inflight); err != nil {
+			return 0, state, fmt.Errorf("the ledger %s/%s has invalid in-flight grants: %w", cm.Namespace, cm.Name, err)
+		}
+	}
+	if state.Inflight == nil {
+		state.Inflight = map[string]string{}
+	}
+	return epoch, state, nil
+}

@@ -1,0 +1,191 @@
+package settle
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine/cache"
+	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
+	"github.com/quotaplane/quotaplane/internal/engine/fence"
+	"github.com/quotaplane/quotaplane/internal/engine/reconcile"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/status"
+)
+
+const (
+	// maxRequestDuration bounds how long after admission a request can still
+	// store its object: the API server cuts requests at 60 s.
+	maxRequestDuration = 70 * time.Second
+	// storeGrace is how long after a request ended without a clear answer (a
+	// timeout, a server error) its object may still land in storage.
+	storeGrace = 5 * time.Second
+	// RecheckPeriod is how often a grant whose request has not reported its
+	// end is checked against storage.
+	RecheckPeriod = 5 * time.Second
+)
+
+// Settler ends admission's pending entries, queued by claim key: a create's
+// grant becomes its claim once the object is stored, an update's claims are
+// replaced once the update is stored, and either is released when its
+// object was not stored. It also settles budget holds.
+type Settler struct {
+	Queue     reconcile.Queue[string]
+	Cache     *cache.Cache
+	Committer *fence.Committer
+	Sealer    *fence.Sealer
+	Metadata  metadata.Interface
+	Dynamic   dynamic.Interface
+	Client    client.Client
+	// BudgetMu serializes the journal writes of budget holds (admit.Term).
+	BudgetMu *sync.Mutex
+	// Ctx is the term's: lookups started in the background end with it.
+	Ctx context.Context
+}
+
+// NewQueue is the queue a Settler works on.
+func NewQueue() reconcile.Queue[string] {
+	return reconcile.NewQueue[string](100*time.Millisecond, 2*time.Second)
+}
+
+// Reconcile settles the pending entry k: writes the claim of a grant made
+// at admission once its object is stored (already granted, owned by that
+// object, replacing the grant in the journal in one transaction), settles an
+// update, or releases a grant whose request was refused after admission or
+// whose object cannot appear any more.
+func (s *Settler) Reconcile(ctx context.Context, k string) error {
+	p, out, ended, ok := s.Cache.Pending(k)
+	if !ok {
+		return nil // written or released meanwhile
+	}
+	if p.Update {
+		return s.settleUpdate(ctx, p, out, ended)
+	}
+	gvr, ok := quotav1alpha1.ParseResource(p.Resource)
+	ref := p.Spec.ResourceRef
+	if !ok || ref == nil {
+		return s.release(ctx, k, "it names no object")
+	}
+	if out != record.OutcomeStored {
+		owner, err := s.Metadata.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		switch {
+		case err == nil && string(owner.UID) == p.ObjectUID:
+		case err == nil || apierrors.IsNotFound(err):
+			switch {
+			case out == record.OutcomeRefused:
+				return s.release(ctx, k, fmt.Sprintf("the create of %s %s was refused after admission", ref.Kind, ref.Name))
+			case out == record.OutcomeUnclear && time.Since(ended) >= storeGrace:
+				return s.release(ctx, k, fmt.Sprintf("the create of %s %s failed and the object was not stored", ref.Kind, ref.Name))
+			case time.Since(p.Created.Time) >= maxRequestDuration:
+				return s.release(ctx, k, fmt.Sprintf("%s %s was not stored within %s of admission", ref.Kind, ref.Name, maxRequestDuration))
+			}
+			s.Queue.AddAfter(k, RecheckPeriod)
+			return nil
+		default:
+			return err
+		}
+	}
+	return s.writeAdmitted(ctx, p, gvr, p.Name)
+}
+
+// ownerOf is the ownerReference of a claim to its object, when one can be
+// valid (the object is cluster scoped or in the claim's namespace;
+// Kubernetes treats any other as absent and would collect the claim).
+func ownerOf(p *record.PendingClaim, gvr schema.GroupVersionResource) []metav1.OwnerReference {
+	ref := p.Spec.ResourceRef
+	if ref.Namespace != "" && ref.Namespace != p.Namespace {
+		return nil
+	}
+	return []metav1.OwnerReference{{
+		APIVersion: schema.GroupVersion{Group: gvr.Group, Version: gvr.Version}.String(),
+		Kind:       ref.Kind, Name: ref.Name, UID: types.UID(p.ObjectUID),
+	}}
+}
+
+// writeAdmitted writes the claim of grant p under name: decided, and owned
+// by its object when an ownerReference can be valid. A claim without a
+// valid owner is tied to its object by ObjectWatch. When the name is taken
+// by a claim that is not this grant's, the claim is written under a name
+// unique to its object: a stored object is never left uncharged.
+func (s *Settler) writeAdmitted(ctx context.Context, p *record.PendingClaim, gvr schema.GroupVersionResource, name string) error {
+	k := p.Key()
+	qc, d := s.Cache.Provisional(k)
+	c := &quotav1alpha1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: p.Namespace, Name: name, Labels: p.Labels, Annotations: p.Annotations(),
+			UID: uuid.NewUUID(), CreationTimestamp: metav1.Now(), Generation: 1,
+			OwnerReferences: ownerOf(p, gvr),
+		},
+		Spec: p.Spec,
+	}
+	if name != p.Name {
+		c.Annotations[quotav1alpha1.AnnotationGrantKey] = k
+	}
+	c.Status = status.ClaimStatus(c, qc, d, s.Sealer)
+	written := s.Committer.Write(ctx, &fence.Ops{Creates: []*quotav1alpha1.ResourceClaim{c}})
+	if written.Err != nil {
+		return fmt.Errorf("writing claim %s: %w", k, written.Err)
+	}
+	if _, exists := written.Exists[record.Key(p.Namespace, name)]; exists {
+		return s.adoptStored(ctx, p, gvr, name)
+	}
+	enginemetrics.DecisionWritten(true, string(d.Outcome))
+	s.Cache.Adopt(c) // unless the cache saw the claim first and adopted it
+	return nil
+}
+
+// adoptStored settles a grant whose claim name is taken: a claim this engine
+// wrote (a write that failed in transit yet landed) is adopted; any other
+// claim of that name (created through the API after admission checked the
+// name) makes the grant's claim go under a name derived from its object.
+func (s *Settler) adoptStored(ctx context.Context, p *record.PendingClaim, gvr schema.GroupVersionResource, name string) error {
+	k := p.Key()
+	stored := &quotav1alpha1.ResourceClaim{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, stored); err != nil {
+		return fmt.Errorf("reading claim %s/%s: %w", p.Namespace, name, err)
+	}
+	if s.Cache.Adopt(stored) {
+		return nil
+	}
+	if name != p.Name {
+		// Even the derived name is taken: retried, the grant held meanwhile.
+		return fmt.Errorf("the claim names %s and %s/%s are both taken by other claims", k, p.Namespace, name)
+	}
+	klog.FromContext(ctx).Info("The name of a claim granted at admission was taken after admission; writing it under a name derived from its object", "claim", k)
+	return s.writeAdmitted(ctx, p, gvr, derivedName(p))
+}
+
+// derivedName is a claim name unique to the grant's object and policy.
+func derivedName(p *record.PendingClaim) string {
+	sum := sha256.Sum256([]byte(p.ObjectUID + "/" + p.Policy))
+	suffix := "-" + hex.EncodeToString(sum[:6])
+	base := p.Name
+	if len(base)+len(suffix) > 253 {
+		base = base[:253-len(suffix)]
+	}
+	return base + suffix
+}
+
+// release forgets a grant whose object never got stored.
+func (s *Settler) release(ctx context.Context, k, why string) error {
+	klog.FromContext(ctx).V(2).Info("Releasing quota granted at admission", "claim", k, "why", why)
+	if res := s.Committer.Write(ctx, &fence.Ops{Releases: []string{k}}); res.Err != nil {
+		return fmt.Errorf("releasing the grant of claim %s: %w", k, res.Err)
+	}
+	s.Cache.ForgetPending(k)
+	return nil
+}

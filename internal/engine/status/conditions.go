@@ -1,0 +1,185 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/quota/accounting"
+)
+
+// Kind is the kind of object a condition is written on.
+type Kind int
+
+const (
+	KindGrant Kind = iota
+	KindRegistration
+	KindPolicy
+)
+
+// Key queues a condition write: a grant by UID, a registration or a policy
+// by name.
+type Key struct {
+	Kind Kind
+	Name string
+}
+
+// ConditionWriter writes the Active condition of grants and registrations
+// and the Ready condition (and enforced generation) of ClaimCreationPolicies.
+type ConditionWriter struct {
+	// GrantKey is the namespace/name of a grant UID the accounts know.
+	GrantKey func(uid string) string
+	// Grant, Registration and Policy read the cache by key.
+	Grant        func(key string) (*quotav1alpha1.ResourceGrant, bool, error)
+	Registration func(name string) (*quotav1alpha1.ResourceRegistration, bool, error)
+	Policy       func(name string) (*quotav1alpha1.ClaimCreationPolicy, bool, error)
+	// Read runs a read of the accounts under the cache's lock.
+	Read func(func(*accounting.Accounts))
+	// Schema is the OpenAPI schema of a trigger kind, nil when unknown.
+	Schema func(context.Context, quotav1alpha1.TriggerResource) *spec.Schema
+	// UpdateStatus writes an object's status.
+	UpdateStatus func(context.Context, client.Object) error
+}
+
+// Reconcile writes the condition of a grant, registration or policy.
+func (w *ConditionWriter) Reconcile(ctx context.Context, k Key) error {
+	switch k.Kind {
+	case KindGrant:
+		return w.writeGrant(ctx, k.Name)
+	case KindRegistration:
+		return w.writeRegistration(ctx, k.Name)
+	default:
+		return w.writePolicy(ctx, k.Name)
+	}
+}
+
+func activeCondition(v quota.Validity, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: quotav1alpha1.GrantConditionActive, Status: metav1.ConditionTrue, Reason: v.Reason, Message: v.Message, ObservedGeneration: generation}
+	if !v.Valid {
+		c.Status = metav1.ConditionFalse
+	}
+	return c
+}
+
+func conditionChanged(existing []metav1.Condition, c metav1.Condition) bool {
+	old := meta.FindStatusCondition(existing, c.Type)
+	return old == nil || old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message || old.ObservedGeneration != c.ObservedGeneration
+}
+
+func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
+	var v quota.Validity
+	var ok bool
+	w.Read(func(acc *accounting.Accounts) { v, ok = acc.GrantValidity(uid) })
+	if !ok {
+		return nil
+	}
+	g, exists, err := w.Grant(w.GrantKey(uid))
+	if err != nil || !exists {
+		return err
+	}
+	c := activeCondition(v, g.Generation)
+	if !conditionChanged(g.Status.Conditions, c) && g.Status.ObservedGeneration == g.Generation {
+		return nil
+	}
+	updated := g.DeepCopy()
+	updated.Status.ObservedGeneration = g.Generation
+	meta.SetStatusCondition(&updated.Status.Conditions, c)
+	return w.UpdateStatus(ctx, updated)
+}
+
+func (w *ConditionWriter) writeRegistration(ctx context.Context, name string) error {
+	r, exists, err := w.Registration(name)
+	if err != nil || !exists {
+		return err
+	}
+	var v quota.Validity
+	var grants, claims int
+	w.Read(func(acc *accounting.Accounts) {
+		v = acc.RegistrationValidity(name)
+		grants, claims = acc.RegistrationUsers(string(r.Spec.ResourceType))
+	})
+	if v.Cause == quota.CauseDeleting && grants+claims > 0 {
+		v.Message += "; still used by " + plural(grants, "grant") + " and " + plural(claims, "claim") + ", which are flagged invalid"
+	}
+	c := activeCondition(v, r.Generation)
+	if !conditionChanged(r.Status.Conditions, c) && r.Status.ObservedGeneration == r.Generation {
+		return nil
+	}
+	updated := r.DeepCopy()
+	updated.Status.ObservedGeneration = r.Generation
+	meta.SetStatusCondition(&updated.Status.Conditions, c)
+	return w.UpdateStatus(ctx, updated)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// writePolicy validates a ClaimCreationPolicy and writes its Ready
+// condition: CEL constraints compile to bool, every template parses and
+// type-checks, literals are valid, each expression's estimated cost (with
+// `trigger` typed from the trigger kind's schema, when it is served) is
+// within the limit, literal resource types are registered; disabled is not
+// Ready.
+func (w *ConditionWriter) writePolicy(ctx context.Context, name string) error {
+	cp, exists, err := w.Policy(name)
+	if err != nil || !exists {
+		return err
+	}
+	c := metav1.Condition{Type: quotav1alpha1.PolicyConditionReady, Status: metav1.ConditionTrue, Reason: policy.ReasonReady,
+		Message: fmt.Sprintf("enforced on creates of %s", cp.Spec.Trigger.Resource.Kind), ObservedGeneration: cp.Generation}
+	compiled, cerr := policy.Compile(cp, policy.Options{TriggerSchema: w.Schema(ctx, cp.Spec.Trigger.Resource)})
+	var perr *policy.Error
+	switch {
+	case errors.As(cerr, &perr):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, perr.Reason, perr.Error()
+	case cerr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonValidationFailed, cerr.Error()
+	case cp.Spec.Disabled:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonDisabled, "spec.disabled is true; creates are not charged"
+	default:
+		var err error
+		w.Read(func(acc *accounting.Accounts) {
+			err = compiled.CheckRegistered(acc.IsRegistered)
+			if err == nil {
+				err = compiled.CheckUnits(acc.BaseUnitQuantity)
+			}
+		})
+		if err != nil {
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonValidationFailed, err.Error()
+		}
+	}
+	enforced := cp.Status.Enforced
+	switch {
+	case c.Status == metav1.ConditionTrue:
+		// This generation is valid: admission enforces it from now on,
+		// also after a restart, even if a later edit is invalid.
+		enforced = &quotav1alpha1.EnforcedClaimPolicy{Generation: cp.Generation, Trigger: cp.Spec.Trigger,
+			Target: cp.Spec.Target, FailurePolicy: cp.Spec.FailurePolicy}
+	case c.Reason != policy.ReasonDisabled && enforced != nil:
+		c.Message += fmt.Sprintf("; generation %d, the last valid one, stays enforced until this is fixed", enforced.Generation)
+	case c.Reason != policy.ReasonDisabled:
+		c.Message += "; no generation of this policy was ever valid, so it is not enforced until this is fixed"
+	}
+	if !conditionChanged(cp.Status.Conditions, c) && cp.Status.ObservedGeneration == cp.Generation &&
+		equality.Semantic.DeepEqual(enforced, cp.Status.Enforced) {
+		return nil
+	}
+	updated := cp.DeepCopy()
+	updated.Status.ObservedGeneration = cp.Generation
+	updated.Status.Enforced = enforced
+	meta.SetStatusCondition(&updated.Status.Conditions, c)
+	return w.UpdateStatus(ctx, updated)
+}

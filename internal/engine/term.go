@@ -1,0 +1,342 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/cache"
+	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
+	"github.com/quotaplane/quotaplane/internal/engine/fence"
+	"github.com/quotaplane/quotaplane/internal/engine/observe"
+	"github.com/quotaplane/quotaplane/internal/engine/reconcile"
+	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/settle"
+	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/quota/accounting"
+)
+
+// term is one term of leadership: the cache rebuilt for it, the informers
+// feeding it, and the reconcilers writing what it decides. All of it lives
+// and dies with the term.
+type term struct {
+	r         *Runner
+	ctx       context.Context
+	cache     *cache.Cache
+	committer *fence.Committer
+	sealer    *fence.Sealer
+
+	regInformer, grantInformer, claimInformer, bucketInformer, policyInformer toolscache.SharedIndexInformer
+
+	claimQueue     reconcile.Queue[string]
+	bucketQueue    reconcile.Queue[quota.BucketID]
+	conditionQueue reconcile.Queue[status.Key]
+	claims         *status.ClaimWriter
+	buckets        *status.BucketWriter
+	conditions     *status.ConditionWriter
+	settler        *settle.Settler
+	objects        *settle.ObjectWatch
+
+	// source and recorder show the term to operators (nil recorder: none).
+	source   *observe.Source
+	recorder *observe.Recorder
+	// budgetMu serializes the journal writes of budget holds.
+	budgetMu sync.Mutex
+}
+
+// bucketWriteDelay is how long an AllowanceBucket's status may lag the
+// engine's accounting. Decisions never read it; it is the tenants' view.
+const bucketWriteDelay = 100 * time.Millisecond
+
+// ledgerFlushPeriod bounds how long grants already written to their claims
+// stay listed in the ledger when no new grant comes to carry their removal.
+const ledgerFlushPeriod = time.Second
+
+// lead runs one term of leadership: stamp the ledger, rebuild the state from
+// a quorum read of every registration, grant and claim, honour the grants the
+// previous leader recorded, then decide until the term ends.
+func (r *Runner) lead(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	began := time.Now()
+	var storage *fence.Storage
+	if r.opts.Handle != nil {
+		storage = r.opts.Handle.Storage()
+	}
+	l := fence.NewLedger(r.kube, r.opts.SystemNamespace, r.opts.Identity, storage != nil)
+	recorded, err := l.Stamp(ctx)
+	if err != nil {
+		return err
+	}
+	var j *fence.Journal
+	var pending []*recordfmt.PendingClaim
+	var holds []*recordfmt.BudgetHold
+	if storage != nil {
+		if j, err = fence.NewJournal(storage, l); err != nil {
+			return err
+		}
+		// Read after the stamp: no deposed leader can add to it any more.
+		if pending, err = j.Pending(ctx); err != nil {
+			return err
+		}
+		if holds, err = j.BudgetHolds(ctx); err != nil {
+			return err
+		}
+	}
+	seal, err := fence.LoadSealer(ctx, r.kube, r.opts.SystemNamespace)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t := r.newTerm(ctx, l, j, seal, recorded.Inflight)
+	// Taking over from this replica's previous process (same identity, first
+	// term here): its requests died with it, so the creates of its pending
+	// grants have ended. From any other leader, they may still be running.
+	restarted := recorded.Holder == r.opts.Identity && r.terms == 0
+	r.terms++
+	// Grants made at admission whose claims are not written yet: hold them
+	// now, before any claim is seen.
+	for _, p := range pending {
+		if restarted {
+			p.Outcome, p.Ended = recordfmt.OutcomeUnclear, time.Now()
+		}
+		t.cache.HoldPending(p)
+	}
+	// Budget holds of grants admitted and not yet seen stored, likewise.
+	var held []quota.Grant
+	for _, h := range holds {
+		t.cache.RestoreBudgetHold(h)
+		held = append(held, h.Grant())
+	}
+	logger.Info("Became the quota engine leader", "epoch", l.Epoch(), "inflightGrants", len(recorded.Inflight), "admissionGrants", len(pending), "budgetHolds", len(holds))
+
+	if err := t.startInformers(ctx); err != nil {
+		return err
+	}
+	defer t.observe()()
+	claims := t.cache.MarkReady()
+	if len(held) > 0 {
+		// Holds the stored grants did not settle: looked up once their
+		// requests cannot be writing any more (at once when they died with
+		// this replica's previous process).
+		delay := settle.BudgetLookupDelay
+		if restarted {
+			delay = 0
+		}
+		go t.settler.LookUpBudgetHolds(held, delay)
+	}
+	enginemetrics.RecoverySeconds.Set(time.Since(began).Seconds())
+	logger.Info("Rebuilt quota state from stored objects", "claims", claims, "duration", time.Since(began))
+
+	var wg sync.WaitGroup
+	var failure error
+	var failOnce sync.Once
+	fail := func(err error) {
+		failOnce.Do(func() { failure = err })
+		cancel()
+	}
+	wg.Go(func() { t.committer.Run(ctx, fail) })
+	for range r.opts.Workers {
+		wg.Go(func() { reconcile.Run(ctx, t.settler.Queue, "admitted claim", t.settler.Reconcile) })
+		wg.Go(func() { reconcile.Run(ctx, t.claimQueue, "claim decision", t.claims.Reconcile) })
+		wg.Go(func() { reconcile.Run(ctx, t.bucketQueue, "bucket", t.buckets.Reconcile) })
+		wg.Go(func() { reconcile.Run(ctx, t.conditionQueue, "condition", t.conditions.Reconcile) })
+	}
+	for range 2 {
+		wg.Go(func() { reconcile.Run(ctx, t.objects.Queue, "claim of a deleted object", t.objects.Reconcile) })
+	}
+	// Honour what the previous leader recorded: write those grants first.
+	for uid := range recorded.Inflight {
+		t.claimQueue.Add(uid)
+	}
+	for _, p := range pending {
+		t.settler.Queue.Add(p.Key())
+	}
+	t.enqueueAllBuckets()
+	at := t.admissionTerm()
+	if r.opts.Handle != nil {
+		r.opts.Handle.Lead(at)
+	}
+	err = t.decideLoop(ctx)
+	if r.opts.Handle != nil {
+		r.opts.Handle.Resign(at)
+	}
+	t.cache.Stop()
+	cancel()
+	t.shutdownQueues()
+	wg.Wait()
+	if failure != nil {
+		return failure
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// newTerm assembles a term's cache, committer and reconcilers.
+func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal, seal *fence.Sealer, inflight map[string]string) *term {
+	t := &term{r: r, ctx: ctx, sealer: seal}
+	t.cache = cache.New(inflight, seal.Trusted)
+	t.committer = fence.NewCommitter(l, j, t.cache.InflightRecord)
+	t.claimQueue = reconcile.NewQueue[string](5*time.Millisecond, 5*time.Second)
+	t.bucketQueue = reconcile.NewQueue[quota.BucketID](5*time.Millisecond, 5*time.Second)
+	t.conditionQueue = reconcile.NewQueue[status.Key](5*time.Millisecond, 5*time.Second)
+	t.settler = &settle.Settler{Queue: settle.NewQueue(), Cache: t.cache, Committer: t.committer, Sealer: seal,
+		Metadata: r.metadata, Dynamic: r.dynamic, Client: r.client, BudgetMu: &t.budgetMu, Ctx: ctx}
+	t.objects = settle.NewObjectWatch(r.metadata, r.client, func(k string) (*quotav1alpha1.ResourceClaim, bool, error) {
+		return stored[*quotav1alpha1.ResourceClaim](t.claimInformer, k)
+	})
+	updateStatus := func(ctx context.Context, o client.Object) error { return r.client.Status().Update(ctx, o) }
+	t.claims = &status.ClaimWriter{
+		Decision: t.cache.ClaimDecision,
+		Stored: func(k string) (*quotav1alpha1.ResourceClaim, bool, error) {
+			return stored[*quotav1alpha1.ResourceClaim](t.claimInformer, k)
+		},
+		UpdateStatus: func(ctx context.Context, c *quotav1alpha1.ResourceClaim) error { return updateStatus(ctx, c) },
+		Written:      t.cache.ClaimWritten,
+		Kick:         t.cache.Notify,
+		Sealer:       seal,
+	}
+	t.conditions = &status.ConditionWriter{
+		GrantKey: t.cache.GrantKey,
+		Grant: func(k string) (*quotav1alpha1.ResourceGrant, bool, error) {
+			return stored[*quotav1alpha1.ResourceGrant](t.grantInformer, k)
+		},
+		Registration: func(k string) (*quotav1alpha1.ResourceRegistration, bool, error) {
+			return stored[*quotav1alpha1.ResourceRegistration](t.regInformer, k)
+		},
+		Policy: func(k string) (*quotav1alpha1.ClaimCreationPolicy, bool, error) {
+			return stored[*quotav1alpha1.ClaimCreationPolicy](t.policyInformer, k)
+		},
+		Read:         t.cache.Read,
+		Schema:       r.triggerSchema,
+		UpdateStatus: updateStatus,
+	}
+	placement := status.NewPlacement(ctx, r.opts.SystemNamespace, r.kube, r.metadata,
+		func(id quota.BucketID) { t.bucketQueue.Add(id) }, t.consumerBuckets)
+	t.buckets = &status.BucketWriter{
+		Bucket: t.bucket,
+		Registration: func(rt string) *quotav1alpha1.ResourceRegistration {
+			return status.RegistrationFor(t.regInformer.GetStore(), rt)
+		},
+		Client:    r.client,
+		Placement: placement,
+		Events:    r.eventRecorder,
+		Verified:  func(quota.BucketID, *quotav1alpha1.AllowanceBucket, quota.BucketStatus, time.Time) {},
+		Gone:      func(quota.BucketID) {},
+	}
+	return t
+}
+
+// admissionTerm is what admission uses while this term leads.
+func (t *term) admissionTerm() *admit.Term {
+	at := &admit.Term{
+		Cache:       t.cache,
+		Committer:   t.committer,
+		Settle:      func(k string) { t.settler.Queue.Add(k) },
+		SettleLater: func(k string) { t.settler.Queue.AddAfter(k, settle.RecheckPeriod) },
+		BudgetEnded: t.settler.BudgetEnded,
+		BudgetMu:    &t.budgetMu,
+	}
+	if t.recorder != nil {
+		at.RecordRefusal = t.recorder.Refusal
+	}
+	return at
+}
+
+// bucket is the accounts' state of a bucket and, for a group, its members.
+func (t *term) bucket(id quota.BucketID) (st quota.BucketStatus, exists bool, members []quota.ConsumerID) {
+	t.cache.Read(func(acc *accounting.Accounts) {
+		st, exists = acc.Bucket(id)
+		if exists && id.Consumer.IsGroup() {
+			members = acc.GroupMembers(id.Consumer)
+		}
+	})
+	return st, exists, members
+}
+
+// consumerBuckets are the buckets of one consumer.
+func (t *term) consumerBuckets(c quota.ConsumerID) []quota.BucketID {
+	var out []quota.BucketID
+	for _, id := range t.cache.BucketIDs() {
+		if id.Consumer == c {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// observe starts what shows the term's state to operators — the state
+// metrics and the decision history — once its informers have synced; the
+// returned function ends it with the term.
+func (t *term) observe() func() {
+	x := t.r.opts.Exporter
+	if x == nil {
+		return func() {}
+	}
+	t.source = &observe.Source{Registrations: t.regInformer.GetStore(), Grants: t.grantInformer.GetStore(),
+		Claims: t.claimInformer.GetStore(), Policies: t.policyInformer.GetStore()}
+	h := observe.NewRecorder(x, t.r.kube, t.r.opts.SystemNamespace, t.cache.BucketNumbers)
+	t.recorder = h
+	src := t.source
+	t.buckets.Verified = func(id quota.BucketID, b *quotav1alpha1.AllowanceBucket, st quota.BucketStatus, at time.Time) {
+		x.Verified(src, id, b, st, at)
+	}
+	t.buckets.Gone = func(id quota.BucketID) { x.Gone(src, id) }
+	end := x.Lead(src, h)
+	ctx, cancel := context.WithCancel(t.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); h.Run(ctx) }()
+	h.Watch(t.claimInformer, t.grantInformer)
+	return func() {
+		end()
+		cancel()
+		<-done
+	}
+}
+
+func (t *term) shutdownQueues() {
+	t.claimQueue.ShutDown()
+	t.settler.Queue.ShutDown()
+	t.bucketQueue.ShutDown()
+	t.conditionQueue.ShutDown()
+	t.objects.Queue.ShutDown()
+}
+
+// eventRecorder records the engine's Events (a bucket crossing a
+// threshold), started when first needed.
+func (r *Runner) eventRecorder() record.EventRecorder {
+	r.eventsOnce.Do(func() {
+		b := record.NewBroadcaster()
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.kube.CoreV1().Events("")})
+		r.events = b.NewRecorder(r.scheme, corev1.EventSource{Component: "quotaplane-quota-engine"})
+	})
+	return r.events
+}
+
+// triggerSchema is the OpenAPI schema of a policy's trigger kind, to type
+// `trigger` and estimate the cost of its expressions; nil when the kind is
+// not served (yet) or its schema cannot be read: the policy is then judged
+// without types (no estimate; the cost limit still holds at evaluation),
+// never held back.
+func (r *Runner) triggerSchema(ctx context.Context, tr quotav1alpha1.TriggerResource) *spec.Schema {
+	s, err := r.schemas.Resolve(tr.APIVersion, tr.Kind)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Judging a policy without its trigger's schema", "apiVersion", tr.APIVersion, "kind", tr.Kind, "err", err)
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,2 @@
+// Package version reports the version of the quotaplane binary.
+package version

@@ -1,0 +1,3 @@
+// Package quotatest builds quota worlds (registrations, grants, claims) for
+// tests against a real server, and waits for the engine's decisions.
+package quotatest
