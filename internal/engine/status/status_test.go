@@ -54,7 +54,7 @@ func TestClaimWriter(t *testing.T) {
 		wantWritten bool
 	}{
 		"unknown claim: deleted, nothing to write": {known: false, stored: storedClaim("c")},
-		"not in the cache yet: retried": {known: true, decision: granted, wantErr: true},
+		"not in the cache yet: retried":            {known: true, decision: granted, wantErr: true},
 		"another claim of that name: left alone": {known: true, decision: granted,
 			stored: func() *quotav1alpha1.ResourceClaim { c := storedClaim("c"); c.UID = "other"; return c }()},
 		"granted: written and sealed": {known: true, decision: granted, stored: storedClaim("c"),
