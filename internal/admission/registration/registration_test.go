@@ -79,8 +79,8 @@ func TestValidate(t *testing.T) {
 		"registrations cannot be listed": {
 			obj:      registrationObject("memory", "compute.example.com/memory", nil),
 			resource: registrations, op: admission.Create,
-			listErr:  errors.New("etcd unavailable"),
-			wantErr:  "Internal error occurred: checking whether compute.example.com/memory is already registered: etcd unavailable",
+			listErr: errors.New("etcd unavailable"),
+			wantErr: "Internal error occurred: checking whether compute.example.com/memory is already registered: etcd unavailable",
 		},
 		"the status subresource": {
 			obj:      registrationObject("cpu-again", "compute.example.com/cpu", "0"),
