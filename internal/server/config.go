@@ -27,7 +27,7 @@ import (
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
-	"github.com/quotaplane/quotaplane/internal/journalkeys"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
@@ -116,7 +116,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	}
 	c.EtcdServers = servers
 	// quotaplane verify --data-dir reads admission's journal from here.
-	if err := journalkeys.WriteEtcdFile(opts.DataDir, journalkeys.EtcdLocation{Servers: servers, Prefix: opts.EtcdPrefix,
+	if err := record.WriteEtcdFile(opts.DataDir, record.EtcdLocation{Servers: servers, Prefix: opts.EtcdPrefix,
 		CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile}); err != nil {
 		return nil, err
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/etcdflags"
-	"github.com/quotaplane/quotaplane/internal/journalkeys"
 )
 
 // Options are the settings of quotaplane verify.
@@ -18,7 +18,7 @@ type Options struct {
 	// of DataDir.
 	Kubeconfig string
 	// DataDir is the data directory of a local quotaplane serve: its admin
-	// kubeconfig and its etcd (recorded in journalkeys.EtcdFile) are used
+	// kubeconfig and its etcd (recorded in record.EtcdFile) are used
 	// unless given explicitly.
 	DataDir string
 	// Etcd reaches the etcd that holds admission's journal and fail-open
@@ -50,7 +50,7 @@ func NewOptions() *Options {
 // AddFlags registers the flags of verify.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server to audit. Defaults to <data-dir>/admin.kubeconfig with --data-dir.")
-	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Data directory of a local quotaplane serve: use its admin kubeconfig and the etcd it recorded in "+journalkeys.EtcdFile+".")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Data directory of a local quotaplane serve: use its admin kubeconfig and the etcd it recorded in "+record.EtcdFile+".")
 	o.Etcd.AddFlags(fs, "URLs of the etcd that holds admission's in-flight grants and fail-open records. Without it (or --data-dir) they are not checked.")
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "The quota engine's system namespace (its Lease, ledger, and the buckets of consumers without a namespace).")
 	fs.DurationVar(&o.RecheckAfter, "recheck-after", o.RecheckAfter, "When the first reading finds discrepancies, read again after this long and report only those found again (changes in progress are not damage). 0 reports the first reading.")
@@ -64,7 +64,7 @@ func (o Options) complete() (Options, error) {
 			o.Kubeconfig = filepath.Join(o.DataDir, "admin.kubeconfig")
 		}
 		if len(o.EtcdServers) == 0 {
-			loc, err := journalkeys.ReadEtcdFile(o.DataDir)
+			loc, err := record.ReadEtcdFile(o.DataDir)
 			if err != nil {
 				return o, err
 			}

@@ -17,7 +17,6 @@ import (
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
-	"github.com/quotaplane/quotaplane/internal/journalkeys"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
@@ -217,7 +216,7 @@ func (v *verifier) readJournal(ctx context.Context, s *reading, r *Report) error
 	if v.etcd == nil {
 		return nil
 	}
-	err := v.rangePrefix(ctx, journalkeys.AdmissionGrantsPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
+	err := v.rangePrefix(ctx, record.AdmissionGrantsPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
 		g, err := decodeJournalGrant(key, value)
 		if err != nil {
 			r.add(Discrepancy{Check: CheckJournalUnreadable, ID: string(CheckJournalUnreadable) + "/" + key,
@@ -231,14 +230,14 @@ func (v *verifier) readJournal(ctx context.Context, s *reading, r *Report) error
 	if err != nil {
 		return err
 	}
-	return v.rangePrefix(ctx, journalkeys.FailOpenPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
+	return v.rangePrefix(ctx, record.FailOpenPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
 		f := &FailOpen{Key: key}
 		if err := json.Unmarshal(value, &f.FailOpenRecord); err != nil {
 			f.Unreadable = err.Error()
 		}
 		uid := f.UID
 		if uid == "" {
-			uid = strings.TrimPrefix(key, journalkeys.FailOpenPrefix(v.o.EtcdPrefix))
+			uid = strings.TrimPrefix(key, record.FailOpenPrefix(v.o.EtcdPrefix))
 		}
 		s.failOpen[uid] = f
 	})

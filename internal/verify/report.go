@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotaplane/quotaplane/internal/journalkeys"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 )
 
 // Exit codes of quotaplane verify.
@@ -74,7 +74,7 @@ type Discrepancy struct {
 // FailOpen is an object admitted without its claims because its policies
 // are fail-open: listed apart, not damage.
 type FailOpen struct {
-	journalkeys.FailOpenRecord
+	record.FailOpenRecord
 	// Key is the etcd key of the record.
 	Key string `json:"key"`
 	// Unreadable is set, with the error, when the record cannot be decoded.
@@ -258,7 +258,7 @@ func (r *Report) Print(w io.Writer) {
 	p("\n%d discrepancies: %s\n", len(r.Discrepancies), strings.Join(parts, ", "))
 }
 
-func describeRecord(f journalkeys.FailOpenRecord) string {
+func describeRecord(f record.FailOpenRecord) string {
 	res := f.Resource
 	if i := strings.Index(res, "."); i > 0 {
 		res = res[:i]

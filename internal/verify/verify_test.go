@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/journalkeys"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 )
 
 func TestOptionsFromDataDir(t *testing.T) {
@@ -20,10 +20,10 @@ func TestOptionsFromDataDir(t *testing.T) {
 	o := *NewOptions()
 	o.DataDir = dir
 	if _, err := o.complete(); err == nil || !strings.Contains(err.Error(), "--etcd-servers") {
-		t.Errorf("without %s: %v, want an error that says to pass --etcd-servers", journalkeys.EtcdFile, err)
+		t.Errorf("without %s: %v, want an error that says to pass --etcd-servers", record.EtcdFile, err)
 	}
-	loc := journalkeys.EtcdLocation{Servers: []string{"http://127.0.0.1:1234"}, Prefix: "/p"}
-	if err := journalkeys.WriteEtcdFile(dir, loc); err != nil {
+	loc := record.EtcdLocation{Servers: []string{"http://127.0.0.1:1234"}, Prefix: "/p"}
+	if err := record.WriteEtcdFile(dir, loc); err != nil {
 		t.Fatal(err)
 	}
 	got, err := o.complete()

@@ -10,7 +10,6 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/history"
-	"github.com/quotaplane/quotaplane/internal/journalkeys"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -77,7 +76,7 @@ func (h *Handle) leading() *Term {
 
 // FailOpenRecord says that an object was admitted without its quota being
 // decided (docs/admission.md); quotaplane verify lists these apart from damage.
-type FailOpenRecord = journalkeys.FailOpenRecord
+type FailOpenRecord = record.FailOpenRecord
 
 // RecordFailOpen writes the record of a create admitted fail-open. It is
 // not fenced: any replica may admit fail-open, leader or not. It returns an
@@ -91,7 +90,7 @@ func (h *Handle) RecordFailOpen(ctx context.Context, r FailOpenRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.Client.Put(ctx, journalkeys.FailOpenKey(s.Prefix, r.UID), string(v))
+	_, err = s.Client.Put(ctx, record.FailOpenKey(s.Prefix, r.UID), string(v))
 	return err
 }
 

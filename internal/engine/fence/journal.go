@@ -15,7 +15,6 @@ import (
 	"github.com/quotaplane/quotaplane/config/crd"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
-	"github.com/quotaplane/quotaplane/internal/journalkeys"
 )
 
 // Storage is direct access to the etcd of the API server the engine runs in
@@ -79,7 +78,7 @@ func (j *Journal) ledgerKey() string {
 // pendingPrefix holds the grants made at admission whose claims are not
 // written yet. It is outside every API resource's key range.
 func (j *Journal) pendingPrefix() string {
-	return journalkeys.AdmissionGrantsPrefix(j.s.Prefix)
+	return record.AdmissionGrantsPrefix(j.s.Prefix)
 }
 
 func (j *Journal) pendingKey(claimKey string) string {
@@ -291,7 +290,7 @@ func (j *Journal) Commit(ctx context.Context, ops []clientv3.Op, conds []clientv
 
 // BudgetKey is the journal key of the budget hold of a grant.
 func (j *Journal) BudgetKey(grantKey string) string {
-	return journalkeys.BudgetHoldsPrefix(j.s.Prefix) + grantKey
+	return record.BudgetHoldsPrefix(j.s.Prefix) + grantKey
 }
 
 // RecordBudgetHold writes a hold, fenced like every journal write.
@@ -305,7 +304,7 @@ func (j *Journal) RecordBudgetHold(ctx context.Context, r *record.BudgetHold) er
 
 // BudgetHolds reads every hold recorded in the journal.
 func (j *Journal) BudgetHolds(ctx context.Context) ([]*record.BudgetHold, error) {
-	resp, err := j.s.Client.Get(ctx, journalkeys.BudgetHoldsPrefix(j.s.Prefix), clientv3.WithPrefix())
+	resp, err := j.s.Client.Get(ctx, record.BudgetHoldsPrefix(j.s.Prefix), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("reading budget holds: %w", err)
 	}

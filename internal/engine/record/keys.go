@@ -1,4 +1,4 @@
-package journalkeys
+package record
 
 import (
 	"encoding/json"

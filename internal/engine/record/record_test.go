@@ -46,9 +46,9 @@ func TestPendingClaimFormat(t *testing.T) {
 	}
 }
 
-// TestKeys: a release is keyed apart from any claim name; a claim written
+// TestPendingKeys: a release is keyed apart from any claim name; a claim written
 // under another name is found by the key it was admitted under.
-func TestKeys(t *testing.T) {
+func TestPendingKeys(t *testing.T) {
 	rel := &PendingClaim{Namespace: "ns", Name: "a", Release: true}
 	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-1f2e",
 		Annotations: map[string]string{quotav1alpha1.AnnotationGrantKey: "ns/a"}}}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/journalkeys"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/verify"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -50,7 +50,7 @@ func TestCommand(t *testing.T) {
 
 	// --data-dir: the server's admin kubeconfig, and the etcd recorded in
 	// its data directory.
-	if err := journalkeys.WriteEtcdFile(srv.DataDir, journalkeys.EtcdLocation{Servers: srv.EtcdServers, Prefix: etcdPrefix}); err != nil {
+	if err := record.WriteEtcdFile(srv.DataDir, record.EtcdLocation{Servers: srv.EtcdServers, Prefix: etcdPrefix}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut = runCommand(t, bin, "verify", "--data-dir", srv.DataDir, "-o", "json")
@@ -65,7 +65,7 @@ func TestCommand(t *testing.T) {
 	// Discrepancies: a grant held in flight for ten minutes, in a journal
 	// under another prefix that no engine reads.
 	const prefix = "/verify-command-test"
-	key := journalkeys.AdmissionGrantsPrefix(prefix) + "ns/late"
+	key := record.AdmissionGrantsPrefix(prefix) + "ns/late"
 	etcd := etcdClient(t, srv)
 	putJSON(t, etcd, key, map[string]any{"ns": "ns", "n": "late", "p": "p", "r": "secrets.v1", "u": "no-such-uid",
 		"s": quotav1alpha1.ResourceClaimSpec{ConsumerRef: quotav1alpha1.ConsumerRef{Kind: "Organization", APIGroup: "resourcemanager.miloapis.com", Name: "o"},

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/journalkeys"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/verify"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -58,7 +58,7 @@ func TestCleanWorld(t *testing.T) {
 	setDisabled(t, f, p, true)
 	fo := createSecret(t, c, f.NS, "fail-open")
 	setDisabled(t, f, p, false)
-	putJSON(t, etcdClient(t, srv), journalkeys.FailOpenKey(etcdPrefix, string(fo.UID)), journalkeys.FailOpenRecord{
+	putJSON(t, etcdClient(t, srv), record.FailOpenKey(etcdPrefix, string(fo.UID)), record.FailOpenRecord{
 		Resource: "secrets.v1", Namespace: f.NS, Name: fo.Name, UID: string(fo.UID), Policies: []string{p.Name},
 		Reason: "quota could not be decided; admitted because every matching policy is fail-open", Time: time.Now().UTC().Format(time.RFC3339),
 	})
@@ -163,7 +163,7 @@ func TestDamagedStore(t *testing.T) {
 	}
 	// A grant made at admission ten minutes ago whose claim was never
 	// written, for a Secret never stored.
-	staleKey := journalkeys.AdmissionGrantsPrefix(etcdPrefix) + f.NS + "/stale"
+	staleKey := record.AdmissionGrantsPrefix(etcdPrefix) + f.NS + "/stale"
 	putJSON(t, etcd, staleKey, map[string]any{
 		"ns": f.NS, "n": "stale", "p": p.Name, "r": "secrets.v1", "u": string(uuid.NewUUID()),
 		"s": quotav1alpha1.ResourceClaimSpec{ConsumerRef: f.Org,
