@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,8 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +32,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/hierarchy"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 )
 
@@ -188,76 +186,25 @@ func (r *Runner) CheckStore(ctx context.Context) error {
 	return nil
 }
 
-// Run campaigns for leadership until ctx is done. While leader it decides;
-// when it loses leadership, or finds the ledger taken over, it stops deciding
-// at once and campaigns again. It returns an error only when it must not run
-// on this store at all (fence.ErrJournalInUse).
+// Run campaigns for leadership until ctx is done (internal/leader). While
+// leader it decides; when it loses leadership, or finds the ledger taken
+// over, it stops deciding at once and campaigns again. It returns an error
+// only when it must not run on this store at all (fence.ErrJournalInUse).
 func (r *Runner) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("identity", r.opts.Identity)
-	ctx = klog.NewContext(ctx, logger)
-	var fatal error
-	for ctx.Err() == nil && fatal == nil {
-		if err := r.ensureNamespace(ctx, r.opts.SystemNamespace); err != nil {
-			logger.Error(err, "Cannot create the system namespace; retrying", "namespace", r.opts.SystemNamespace)
-			sleep(ctx, r.opts.RetryPeriod)
-			continue
+	election := leader.Election{Namespace: r.opts.SystemNamespace, Lease: recordfmt.LeaseName, Identity: r.opts.Identity,
+		LeaseDuration: r.opts.LeaseDuration, RenewDeadline: r.opts.RenewDeadline, RetryPeriod: r.opts.RetryPeriod}
+	err := leader.Campaign(klog.NewContext(ctx, logger), r.kube, election, "quota engine", func(leading context.Context) error {
+		enginemetrics.IsLeader.Set(1)
+		defer enginemetrics.IsLeader.Set(0)
+		err := r.lead(leading)
+		if errors.Is(err, fence.ErrJournalInUse) {
+			return fmt.Errorf("%w: %w", leader.ErrStop, err)
 		}
-		campaign, stop := context.WithCancel(ctx)
-		lock := &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: r.opts.SystemNamespace, Name: recordfmt.LeaseName},
-			Client:     r.kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: r.opts.Identity},
-		}
-		leaderelection.RunOrDie(campaign, leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   r.opts.LeaseDuration,
-			RenewDeadline:   r.opts.RenewDeadline,
-			RetryPeriod:     r.opts.RetryPeriod,
-			ReleaseOnCancel: true,
-			Name:            recordfmt.LeaseName,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(leading context.Context) {
-					enginemetrics.IsLeader.Set(1)
-					defer enginemetrics.IsLeader.Set(0)
-					err := r.lead(leading)
-					if errors.Is(err, fence.ErrJournalInUse) {
-						fatal = err
-					}
-					if err != nil && leading.Err() == nil {
-						logger.Error(err, "Quota engine stopped deciding")
-					}
-					stop() // give the lease up so that a healthy replica takes over
-				},
-				OnStoppedLeading: func() {
-					logger.V(2).Info("No longer the quota engine leader")
-				},
-			},
-		})
-		stop()
-		if fatal == nil {
-			sleep(ctx, r.opts.RetryPeriod)
-		}
-	}
-	return fatal
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
-// ensureNamespace creates the system namespace, which holds the engine's own
-// records (its Lease, ledger and seal key). It is the only namespace the
-// engine creates: bucket namespaces are their owners' (bucketNamespaceReady).
-func (r *Runner) ensureNamespace(ctx context.Context, ns string) error {
-	_, err := r.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			err = nil
-		}
+		return err // any error gives the Lease up, so that a healthy replica takes over
+	})
+	if errors.Is(err, fence.ErrJournalInUse) {
+		return fence.ErrJournalInUse
 	}
 	return err
 }

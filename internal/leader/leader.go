@@ -40,13 +40,20 @@ func (e Election) Validate() error {
 // context that ends when the Lease is lost; lead has returned before this
 // replica campaigns again. An error from lead gives the Lease up. what names
 // the controllers in logs (the value of the key "controllers").
-func Campaign(ctx context.Context, kube kubernetes.Interface, e Election, what string, lead func(ctx context.Context) error) {
-	campaign(ctx, e, what, lead, func(ctx context.Context) error { return ensureNamespace(ctx, kube, e.Namespace) }, e.leaseLock(kube))
+//
+// A term whose lead returns an error wrapping ErrStop ends the campaign:
+// Campaign returns that error (a replica that must not run on this cluster at
+// all). Otherwise it returns nil once ctx is done.
+func Campaign(ctx context.Context, kube kubernetes.Interface, e Election, what string, lead func(ctx context.Context) error) error {
+	return campaign(ctx, e, what, lead, func(ctx context.Context) error { return ensureNamespace(ctx, kube, e.Namespace) }, e.leaseLock(kube))
 }
+
+// ErrStop, wrapped in the error lead returns, stops the campaign for good.
+var ErrStop = errors.New("stopped campaigning")
 
 // campaign is Campaign with its dependencies: ensureNamespace makes the
 // Lease's namespace exist, lock is the Lease.
-func campaign(ctx context.Context, e Election, what string, lead func(ctx context.Context) error, ensureNamespace func(context.Context) error, lock resourcelock.Interface) {
+func campaign(ctx context.Context, e Election, what string, lead func(ctx context.Context) error, ensureNamespace func(context.Context) error, lock resourcelock.Interface) error {
 	logger := klog.FromContext(ctx)
 	for ctx.Err() == nil {
 		if err := ensureNamespace(ctx); err != nil {
@@ -54,14 +61,17 @@ func campaign(ctx context.Context, e Election, what string, lead func(ctx contex
 			sleep(ctx, e.RetryPeriod)
 			continue
 		}
-		term(ctx, lock, e, what, lead)
+		if err := term(ctx, lock, e, what, lead); err != nil {
+			return err
+		}
 		sleep(ctx, e.RetryPeriod)
 	}
+	return nil
 }
 
 // term campaigns once and, if elected, runs lead until the Lease is lost or
-// ctx is done.
-func term(parent context.Context, lock resourcelock.Interface, e Election, what string, lead func(ctx context.Context) error) {
+// ctx is done. It returns lead's error when it wraps ErrStop.
+func term(parent context.Context, lock resourcelock.Interface, e Election, what string, lead func(ctx context.Context) error) error {
 	logger := klog.FromContext(parent)
 	ctx, giveUp := context.WithCancel(parent)
 	defer giveUp()
@@ -69,7 +79,7 @@ func term(parent context.Context, lock resourcelock.Interface, e Election, what 
 	elector, err := leaderelection.NewLeaderElector(e.config(lock, leading))
 	if err != nil { // checked by Validate
 		logger.Error(err, "Invalid leader election configuration")
-		return
+		return nil
 	}
 	ended := make(chan struct{})
 	go func() {
@@ -78,18 +88,23 @@ func term(parent context.Context, lock resourcelock.Interface, e Election, what 
 	}()
 	select {
 	case <-ended:
-		return
+		return nil
 	case leadCtx := <-leading:
 		logger.Info("Leading: running the controllers", "controllers", what)
-		if err := lead(klog.NewContext(leadCtx, logger)); err != nil && leadCtx.Err() == nil {
+		err := lead(klog.NewContext(leadCtx, logger))
+		if err != nil && leadCtx.Err() == nil {
 			logger.Error(err, "The controllers could not run; giving the Lease up", "controllers", what)
 		}
 		giveUp()
 		<-ended
+		if errors.Is(err, ErrStop) {
+			return err
+		}
 		if parent.Err() == nil {
 			logger.Info("No longer leading; the controllers have stopped; campaigning again", "controllers", what)
 		}
 	}
+	return nil
 }
 
 // leaseLock is the Lease, through kube (nil: a lock that is only checked).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,4 +237,28 @@ func contains(ids []string, id string) bool {
 		}
 	}
 	return false
+}
+
+// TestErrStopEndsTheCampaign: a term whose controllers must never run here
+// (ErrStop) gives the Lease up and ends the campaign with that error, instead
+// of campaigning again.
+func TestErrStopEndsTheCampaign(t *testing.T) {
+	s := &store{}
+	terms := 0
+	fatal := fmt.Errorf("%w: this store belongs to another engine", ErrStop)
+	done := make(chan error, 1)
+	go func() {
+		done <- campaign(context.Background(), fastElection("a"), "test controllers", func(context.Context) error {
+			terms++
+			return fatal
+		}, noNamespace, &lock{s: s, identity: "a"})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStop) || terms != 1 {
+			t.Errorf("campaign returned %v after %d terms; want the stop error after 1", err, terms)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the campaign went on after ErrStop")
+	}
 }

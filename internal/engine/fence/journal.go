@@ -265,9 +265,10 @@ func (j *Journal) Commit(ctx context.Context, ops []clientv3.Op, conds []clientv
 		return nil
 	}
 	for {
-		rev, err := strconv.ParseInt(j.ledger.rv, 10, 64)
+		rv := j.ledger.revision()
+		rev, err := strconv.ParseInt(rv, 10, 64)
 		if err != nil {
-			return fmt.Errorf("the ledger's resourceVersion %q is not an etcd revision: %w", j.ledger.rv, err)
+			return fmt.Errorf("the ledger's resourceVersion %q is not an etcd revision: %w", rv, err)
 		}
 		fence := clientv3.Compare(clientv3.ModRevision(j.ledgerKey()), "=", rev)
 		resp, err := j.s.Client.Txn(ctx).If(append([]clientv3.Cmp{fence}, conds...)...).Then(ops...).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,7 +40,11 @@ type Ledger struct {
 	journal bool
 
 	epoch int64
-	rv    string
+	// rvMu guards rv: the committer writes it, and journal transactions
+	// made outside the committer (an update's replacement, a budget hold)
+	// read it, and may refresh it, concurrently.
+	rvMu sync.Mutex
+	rv   string
 	// uid is the ledger object's identity: a ledger deleted and created
 	// again is another ledger, whatever epoch it holds.
 	uid string
@@ -49,6 +54,20 @@ type Ledger struct {
 // withJournal is set by a replica that writes admission's journal (serve).
 func NewLedger(client kubernetes.Interface, namespace, holder string, withJournal bool) *Ledger {
 	return &Ledger{client: client, namespace: namespace, name: record.LedgerName, holder: holder, journal: withJournal}
+}
+
+// revision is the ledger's resourceVersion as this leader last wrote or
+// read it.
+func (l *Ledger) revision() string {
+	l.rvMu.Lock()
+	defer l.rvMu.Unlock()
+	return l.rv
+}
+
+func (l *Ledger) setRevision(rv string) {
+	l.rvMu.Lock()
+	l.rv = rv
+	l.rvMu.Unlock()
 }
 
 // Epoch is the epoch this replica stamped.
@@ -100,7 +119,8 @@ func (l *Ledger) Stamp(ctx context.Context) (record.LedgerState, error) {
 		if err != nil {
 			return record.LedgerState{}, fmt.Errorf("stamping the ledger: %w", err)
 		}
-		l.epoch, l.rv, l.uid = epoch+1, updated.ResourceVersion, string(updated.UID)
+		l.epoch, l.uid = epoch+1, string(updated.UID)
+		l.setRevision(updated.ResourceVersion)
 		enginemetrics.LedgerWrites.Inc()
 		return state, nil
 	}
@@ -115,7 +135,7 @@ func (l *Ledger) Record(ctx context.Context, state record.LedgerState) error {
 	}
 	for {
 		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace, ResourceVersion: l.rv, UID: types.UID(l.uid)},
+			ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace, ResourceVersion: l.revision(), UID: types.UID(l.uid)},
 			Data: map[string]string{
 				record.LedgerEpochKey:    strconv.FormatInt(l.epoch, 10),
 				record.LedgerHolderKey:   l.holder,
@@ -127,7 +147,7 @@ func (l *Ledger) Record(ctx context.Context, state record.LedgerState) error {
 		}
 		updated, err := l.client.CoreV1().ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		if err == nil {
-			l.rv = updated.ResourceVersion
+			l.setRevision(updated.ResourceVersion)
 			enginemetrics.LedgerWrites.Inc()
 			return nil
 		}
@@ -167,6 +187,6 @@ func (l *Ledger) Refresh(ctx context.Context) error {
 	if string(current.UID) != l.uid || epoch != l.epoch || current.Data[record.LedgerHolderKey] != l.holder {
 		return ErrDeposed
 	}
-	l.rv = current.ResourceVersion
+	l.setRevision(current.ResourceVersion)
 	return nil
 }
