@@ -106,3 +106,18 @@ func IsGranted(c *quotav1alpha1.ResourceClaim) bool {
 func BucketID(b *quotav1alpha1.AllowanceBucket) quota.BucketID {
 	return quota.BucketID{Consumer: ConsumerID(b.Spec.ConsumerRef), ResourceType: string(b.Spec.ResourceType), Dims: Dimensions(b.Spec.Dimensions).Key()}
 }
+
+// Thresholds are a registration's warning and critical percentages, the
+// defaults where it sets none (and for a nil registration).
+func Thresholds(r *quotav1alpha1.ResourceRegistration) quota.Thresholds {
+	th := quota.Thresholds{Warning: quota.DefaultWarningPercent, Critical: quota.DefaultCriticalPercent}
+	if r != nil && r.Spec.Thresholds != nil {
+		if w := r.Spec.Thresholds.Warning; w > 0 {
+			th.Warning = w
+		}
+		if c := r.Spec.Thresholds.Critical; c > 0 {
+			th.Critical = c
+		}
+	}
+	return th
+}

@@ -56,7 +56,7 @@ type Options struct {
 	// Parents declare where each consumer kind's parent is found, for
 	// registrations with parentConsumerTypes. Nil: hierarchy.DefaultParents.
 	Parents []hierarchy.ParentRelation
-	// parentFlags are --consumer-parent values, parsed by Complete.
+	// parentFlags are --consumer-parent values, parsed by New.
 	parentFlags []string
 }
 

@@ -243,7 +243,7 @@ func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.
 	kind := a.GetKind()
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
-	res, err := p.handle.Admit(dctx, claims, a.IsDryRun())
+	res, err := p.handle.DecideCreate(dctx, claims, a.IsDryRun())
 	var taken *admit.NameTakenError
 	switch {
 	case errors.As(err, &taken):

@@ -118,7 +118,7 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 	kind := tg.kind.Kind
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
-	res, err := p.handle.AdmitUpdate(dctx, ref, changes, a.IsDryRun())
+	res, err := p.handle.DecideUpdate(dctx, ref, changes, a.IsDryRun())
 	var taken *admit.NameTakenError
 	switch {
 	case errors.As(err, &taken):

@@ -278,7 +278,7 @@ func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) erro
 	if p.cfg.Handle == nil {
 		return nil
 	}
-	res, err := p.cfg.Handle.AdmitBudget(ctx, g, a.IsDryRun())
+	res, err := p.cfg.Handle.DecideBudget(ctx, g, a.IsDryRun())
 	if errors.Is(err, admit.ErrNotLeader) {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("the budget of Organization %s cannot be checked right now (%v); retry the request", org, err))
 	} else if err != nil {

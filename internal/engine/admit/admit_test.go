@@ -157,11 +157,11 @@ func TestDecideChanges(t *testing.T) {
 // TestAHandleWithoutATermIsNotTheLeader: admission is told to retry.
 func TestAHandleWithoutATermIsNotTheLeader(t *testing.T) {
 	h := NewHandle()
-	if _, err := h.Admit(context.Background(), []*quotav1alpha1.ResourceClaim{rendered("a", "p", 1)}, false); !errors.Is(err, ErrNotLeader) {
-		t.Errorf("Admit: %v; want ErrNotLeader", err)
+	if _, err := h.DecideCreate(context.Background(), []*quotav1alpha1.ResourceClaim{rendered("a", "p", 1)}, false); !errors.Is(err, ErrNotLeader) {
+		t.Errorf("DecideCreate: %v; want ErrNotLeader", err)
 	}
-	if _, err := h.AdmitUpdate(context.Background(), ObjectRef{UID: "x"}, nil, false); !errors.Is(err, ErrNotLeader) {
-		t.Errorf("AdmitUpdate: %v; want ErrNotLeader", err)
+	if _, err := h.DecideUpdate(context.Background(), ObjectRef{UID: "x"}, nil, false); !errors.Is(err, ErrNotLeader) {
+		t.Errorf("DecideUpdate: %v; want ErrNotLeader", err)
 	}
 	h.RecordRefusal(Refusal{}) // recorded nowhere, without a panic
 }

@@ -11,12 +11,12 @@ import (
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
-// AdmitBudget decides, with the engine's other decisions, whether a grant an
+// DecideBudget decides, with the engine's other decisions, whether a grant an
 // organization's owners write fits their organization's delegable budget.
-// A grant that fits is held, in memory and in the journal, before AdmitBudget
+// A grant that fits is held, in memory and in the journal, before DecideBudget
 // returns. With dryRun nothing is held. docs/exactly-once.md "Quota at
 // several levels" has the argument.
-func (h *Handle) AdmitBudget(ctx context.Context, g *quotav1alpha1.ResourceGrant, dryRun bool) (quota.BudgetResult, error) {
+func (h *Handle) DecideBudget(ctx context.Context, g *quotav1alpha1.ResourceGrant, dryRun bool) (quota.BudgetResult, error) {
 	t := h.leading()
 	if t == nil {
 		return quota.BudgetResult{}, ErrNotLeader

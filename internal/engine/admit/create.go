@@ -48,12 +48,12 @@ type AdmitResult struct {
 	Claims []quota.Claim
 }
 
-// Admit decides the claims of one create together: all are granted or none.
+// DecideCreate decides the claims of one create together: all are granted or none.
 // With dryRun nothing is recorded or allocated. Otherwise a grant is durable
-// (in the journal) before Admit returns, and the claims are written once the
+// (in the journal) before DecideCreate returns, and the claims are written once the
 // object is stored; a denial writes nothing: a refused create leaves no
 // claim behind.
-func (h *Handle) Admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error) {
+func (h *Handle) DecideCreate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error) {
 	t := h.leading()
 	if t == nil {
 		return AdmitResult{}, ErrNotLeader

@@ -73,13 +73,13 @@ type UpdateResult struct {
 // and did not settle in time; the caller should retry.
 var ErrObjectBusy = errors.New("another change of this object is still being charged")
 
-// AdmitUpdate decides the policies' changes for one update of obj together:
+// DecideUpdate decides the policies' changes for one update of obj together:
 // all are granted, or none is and nothing is held. A change that grows needs
 // room for its growth; one that shrinks or stops is granted at once and
 // releases only once the update is stored. With dryRun nothing is kept.
 // Admission of an update can run again in the same request (the storage
 // retries on a conflict): the request's earlier decision is undone first.
-func (h *Handle) AdmitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyChange, dryRun bool) (UpdateResult, error) {
+func (h *Handle) DecideUpdate(ctx context.Context, obj ObjectRef, changes []PolicyChange, dryRun bool) (UpdateResult, error) {
 	t := h.leading()
 	if t == nil {
 		return UpdateResult{}, ErrNotLeader

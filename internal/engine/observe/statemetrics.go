@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/metricstext"
 )
 
@@ -244,7 +244,7 @@ func writeRegistrations(e *metricstext.Writer, t *Source) {
 	}
 	e.Header(thresholdFamily)
 	for _, r := range regs {
-		th := status.ThresholdsOf(r)
+		th := convert.Thresholds(r)
 		for _, l := range []struct {
 			level string
 			pct   int32

@@ -6,7 +6,7 @@
 // ConditionWriter the Active conditions of grants and registrations and the
 // Ready condition of ClaimCreationPolicies.
 //
-// Writers only render what the accounts (internal/quota) computed, and the
-// threshold level of a bucket from its numbers; they make no decision, and
-// write only statuses and AllowanceBuckets, never a claim's spec or a grant.
+// Writers only render what internal/quota computed (the accounts' numbers,
+// a bucket's threshold level); they make no decision, and write only
+// statuses and AllowanceBuckets, never a claim's spec or a grant.
 package status

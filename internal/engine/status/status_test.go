@@ -220,33 +220,3 @@ func TestConditionWriter(t *testing.T) {
 		})
 	}
 }
-
-// TestThresholdLevel: a bucket rises to a level as soon as it reaches its
-// threshold and falls only hysteresisPoints below it.
-func TestThresholdLevel(t *testing.T) {
-	th := Thresholds{Warning: 80, Critical: 95}
-	cases := map[string]struct {
-		pct  float64
-		prev int
-		want int
-	}{
-		"below":                         {pct: 50, prev: levelBelow, want: levelBelow},
-		"reaches warning":               {pct: 80, prev: levelBelow, want: levelWarning},
-		"reaches critical":              {pct: 95, prev: levelWarning, want: levelCritical},
-		"critical holds within 5":       {pct: 91, prev: levelCritical, want: levelCritical},
-		"critical falls to warning":     {pct: 89, prev: levelCritical, want: levelWarning},
-		"warning holds within 5":        {pct: 76, prev: levelWarning, want: levelWarning},
-		"warning falls below":           {pct: 74, prev: levelWarning, want: levelBelow},
-		"a jump from below to critical": {pct: 100, prev: levelBelow, want: levelCritical},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if got := thresholdLevel(tc.pct, tc.prev, th); got != tc.want {
-				t.Errorf("thresholdLevel(%v, %d) = %d; want %d", tc.pct, tc.prev, got, tc.want)
-			}
-		})
-	}
-	if diff := cmp.Diff([]float64{0, 100, 50}, []float64{percentUsed(0, 0), percentUsed(1, 0), percentUsed(5, 10)}); diff != "" {
-		t.Errorf("percentUsed (-want +got):\n%s", diff)
-	}
-}

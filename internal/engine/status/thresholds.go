@@ -9,6 +9,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -19,90 +20,24 @@ import (
 // (milo_quota_registration_threshold_percent) for the shipped alert rules and
 // dashboard, so that the three agree.
 
-// Default thresholds, in percent of a bucket's limit: where cloud consoles
-// notify.
-const (
-	DefaultWarningPercent  = 80
-	DefaultCriticalPercent = 95
-	// hysteresisPoints: a bucket that crossed a threshold upwards falls back
-	// below it only this many percentage points under it.
-	hysteresisPoints = 5
-)
-
-// Threshold levels, in increasing order.
-const (
-	levelBelow = iota
-	levelWarning
-	levelCritical
-)
-
 var levelReasons = []string{
 	quotav1alpha1.BucketReasonBelowThresholds,
 	quotav1alpha1.BucketReasonWarningThreshold,
 	quotav1alpha1.BucketReasonCriticalThreshold,
 }
 
-// Thresholds are a registration's percentages, defaults applied.
-type Thresholds struct{ Warning, Critical int32 }
-
-// ThresholdsOf are r's thresholds (the defaults for a nil r).
-func ThresholdsOf(r *quotav1alpha1.ResourceRegistration) Thresholds {
-	th := Thresholds{DefaultWarningPercent, DefaultCriticalPercent}
-	if r != nil && r.Spec.Thresholds != nil {
-		if w := r.Spec.Thresholds.Warning; w > 0 {
-			th.Warning = w
-		}
-		if c := r.Spec.Thresholds.Critical; c > 0 {
-			th.Critical = c
-		}
-	}
-	return th
-}
-
-// percentUsed is allocated as a percentage of limit; a bucket without a
-// limit is 0 % used when nothing is allocated, 100 % otherwise.
-func percentUsed(allocated, limit int64) float64 {
-	if limit <= 0 {
-		if allocated > 0 {
-			return 100
-		}
-		return 0
-	}
-	return float64(allocated) * 100 / float64(limit)
-}
-
-// thresholdLevel is the level a bucket at pct is at, given the level it was
-// at: it rises as soon as pct reaches a threshold, and falls only once pct is
-// hysteresisPoints under the threshold it had reached.
-func thresholdLevel(pct float64, prev int, th Thresholds) int {
-	level := levelBelow
-	if pct >= float64(th.Warning) {
-		level = levelWarning
-	}
-	if pct >= float64(th.Critical) {
-		level = levelCritical
-	}
-	if prev == levelCritical && level < levelCritical && pct >= float64(th.Critical-hysteresisPoints) {
-		level = levelCritical
-	}
-	if prev >= levelWarning && level < levelWarning && pct >= float64(th.Warning-hysteresisPoints) {
-		level = levelWarning
-	}
-	return level
-}
-
 // levelOf reads the level a stored bucket's condition says it is at.
-func levelOf(conds []metav1.Condition) int {
+func levelOf(conds []metav1.Condition) quota.Level {
 	c := meta.FindStatusCondition(conds, quotav1alpha1.BucketConditionApproachingLimit)
 	if c == nil {
-		return levelBelow
+		return quota.LevelBelow
 	}
 	for l, r := range levelReasons {
 		if c.Reason == r {
-			return l
+			return quota.Level(l)
 		}
 	}
-	return levelBelow
+	return quota.LevelBelow
 }
 
 // RegistrationFor finds the registration of a resource type in a cache of
@@ -124,16 +59,16 @@ func RegistrationFor(registrations toolscache.Store, resourceType string) *quota
 // setThresholdCondition sets want's ApproachingLimit condition from st and
 // the stored bucket's previous level.
 func (w *BucketWriter) setThresholdCondition(want *quotav1alpha1.AllowanceBucketStatus, stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) {
-	th := ThresholdsOf(w.Registration(st.ID.ResourceType))
-	pct := percentUsed(st.Allocated, st.Limit)
-	level := thresholdLevel(pct, levelOf(stored.Status.Conditions), th)
+	th := convert.Thresholds(w.Registration(st.ID.ResourceType))
+	pct := quota.PercentUsed(st.Allocated, st.Limit)
+	level := quota.ThresholdLevel(pct, levelOf(stored.Status.Conditions), th)
 	c := metav1.Condition{
 		Type: quotav1alpha1.BucketConditionApproachingLimit, Status: metav1.ConditionTrue, Reason: levelReasons[level],
 		ObservedGeneration: stored.Generation,
 		Message: fmt.Sprintf("%d of the limit %d allocated (%.0f%%); warning at %d%%, critical at %d%%",
 			st.Allocated, st.Limit, pct, th.Warning, th.Critical),
 	}
-	if level == levelBelow {
+	if level == quota.LevelBelow {
 		c.Status = metav1.ConditionFalse
 	}
 	meta.SetStatusCondition(&want.Conditions, c)
