@@ -7,13 +7,13 @@ import (
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
-	"github.com/quotaplane/quotaplane/internal/controller"
+	"github.com/quotaplane/quotaplane/internal/standalone"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 )
 
 func newControllerCommand() *cobra.Command {
-	o := controller.NewOptions()
+	o := standalone.NewOptions()
 	engineOpts := engine.DefaultOptions()
 	metricsOpts := observe.DefaultMetricsOptions()
 	logOpts := logs.NewOptions()
@@ -26,7 +26,7 @@ func newControllerCommand() *cobra.Command {
 				return err
 			}
 			engineOpts.Exporter = observe.NewExporter(metricsOpts)
-			return controller.Run(genericapiserver.SetupSignalContext(), o, engineOpts)
+			return standalone.Run(genericapiserver.SetupSignalContext(), o, engineOpts)
 		},
 	}
 	o.AddFlags(cmd.Flags())
