@@ -20,12 +20,12 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
-	"github.com/quotaplane/quotaplane/internal/engine/reconcile"
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/engine/settle"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
 
 // term is one term of leadership: the cache rebuilt for it, the informers

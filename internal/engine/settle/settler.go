@@ -22,9 +22,9 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/cache"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/reconcile"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
 
 const (

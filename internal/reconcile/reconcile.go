@@ -22,17 +22,35 @@ func NewQueue[T comparable](base, limit time.Duration) Queue[T] {
 // there is nothing to do any more; conflicts (a stale cache) are retried
 // silently, other errors logged at V(2) and retried with backoff.
 func Run[T comparable](ctx context.Context, q Queue[T], what string, reconcile func(context.Context, T) error) {
+	RunRequeue(ctx, q, what, func(ctx context.Context, item T) (time.Duration, error) {
+		if err := reconcile(ctx, item); !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+		return 0, nil
+	})
+}
+
+// RunRequeue reconciles every key of q until q shuts down, retrying every
+// error with backoff (conflicts, from a stale cache, silently; others logged
+// at V(2)). A reconcile that succeeds returns after how long to look at its
+// key again when no event will say it is due (zero: only on an event).
+func RunRequeue[T comparable](ctx context.Context, q Queue[T], what string, reconcile func(context.Context, T) (time.Duration, error)) {
 	for {
 		item, shutdown := q.Get()
 		if shutdown {
 			return
 		}
-		if err := reconcile(ctx, item); err != nil && !apierrors.IsNotFound(err) {
+		after, err := reconcile(ctx, item)
+		switch {
+		case err != nil:
 			if ctx.Err() == nil && !apierrors.IsConflict(err) {
 				klog.FromContext(ctx).V(2).Info("Write failed; retrying", "what", what, "item", item, "err", err)
 			}
 			q.AddRateLimited(item)
-		} else {
+		case after > 0:
+			q.Forget(item)
+			q.AddAfter(item, after)
+		default:
 			q.Forget(item)
 		}
 		q.Done(item)
