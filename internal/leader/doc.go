@@ -10,12 +10,8 @@
 // Who uses it: the upstream controllers in serve (server/kubecontrollers,
 // Lease quotaplane-kube-controllers), the tenancy controllers
 // (internal/tenancy, Lease quotaplane-tenancy) and the grant engine
-// (internal/grantpolicy). Tenancy's controllers run in a controller-runtime
-// manager, but not under the manager's own LeaderElection option: that
-// manager starts its caches before it is elected (every standby would watch
-// namespaces and RBAC), ends for good on a lost Lease (a manager cannot be
-// started twice, and serve must keep serving and campaign again), and does not
-// create the Lease's namespace. So each term gets a fresh manager without
-// leader election, run by Campaign. The quota engine has its own, fenced,
-// terms (internal/engine) and does not use this package.
+// (internal/grantpolicy). Each builds what a term runs — informers, queues,
+// workers — when the term begins, inside its lead function, and stops it
+// there before returning: standbys watch nothing, and a replica whose Lease
+// was lost keeps serving and campaigns again with a fresh term.
 package leader

@@ -1,8 +1,21 @@
 // Package tenancy runs the controllers of the tenancy kinds
 // (resourcemanager.miloapis.com): one for Organizations, one for Projects,
-// wired by Setup and run by Start on the leader of their own Lease
-// (quotaplane-tenancy, in the system namespace), in serve and in
-// quotaplane controller alike.
+// run by Start on the leader of their own Lease (quotaplane-tenancy, in the
+// system namespace, through internal/leader), in serve and in quotaplane
+// controller alike.
+//
+// They follow the engine's style: each term of leadership builds client-go
+// shared informers (every Organization and Project; only the namespaces and
+// RBAC objects labelled with an organization's name), whose handlers map
+// each change to the keys it concerns (a namespace or binding to the
+// organization it is labelled with, a project to its organization, an
+// organization to its projects); one rate-limited workqueue per controller,
+// reconciled by internal/reconcile's worker loop once every handler has seen
+// its informer's first list. The reconcilers are level-based and read only
+// the informers' stores (and the API server for what those do not hold);
+// their reads and writes are fields, so unit tests need no server. When the
+// term ends the queues are shut down and every goroutine it started has
+// returned before the replica campaigns again.
 //
 // The organization controller gives each Organization its namespace
 // organization-<name> (labelled and controlled by it), the RoleBinding there

@@ -13,14 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 )
@@ -29,36 +25,30 @@ import (
 // and namespace are gone, besides the events that say so.
 const deletionPoll = 2 * time.Second
 
-// OrganizationReconciler gives an Organization its namespace, its owner's
+// organizationReconciler gives an Organization its namespace, its owner's
 // bindings, and removes them (with its projects) when it is deleted.
-type OrganizationReconciler struct {
-	Client client.Client
-	// APIReader reads namespaces the cache does not hold (those without the
-	// organization label), to tell a conflicting namespace from a missing one.
-	APIReader client.Reader
+type organizationReconciler struct {
+	// cache reads the term's informers.
+	cache *stores
+	// live reads namespaces and roles the cache does not hold (those
+	// without the organization label), to tell a conflicting object from a
+	// missing one.
+	live getter
+	// client writes through the API server.
+	client writer
 }
 
-// SetupWithManager registers the controller.
-func (r *OrganizationReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		if name := o.GetLabels()[rmv1alpha1.OrganizationNameLabel]; name != "" {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
-		}
-		return nil
-	})
-	byOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*rmv1alpha1.Project).Spec.OwnerRef.Name}}}
-	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("organization").
-		For(&rmv1alpha1.Organization{}).
-		Watches(&corev1.Namespace{}, byLabel).
-		Watches(&rbacv1.RoleBinding{}, byLabel).
-		Watches(&rbacv1.ClusterRole{}, byLabel).
-		Watches(&rbacv1.ClusterRoleBinding{}, byLabel).
-		Watches(&rmv1alpha1.Project{}, byOwner).
-		WithOptions(controllerOptions()).
-		Complete(r)
+// getter reads one object from the API server.
+type getter interface {
+	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+}
+
+// writer is what the reconcilers write with (a client.Client).
+type writer interface {
+	Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error
+	Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error
+	Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error
+	Status() client.SubResourceWriter
 }
 
 // ownerRoleName names the ClusterRole and ClusterRoleBinding that let an
@@ -66,12 +56,13 @@ func (r *OrganizationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // keep it apart from the roles quotaplane ships.
 func ownerRoleName(org string) string { return "quotaplane:organization:" + org }
 
-// Reconcile makes the organization's namespace and bindings exist, or, for a
-// deleted organization, makes its projects and namespace not exist.
-func (r *OrganizationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// reconcile makes the organization's namespace and bindings exist, or, for a
+// deleted organization, makes its projects and namespace not exist. It
+// returns when to look again if no event will say so.
+func (r *organizationReconciler) reconcile(ctx context.Context, name string) (time.Duration, error) {
 	org := &rmv1alpha1.Organization{}
-	if err := r.Client.Get(ctx, req.NamespacedName, org); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.cache.get(client.ObjectKey{Name: name}, org); err != nil {
+		return 0, client.IgnoreNotFound(err)
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("organization", klog.KObj(org)))
 	if org.DeletionTimestamp != nil {
@@ -80,8 +71,8 @@ func (r *OrganizationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !controllerutil.ContainsFinalizer(org, rmv1alpha1.OrganizationFinalizer) {
 		patched := org.DeepCopy()
 		controllerutil.AddFinalizer(patched, rmv1alpha1.OrganizationFinalizer)
-		if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(org, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(org, client.MergeFromWithOptimisticLock{})); err != nil {
+			return 0, fmt.Errorf("adding finalizer: %w", err)
 		}
 		org = patched
 	}
@@ -89,7 +80,7 @@ func (r *OrganizationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	status := org.Status.DeepCopy()
 	ready := metav1.Condition{Type: rmv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: rmv1alpha1.OrganizationReasonReady,
 		Message: fmt.Sprintf("namespace %s exists and the organization's creator is bound to %s there", rmv1alpha1.OrganizationNamespace(org.Name), rmv1alpha1.OrganizationOwnerRole)}
-	var result ctrl.Result
+	var requeue time.Duration
 	var rerr error
 	ns, waitMsg, conflict, err := r.ensureNamespace(ctx, org)
 	status.Namespace = ""
@@ -99,10 +90,10 @@ func (r *OrganizationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		rerr = err
 	case conflict != "":
 		ready = notReady(rmv1alpha1.OrganizationReasonNamespaceConflict, conflict)
-		result.RequeueAfter = deletionPoll * 5
+		requeue = deletionPoll * 5
 	case waitMsg != "":
 		ready = notReady(rmv1alpha1.OrganizationReasonProvisioning, waitMsg)
-		result.RequeueAfter = deletionPoll
+		requeue = deletionPoll
 	default:
 		status.Namespace = ns.Name
 		if err := r.ensureBindings(ctx, org); err != nil {
@@ -121,7 +112,7 @@ func (r *OrganizationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 				rerr = err
 			case missing != "":
 				ready = notReady(rmv1alpha1.OrganizationReasonProvisioning, "the owner's bindings exist but do not allow "+missing+" yet; waiting for the authorizer to see them")
-				result.RequeueAfter = authorizerPoll
+				requeue = authorizerPoll
 			}
 		}
 	}
@@ -131,9 +122,12 @@ func (r *OrganizationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		status.ObservedGeneration = org.Generation
 	}
 	if err := r.writeStatus(ctx, org, status); err != nil {
-		return ctrl.Result{}, err
+		return 0, err
 	}
-	return result, rerr
+	if rerr != nil {
+		return 0, rerr
+	}
+	return requeue, nil
 }
 
 // authorizerPoll is how often a new organization checks that its owner's
@@ -143,7 +137,7 @@ const authorizerPoll = 100 * time.Millisecond
 // ownerCannot asks the authorizer, as the organization's creator, the two
 // questions its bindings answer: creating projects in it (docs/authorization.md)
 // and charging it. It returns the first that is not allowed yet, or "".
-func (r *OrganizationReconciler) ownerCannot(ctx context.Context, org *rmv1alpha1.Organization) (string, error) {
+func (r *organizationReconciler) ownerCannot(ctx context.Context, org *rmv1alpha1.Organization) (string, error) {
 	for _, attrs := range []authorizationv1.ResourceAttributes{
 		{Verb: "create", Group: rmv1alpha1.GroupName, Resource: "organizations", Subresource: "projects", Name: org.Name, Namespace: rmv1alpha1.OrganizationNamespace(org.Name)},
 		{Verb: "claim", Group: rmv1alpha1.GroupName, Resource: "organizations", Name: org.Name},
@@ -157,7 +151,7 @@ func (r *OrganizationReconciler) ownerCannot(ctx context.Context, org *rmv1alpha
 			sar.Spec.User = s.Name
 			sar.Spec.Groups = []string{"system:authenticated"}
 		}
-		if err := r.Client.Create(ctx, sar); err != nil {
+		if err := r.client.Create(ctx, sar); err != nil {
 			return "", fmt.Errorf("SubjectAccessReview: %w", err)
 		}
 		if !sar.Status.Allowed {
@@ -175,13 +169,13 @@ func notReady(reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: rmv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
 }
 
-func (r *OrganizationReconciler) writeStatus(ctx context.Context, org *rmv1alpha1.Organization, status *rmv1alpha1.OrganizationStatus) error {
+func (r *organizationReconciler) writeStatus(ctx context.Context, org *rmv1alpha1.Organization, status *rmv1alpha1.OrganizationStatus) error {
 	if equality.Semantic.DeepEqual(&org.Status, status) {
 		return nil
 	}
 	updated := org.DeepCopy()
 	updated.Status = *status
-	if err := r.Client.Status().Update(ctx, updated); err != nil {
+	if err := r.client.Status().Update(ctx, updated); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Wrote organization status", "ready", meta.FindStatusCondition(status.Conditions, rmv1alpha1.ConditionReady).Reason)
@@ -196,23 +190,23 @@ func creator(org *rmv1alpha1.Organization) string {
 // message instead when it must wait (the namespace of a previous organization
 // of the same name is still being deleted) or cannot proceed (the namespace
 // belongs to something else).
-func (r *OrganizationReconciler) ensureNamespace(ctx context.Context, org *rmv1alpha1.Organization) (ns *corev1.Namespace, wait, conflict string, err error) {
+func (r *organizationReconciler) ensureNamespace(ctx context.Context, org *rmv1alpha1.Organization) (ns *corev1.Namespace, wait, conflict string, err error) {
 	name := rmv1alpha1.OrganizationNamespace(org.Name)
 	ns = &corev1.Namespace{}
-	err = r.Client.Get(ctx, types.NamespacedName{Name: name}, ns)
+	err = r.cache.get(client.ObjectKey{Name: name}, ns)
 	if apierrors.IsNotFound(err) {
 		// Not labelled (so not cached), or missing.
-		err = r.APIReader.Get(ctx, types.NamespacedName{Name: name}, ns)
+		err = r.live.Get(ctx, client.ObjectKey{Name: name}, ns)
 	}
 	if apierrors.IsNotFound(err) {
 		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name:   name,
 			Labels: map[string]string{rmv1alpha1.OrganizationNameLabel: org.Name},
 		}}
-		if err := controllerutil.SetControllerReference(org, ns, Scheme); err != nil {
+		if err := controllerutil.SetControllerReference(org, ns, scheme); err != nil {
 			return nil, "", "", err
 		}
-		if err := r.Client.Create(ctx, ns); err != nil {
+		if err := r.client.Create(ctx, ns); err != nil {
 			return nil, "", "", err
 		}
 		klog.FromContext(ctx).V(2).Info("Created the organization's namespace", "namespace", name)
@@ -238,7 +232,7 @@ func (r *OrganizationReconciler) ensureNamespace(ctx context.Context, org *rmv1a
 			patched.Labels = map[string]string{}
 		}
 		patched.Labels[rmv1alpha1.OrganizationNameLabel] = org.Name
-		if err := r.Client.Patch(ctx, patched, client.MergeFrom(ns)); err != nil {
+		if err := r.client.Patch(ctx, patched, client.MergeFrom(ns)); err != nil {
 			return nil, "", "", err
 		}
 		ns = patched
@@ -260,27 +254,43 @@ func subject(userName string) rbacv1.Subject {
 // ensureBindings binds the creator: OrganizationOwnerRole in the
 // organization's namespace, and the organization's own ClusterRole
 // cluster-wide.
-func (r *OrganizationReconciler) ensureBindings(ctx context.Context, org *rmv1alpha1.Organization) error {
+func (r *organizationReconciler) ensureBindings(ctx context.Context, org *rmv1alpha1.Organization) error {
 	who := creator(org)
 	if who == "" {
 		return nil
 	}
-	labels := map[string]string{rmv1alpha1.OrganizationNameLabel: org.Name}
-	owner := *metav1.NewControllerRef(org, rmv1alpha1.SchemeGroupVersion.WithKind("Organization"))
-	subjects := []rbacv1.Subject{subject(who)}
-
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: rmv1alpha1.OrganizationOwnerBinding, Namespace: rmv1alpha1.OrganizationNamespace(org.Name), Labels: labels},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: rmv1alpha1.OrganizationOwnerRole},
-		Subjects:   subjects,
-	}
+	rb, cr, crb := ownerBindings(org, who)
 	if err := r.apply(ctx, rb, &rbacv1.RoleBinding{}, func(have client.Object) bool {
 		h := have.(*rbacv1.RoleBinding)
 		return equality.Semantic.DeepEqual(h.Subjects, rb.Subjects) && h.RoleRef == rb.RoleRef && h.Labels[rmv1alpha1.OrganizationNameLabel] == org.Name
 	}); err != nil {
 		return fmt.Errorf("RoleBinding %s/%s: %w", rb.Namespace, rb.Name, err)
 	}
+	if err := r.apply(ctx, cr, &rbacv1.ClusterRole{}, func(have client.Object) bool {
+		h := have.(*rbacv1.ClusterRole)
+		return equality.Semantic.DeepEqual(h.Rules, cr.Rules) && ownedBy(h, org)
+	}); err != nil {
+		return fmt.Errorf("ClusterRole %s: %w", cr.Name, err)
+	}
+	if err := r.apply(ctx, crb, &rbacv1.ClusterRoleBinding{}, func(have client.Object) bool {
+		h := have.(*rbacv1.ClusterRoleBinding)
+		return equality.Semantic.DeepEqual(h.Subjects, crb.Subjects) && h.RoleRef == crb.RoleRef && ownedBy(h, org)
+	}); err != nil {
+		return fmt.Errorf("ClusterRoleBinding %s: %w", crb.Name, err)
+	}
+	return nil
+}
 
+// ownerBindings are the objects that bind who as the organization's owner.
+func ownerBindings(org *rmv1alpha1.Organization, who string) (*rbacv1.RoleBinding, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding) {
+	labels := map[string]string{rmv1alpha1.OrganizationNameLabel: org.Name}
+	owner := *metav1.NewControllerRef(org, rmv1alpha1.SchemeGroupVersion.WithKind("Organization"))
+	subjects := []rbacv1.Subject{subject(who)}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: rmv1alpha1.OrganizationOwnerBinding, Namespace: rmv1alpha1.OrganizationNamespace(org.Name), Labels: labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: rmv1alpha1.OrganizationOwnerRole},
+		Subjects:   subjects,
+	}
 	cr := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: ownerRoleName(org.Name), Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
 		Rules: []rbacv1.PolicyRule{
@@ -293,24 +303,12 @@ func (r *OrganizationReconciler) ensureBindings(ctx context.Context, org *rmv1al
 			{APIGroups: []string{rmv1alpha1.GroupName}, Resources: []string{"projects"}, Verbs: []string{"create"}},
 		},
 	}
-	if err := r.apply(ctx, cr, &rbacv1.ClusterRole{}, func(have client.Object) bool {
-		h := have.(*rbacv1.ClusterRole)
-		return equality.Semantic.DeepEqual(h.Rules, cr.Rules) && ownedBy(h, org)
-	}); err != nil {
-		return fmt.Errorf("ClusterRole %s: %w", cr.Name, err)
-	}
 	crb := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: ownerRoleName(org.Name), Labels: labels, OwnerReferences: []metav1.OwnerReference{owner}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
 		Subjects:   subjects,
 	}
-	if err := r.apply(ctx, crb, &rbacv1.ClusterRoleBinding{}, func(have client.Object) bool {
-		h := have.(*rbacv1.ClusterRoleBinding)
-		return equality.Semantic.DeepEqual(h.Subjects, crb.Subjects) && h.RoleRef == crb.RoleRef && ownedBy(h, org)
-	}); err != nil {
-		return fmt.Errorf("ClusterRoleBinding %s: %w", crb.Name, err)
-	}
-	return nil
+	return rb, cr, crb
 }
 
 func ownedBy(o client.Object, org *rmv1alpha1.Organization) bool {
@@ -322,15 +320,15 @@ func ownedBy(o client.Object, org *rmv1alpha1.Organization) bool {
 // differs from it (same reports whether have matches). A roleRef cannot be
 // changed in place: a binding that differs there is deleted and created
 // again.
-func (r *OrganizationReconciler) apply(ctx context.Context, want, have client.Object, same func(client.Object) bool) error {
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+func (r *organizationReconciler) apply(ctx context.Context, want, have client.Object, same func(client.Object) bool) error {
+	err := r.cache.get(client.ObjectKeyFromObject(want), have)
 	if apierrors.IsNotFound(err) {
-		err = r.Client.Create(ctx, want)
+		err = r.client.Create(ctx, want)
 		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		// Not in the cache: not labelled as an organization's, or just made.
-		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have)
+		err = r.live.Get(ctx, client.ObjectKeyFromObject(want), have)
 	}
 	if err != nil {
 		return err
@@ -340,66 +338,65 @@ func (r *OrganizationReconciler) apply(ctx context.Context, want, have client.Ob
 	}
 	// Replace: the old object may be a previous organization's of the same
 	// name, or hold another roleRef.
-	if err := r.Client.Delete(ctx, have, client.Preconditions{UID: ptr.To(have.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.client.Delete(ctx, have, client.Preconditions{UID: ptr.To(have.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	return r.Client.Create(ctx, want)
+	return r.client.Create(ctx, want)
 }
 
 // finalize deletes the organization's projects, its namespace and its
 // cluster-wide bindings, and drops the finalizer once they are gone.
-func (r *OrganizationReconciler) finalize(ctx context.Context, org *rmv1alpha1.Organization) (ctrl.Result, error) {
+func (r *organizationReconciler) finalize(ctx context.Context, org *rmv1alpha1.Organization) (time.Duration, error) {
 	if !controllerutil.ContainsFinalizer(org, rmv1alpha1.OrganizationFinalizer) {
-		return ctrl.Result{}, nil
+		return 0, nil
 	}
 	logger := klog.FromContext(ctx)
 	var waiting []string
 
-	projects := &rmv1alpha1.ProjectList{}
-	if err := r.Client.List(ctx, projects, client.MatchingFields{projectOwnerIndex: org.Name}); err != nil {
-		return ctrl.Result{}, err
+	projects, err := r.cache.projectsOf(org.Name)
+	if err != nil {
+		return 0, err
 	}
-	for i := range projects.Items {
-		p := &projects.Items[i]
+	for _, p := range projects {
 		waiting = append(waiting, "Project "+p.Name)
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		if err := r.Client.Delete(ctx, p, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("deleting Project %s: %w", p.Name, err)
+		if err := r.client.Delete(ctx, p, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			return 0, fmt.Errorf("deleting Project %s: %w", p.Name, err)
 		}
 		logger.V(2).Info("Deleted a project of the deleted organization", "project", p.Name)
 	}
 
 	nsName := rmv1alpha1.OrganizationNamespace(org.Name)
 	ns := &corev1.Namespace{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Name: nsName}, ns)
+	err = r.live.Get(ctx, client.ObjectKey{Name: nsName}, ns)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return ctrl.Result{}, err
+		return 0, err
 	case ownedBy(ns, org):
 		waiting = append(waiting, "Namespace "+nsName)
 		if ns.DeletionTimestamp == nil {
-			if err := r.Client.Delete(ctx, ns, client.Preconditions{UID: ptr.To(ns.UID)}); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("deleting namespace %s: %w", nsName, err)
+			if err := r.client.Delete(ctx, ns, client.Preconditions{UID: ptr.To(ns.UID)}); err != nil && !apierrors.IsNotFound(err) {
+				return 0, fmt.Errorf("deleting namespace %s: %w", nsName, err)
 			}
 			logger.V(2).Info("Deleted the namespace of the deleted organization", "namespace", nsName)
 		}
 	}
 	for _, o := range []client.Object{&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRole{}} {
-		err := r.Client.Get(ctx, types.NamespacedName{Name: ownerRoleName(org.Name)}, o)
+		err := r.cache.get(client.ObjectKey{Name: ownerRoleName(org.Name)}, o)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return ctrl.Result{}, err
+			return 0, err
 		}
 		if !ownedBy(o, org) {
 			continue
 		}
-		if err := r.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+		if err := r.client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
 		}
 	}
 
@@ -409,17 +406,17 @@ func (r *OrganizationReconciler) finalize(ctx context.Context, org *rmv1alpha1.O
 			Reason: rmv1alpha1.OrganizationReasonDeleting, ObservedGeneration: org.Generation,
 			Message: "being deleted; waiting until these are gone: " + summarize(waiting)})
 		if err := r.writeStatus(ctx, org, status); err != nil {
-			return ctrl.Result{}, err
+			return 0, err
 		}
-		return ctrl.Result{RequeueAfter: deletionPoll}, nil
+		return deletionPoll, nil
 	}
 	patched := org.DeepCopy()
 	controllerutil.RemoveFinalizer(patched, rmv1alpha1.OrganizationFinalizer)
-	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(org, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(org, client.MergeFromWithOptimisticLock{})); err != nil {
+		return 0, client.IgnoreNotFound(err)
 	}
 	logger.V(2).Info("Organization's projects and namespace are gone; removed its finalizer")
-	return ctrl.Result{}, nil
+	return 0, nil
 }
 
 // summarize lists the first few of names, and how many more there are.

@@ -7,26 +7,19 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/leader"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
 
 // LeaseName is the Lease, in Options.Namespace, on which replicas elect the
@@ -44,12 +37,12 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
-// Scheme holds the kinds the tenancy controllers read and write.
-var Scheme = runtime.NewScheme()
+// scheme holds the kinds the tenancy controllers read and write.
+var scheme = runtime.NewScheme()
 
 func init() {
-	utilruntimeMust(clientgoscheme.AddToScheme(Scheme))
-	utilruntimeMust(rmv1alpha1.AddToScheme(Scheme))
+	utilruntimeMust(clientgoscheme.AddToScheme(scheme))
+	utilruntimeMust(rmv1alpha1.AddToScheme(scheme))
 }
 
 func utilruntimeMust(err error) {
@@ -58,54 +51,16 @@ func utilruntimeMust(err error) {
 	}
 }
 
-// Index keys, registered by Setup.
 const (
-	// projectOwnerIndex indexes Projects by spec.ownerRef.name.
-	projectOwnerIndex = "spec.ownerRef.name"
+	// workers is how many keys each controller reconciles at once.
+	workers = 8
+	// cacheSyncTimeout bounds how long a term waits for its informers'
+	// first lists; a term whose caches do not sync gives the Lease up.
+	cacheSyncTimeout = 2 * time.Minute
 )
 
-// Setup registers both controllers and their index with mgr.
-func Setup(ctx context.Context, mgr manager.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &rmv1alpha1.Project{}, projectOwnerIndex, func(o client.Object) []string {
-		return []string{o.(*rmv1alpha1.Project).Spec.OwnerRef.Name}
-	}); err != nil {
-		return fmt.Errorf("indexing projects by organization: %w", err)
-	}
-	if err := (&OrganizationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the organization controller: %w", err)
-	}
-	if err := (&ProjectReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the project controller: %w", err)
-	}
-	return nil
-}
-
-// NewManager returns a manager for one term of leadership: no leader
-// election of its own, no metrics or health server, and a cache that holds
-// only the namespaces, bindings and roles of organizations.
-func NewManager(ctx context.Context, cfg *rest.Config) (manager.Manager, error) {
-	owned, err := labels.NewRequirement(rmv1alpha1.OrganizationNameLabel, selection.Exists, nil)
-	if err != nil {
-		return nil, err
-	}
-	byOrg := cache.ByObject{Label: labels.NewSelector().Add(*owned)}
-	return manager.New(cfg, manager.Options{
-		Scheme:                 Scheme,
-		Logger:                 klog.FromContext(ctx),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Namespace{}:          byOrg,
-			&rbacv1.RoleBinding{}:        byOrg,
-			&rbacv1.ClusterRole{}:        byOrg,
-			&rbacv1.ClusterRoleBinding{}: byOrg,
-		}},
-	})
-}
-
 // setLoggerOnce gives controller-runtime's global logger (used by its
-// informers) klog, once per process.
+// client for the API server's warnings) klog, once per process.
 var setLoggerOnce sync.Once
 
 // Start returns a server component that campaigns for the Lease in the
@@ -130,6 +85,10 @@ func Start(opts Options) func(ctx context.Context, cfg *rest.Config) error {
 		if err != nil {
 			return fmt.Errorf("creating the tenancy controllers' client: %w", err)
 		}
+		cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("creating the tenancy controllers' client: %w", err)
+		}
 		e := leader.Election{Namespace: opts.Namespace, Lease: LeaseName, Identity: opts.Identity,
 			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod}
 		if err := e.Validate(); err != nil {
@@ -138,25 +97,75 @@ func Start(opts Options) func(ctx context.Context, cfg *rest.Config) error {
 		logger := klog.FromContext(ctx).WithName("tenancy").
 			WithValues("lease", klog.KRef(opts.Namespace, LeaseName), "identity", opts.Identity)
 		go leader.Campaign(klog.NewContext(ctx, logger), kube, e, "organization and project controllers", func(ctx context.Context) error {
-			return lead(ctx, cfg)
+			return newTerm(kube, cl).run(ctx)
 		})
 		return nil
 	}
 }
 
-// lead runs a new manager for one term.
-func lead(ctx context.Context, cfg *rest.Config) error {
-	mgr, err := NewManager(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("creating the tenancy manager: %w", err)
-	}
-	if err := Setup(ctx, mgr); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+// term is one term of leadership: the informers, the queues and the
+// reconcilers, all made when it begins and stopped when it ends.
+type term struct {
+	informers    *informerSet
+	orgQueue     reconcile.Queue[string]
+	projectQueue reconcile.Queue[string]
+	orgs         *organizationReconciler
+	projects     *projectReconciler
 }
 
-// controllerOptions are the options of both controllers.
-func controllerOptions() controller.Options {
-	return controller.Options{MaxConcurrentReconciles: 8}
+func newTerm(kube kubernetes.Interface, cl client.WithWatch) *term {
+	inf := newInformers(kube, cl)
+	return &term{
+		informers:    inf,
+		orgQueue:     newQueue(),
+		projectQueue: newQueue(),
+		orgs:         &organizationReconciler{cache: inf.stores(), live: cl, client: cl},
+		projects:     &projectReconciler{cache: inf.stores(), client: cl},
+	}
+}
+
+// newQueue is a controller's queue: retries back off exponentially from
+// 5 ms to 1000 s, and all retries together are held to 10 per second (burst
+// 100).
+func newQueue() reconcile.Queue[string] {
+	return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+}
+
+// run starts the informers, waits until every handler has seen their first
+// lists, then reconciles until ctx ends; it returns once the queues are shut
+// down and every goroutine it started has returned.
+func (t *term) run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		t.orgQueue.ShutDown()
+		t.projectQueue.ShutDown()
+		wg.Wait()
+		t.informers.wait()
+	}()
+	synced, err := t.informers.addHandlers(t.orgQueue, t.projectQueue)
+	if err != nil {
+		return err
+	}
+	t.informers.start(ctx)
+	syncCtx, stop := context.WithTimeout(ctx, cacheSyncTimeout)
+	ok := toolscache.WaitForCacheSync(syncCtx.Done(), synced...)
+	stop()
+	if !ok {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("the tenancy controllers' caches did not sync within %s", cacheSyncTimeout)
+	}
+	orgCtx := klog.NewContext(ctx, logger.WithValues("controller", "organization"))
+	projectCtx := klog.NewContext(ctx, logger.WithValues("controller", "project"))
+	for range workers {
+		wg.Go(func() { reconcile.RunRequeue(orgCtx, t.orgQueue, "organization", t.orgs.reconcile) })
+		wg.Go(func() { reconcile.RunRequeue(projectCtx, t.projectQueue, "project", t.projects.reconcile) })
+	}
+	logger.V(2).Info("Tenancy controllers started", "workers", workers)
+	<-ctx.Done()
+	return nil
 }
