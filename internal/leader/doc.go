@@ -9,9 +9,11 @@
 //
 // Who uses it: the upstream controllers in serve (server/kubecontrollers,
 // Lease quotaplane-kube-controllers), the tenancy controllers
-// (internal/tenancy, Lease quotaplane-tenancy) and the grant engine
-// (internal/grantpolicy). Each builds what a term runs — informers, queues,
-// workers — when the term begins, inside its lead function, and stops it
-// there before returning: standbys watch nothing, and a replica whose Lease
-// was lost keeps serving and campaigns again with a fresh term.
+// (internal/tenancy, Lease quotaplane-tenancy), the grant engine
+// (internal/grantpolicy) and the quota engine (internal/engine, whose terms
+// are fenced besides; a lead error wrapping ErrStop ends its campaign). Each
+// builds what a term runs — informers, queues, workers — when the term
+// begins, inside its lead function, and stops it there before returning:
+// standbys watch nothing, and a replica whose Lease was lost keeps serving
+// and campaigns again with a fresh term.
 package leader
