@@ -18,6 +18,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/hierarchy"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
 
 func newRESTClient(cfg *rest.Config, scheme *runtime.Scheme) (*rest.RESTClient, error) {
@@ -67,13 +68,6 @@ func stored[T any](inf toolscache.SharedIndexInformer, key string) (T, bool, err
 	return o, true, nil
 }
 
-func deletedObject(obj any) any {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		return d.Obj
-	}
-	return obj
-}
-
 // handle adds the handler funcs for objects of type T to inf and tracks its
 // sync; a delete handler gets the last state known of a missed delete.
 func handle[T any](inf toolscache.SharedIndexInformer, synced *[]toolscache.InformerSynced, add, update, del func(T)) error {
@@ -94,7 +88,7 @@ func handle[T any](inf toolscache.SharedIndexInformer, synced *[]toolscache.Info
 	}
 	if del != nil {
 		h.DeleteFunc = func(obj any) {
-			if o, ok := deletedObject(obj).(T); ok {
+			if o, ok := reconcile.Unwrap(obj).(T); ok {
 				del(o)
 			}
 		}

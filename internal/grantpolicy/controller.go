@@ -30,6 +30,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/triggerwatch"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
 
 // scheme holds the quota kinds, for the client and for events.
@@ -208,9 +209,7 @@ func (c *controller) addHandlers() error {
 	}
 	// A grant changed or deleted by someone else is put back.
 	onGrant := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
+		obj = reconcile.Unwrap(obj)
 		g, ok := obj.(*quotav1alpha1.ResourceGrant)
 		if !ok {
 			return
@@ -325,10 +324,7 @@ func (c *controller) run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	for range c.opts.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
+		wg.Go(func() { reconcile.RunRequeue(ctx, c.queue, "grant policy", c.reconcile) })
 	}
 	logger.V(2).Info("Grant engine started", "workers", c.opts.Workers)
 	<-ctx.Done()
@@ -339,12 +335,8 @@ func (c *controller) run(ctx context.Context) error {
 	return nil
 }
 
-func (c *controller) processNext(ctx context.Context) bool {
-	k, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(k)
+// reconcile syncs one policy or one trigger object, and times it.
+func (c *controller) reconcile(ctx context.Context, k key) (time.Duration, error) {
 	began := time.Now()
 	var err error
 	kind := "trigger"
@@ -355,15 +347,7 @@ func (c *controller) processNext(ctx context.Context) bool {
 		err = c.syncTrigger(ctx, k)
 	}
 	reconciles.WithLabelValues(kind, result(err)).Observe(time.Since(began).Seconds())
-	switch {
-	case err == nil:
-		c.queue.Forget(k)
-	case ctx.Err() != nil:
-	default:
-		klog.FromContext(ctx).V(2).Info("Reconcile failed; retrying", "policy", k.policy, "namespace", k.namespace, "name", k.name, "err", err)
-		c.queue.AddRateLimited(k)
-	}
-	return true
+	return 0, err
 }
 
 // errRetry asks for the key to be tried again later, after a problem that

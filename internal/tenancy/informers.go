@@ -148,9 +148,7 @@ func (s *informerSet) stores() *stores {
 // of an update, the last known state of a delete.
 func enqueue(q reconcile.Queue[string], keys func(obj any) []string) toolscache.ResourceEventHandlerFuncs {
 	add := func(obj any) {
-		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
+		obj = reconcile.Unwrap(obj)
 		for _, k := range keys(obj) {
 			q.Add(k)
 		}

@@ -20,6 +20,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
 
 var policiesGVR = quotav1alpha1.SchemeGroupVersion.WithResource("claimcreationpolicies")
@@ -170,9 +171,7 @@ func (p *Plugin) inForce(group, kind string) ([]*inForce, error) {
 
 // indexPolicy keeps the index current as the informer sees a policy change.
 func (p *Plugin) indexPolicy(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+	obj = reconcile.Unwrap(obj)
 	u, ok := obj.(runtime.Unstructured)
 	if !ok {
 		return

@@ -16,6 +16,7 @@ import (
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
 
 // ParentRelation declares where a consumer kind's parent is found: objects
@@ -85,7 +86,7 @@ func Watch(ctx context.Context, relations []ParentRelation, disco discovery.Disc
 		}
 		inf := metadatainformer.NewFilteredMetadataInformer(md, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 		set := func(obj any) {
-			m, err := metaOf(obj)
+			m, err := reconcile.Meta(obj)
 			if err != nil {
 				return
 			}
@@ -103,7 +104,7 @@ func Watch(ctx context.Context, relations []ParentRelation, disco discovery.Disc
 			AddFunc:    set,
 			UpdateFunc: func(_, obj any) { set(obj) },
 			DeleteFunc: func(obj any) {
-				m, err := metaOf(obj)
+				m, err := reconcile.Meta(obj)
 				if err != nil {
 					return
 				}
@@ -143,15 +144,4 @@ func resourceOf(disco discovery.DiscoveryInterface, gk quota.GroupKind) (schema.
 		}
 	}
 	return schema.GroupVersionResource{}, false, nil
-}
-
-func metaOf(obj any) (metav1.Object, error) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, fmt.Errorf("%T has no object metadata", obj)
-	}
-	return m, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/history"
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
 
 // The decision history (internal/history) is recorded off the decision
@@ -198,7 +199,7 @@ func (h *Recorder) Watch(claims, grants cache.SharedIndexInformer) {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if c, ok := deletedObject(obj).(*quotav1alpha1.ResourceClaim); ok && convert.IsGranted(c) {
+			if c, ok := reconcile.Unwrap(obj).(*quotav1alpha1.ResourceClaim); ok && convert.IsGranted(c) {
 				h.claimEvent(c, history.ClaimReleased, nil)
 			}
 		},
@@ -217,7 +218,7 @@ func (h *Recorder) Watch(claims, grants cache.SharedIndexInformer) {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if g, ok := deletedObject(obj).(*quotav1alpha1.ResourceGrant); ok {
+			if g, ok := reconcile.Unwrap(obj).(*quotav1alpha1.ResourceGrant); ok {
 				h.grantEvent(g, history.GrantDeleted)
 			}
 		},
@@ -348,13 +349,4 @@ func (h *Recorder) Refusal(r admit.Refusal) {
 	// refusal may follow the change that filled the bucket by microseconds.
 	h.record(r.Consumer, history.Entry{Event: history.AdmissionRefused, Object: r.Object, Policy: r.Policy, Reason: "QuotaExceeded",
 		Message: r.Message, Requests: r.Requests, Buckets: h.liveNumbers(r.Consumer, types)})
-}
-
-// deletedObject is the object of a delete event, also when the informer
-// missed the delete and only knows the last state it saw.
-func deletedObject(obj any) any {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return d.Obj
-	}
-	return obj
 }

@@ -108,7 +108,7 @@ func (w *ObjectWatch) startLocked(ctx context.Context, gvr schema.GroupVersionRe
 	inf := metadatainformer.NewFilteredMetadataInformer(w.metadata, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
-			o, ok := deletedObject(obj).(metav1.Object)
+			o, ok := reconcile.Unwrap(obj).(metav1.Object)
 			if !ok {
 				return
 			}
@@ -184,13 +184,4 @@ func (w *ObjectWatch) Reconcile(ctx context.Context, k string) error {
 		return nil // gone already, or another claim of that name now
 	}
 	return err
-}
-
-// deletedObject is the object of a delete event, also when the informer
-// missed the delete and only knows the last state it saw.
-func deletedObject(obj any) any {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return d.Obj
-	}
-	return obj
 }

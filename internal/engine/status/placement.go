@@ -17,6 +17,7 @@ import (
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
 
 // projectsResource are the Projects whose buckets live in their
@@ -124,7 +125,7 @@ func (p *Placement) WaitFor(ns string, id quota.BucketID) {
 	inf := metadatainformer.NewFilteredMetadataInformer(p.metadata, corev1.SchemeGroupVersion.WithResource("namespaces"),
 		metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer()
 	appeared := func(obj any) {
-		if o, err := metaOf(obj); err == nil && o.GetDeletionTimestamp() == nil {
+		if o, err := reconcile.Meta(obj); err == nil && o.GetDeletionTimestamp() == nil {
 			p.namespaceAppeared(o.GetName())
 		}
 	}
@@ -195,7 +196,7 @@ func (p *Placement) startProjects() (toolscache.SharedIndexInformer, error) {
 	inf := metadatainformer.NewFilteredMetadataInformer(p.metadata, gvr, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer()
 	// A project's organization known or changed: its buckets move there.
 	moved := func(obj any) {
-		if m, err := metaOf(obj); err == nil {
+		if m, err := reconcile.Meta(obj); err == nil {
 			for _, id := range p.consumerBuckets(quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Project", Name: m.GetName()}) {
 				p.requeue(id)
 			}
@@ -210,15 +211,4 @@ func (p *Placement) startProjects() (toolscache.SharedIndexInformer, error) {
 	go inf.Run(p.ctx.Done())
 	p.projects = inf
 	return inf, nil
-}
-
-func metaOf(obj any) (metav1.Object, error) {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, fmt.Errorf("%T has no object metadata", obj)
-	}
-	return m, nil
 }
