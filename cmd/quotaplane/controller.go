@@ -7,9 +7,9 @@ import (
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
-	"github.com/quotaplane/quotaplane/internal/standalone"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
+	"github.com/quotaplane/quotaplane/internal/standalone"
 )
 
 func newControllerCommand() *cobra.Command {
