@@ -34,6 +34,7 @@ import (
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // Options configure the engine.
@@ -81,6 +82,8 @@ type Runner struct {
 	rest    *rest.RESTClient
 	client  client.Client
 	scheme  *runtime.Scheme
+	// served finds the version a claim's object is read at now.
+	served *served.Resolver
 	// schemas finds trigger kinds' schemas, to judge policies' CEL cost.
 	schemas *triggerschema.Resolver
 	// terms counts the terms this process has led.
@@ -149,7 +152,7 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, rest: rc, client: cl, scheme: scheme, schemas: triggerschema.New(kube.Discovery(), 0)}, nil
+	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, rest: rc, client: cl, scheme: scheme, served: served.New(dyn), schemas: triggerschema.New(kube.Discovery(), 0)}, nil
 }
 
 // Start runs the engine in the background until ctx is done. It matches the

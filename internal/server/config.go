@@ -105,7 +105,17 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 
 	servers := opts.EtcdServers
 	if len(servers) == 0 {
-		etcdConfig, err := etcd.Options{Dir: filepath.Join(opts.DataDir, "etcd"), UnsafeNoFsync: opts.EtcdUnsafeNoFsync}.Complete()
+		// The embedded etcd accepts serve alone: mutual TLS on loopback,
+		// with a CA of its own and certificates kept in the data directory
+		// (readable by its owner only). docs/operations.md.
+		etcdFiles, err := pki.EnsureEtcd(filepath.Join(opts.DataDir, "pki", "etcd"))
+		if err != nil {
+			return nil, fmt.Errorf("preparing the embedded etcd's certificates: %w", err)
+		}
+		opts.EtcdCAFile, opts.EtcdCertFile, opts.EtcdKeyFile = etcdFiles.CACert, etcdFiles.ClientCert, etcdFiles.ClientKey
+		c.Options = opts
+		etcdConfig, err := etcd.Options{Dir: filepath.Join(opts.DataDir, "etcd"), UnsafeNoFsync: opts.EtcdUnsafeNoFsync,
+			ClientTLS: &etcd.ClientTLS{CertFile: etcdFiles.ServerCert, KeyFile: etcdFiles.ServerKey, ClientCAFile: etcdFiles.CACert}}.Complete()
 		if err != nil {
 			return nil, err
 		}

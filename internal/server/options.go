@@ -151,7 +151,7 @@ func (o CompletedOptions) validateEtcdTLS() []error {
 	}
 	var errs []error
 	if len(o.EtcdServers) == 0 {
-		errs = append(errs, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile are for an external etcd: give its URLs with --etcd-servers, or drop them to use the embedded etcd (which listens on loopback without TLS)"))
+		errs = append(errs, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile are for an external etcd: give its URLs with --etcd-servers, or drop them to use the embedded etcd (which accepts only this server, over mutual TLS with certificates it keeps in <data-dir>/pki/etcd)"))
 	}
 	for _, s := range o.EtcdServers {
 		if strings.HasPrefix(s, "http://") {

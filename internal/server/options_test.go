@@ -39,7 +39,7 @@ func TestValidateEtcdTLSAndLeaderElection(t *testing.T) {
 			change: func(o *server.Options) {
 				o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = "ca.crt", "client.crt", "client.key"
 			},
-			want: []string{"--etcd-cafile, --etcd-certfile and --etcd-keyfile are for an external etcd: give its URLs with --etcd-servers, or drop them to use the embedded etcd (which listens on loopback without TLS)"},
+			want: []string{"--etcd-cafile, --etcd-certfile and --etcd-keyfile are for an external etcd: give its URLs with --etcd-servers, or drop them to use the embedded etcd (which accepts only this server, over mutual TLS with certificates it keeps in <data-dir>/pki/etcd)"},
 		},
 		{
 			name: "certfile without keyfile",

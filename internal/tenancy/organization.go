@@ -36,6 +36,11 @@ type organizationReconciler struct {
 	live getter
 	// client writes through the API server.
 	client writer
+	// charged lists what is still charged to an organization: the objects
+	// of the ResourceClaims whose consumer it is, wherever they live. Its
+	// deletion waits until there are none, so that a new organization of the
+	// same name never inherits them. Nil: nothing is checked.
+	charged func(ctx context.Context, org string) ([]string, error)
 }
 
 // getter reads one object from the API server.
@@ -345,7 +350,8 @@ func (r *organizationReconciler) apply(ctx context.Context, want, have client.Ob
 }
 
 // finalize deletes the organization's projects, its namespace and its
-// cluster-wide bindings, and drops the finalizer once they are gone.
+// cluster-wide bindings, and drops the finalizer once they are gone and no
+// object anywhere is charged to the organization any more (docs/tenancy.md).
 func (r *organizationReconciler) finalize(ctx context.Context, org *rmv1alpha1.Organization) (time.Duration, error) {
 	if !controllerutil.ContainsFinalizer(org, rmv1alpha1.OrganizationFinalizer) {
 		return 0, nil
@@ -400,6 +406,13 @@ func (r *organizationReconciler) finalize(ctx context.Context, org *rmv1alpha1.O
 		}
 	}
 
+	if r.charged != nil {
+		charged, err := r.charged(ctx, org.Name)
+		if err != nil {
+			return 0, err
+		}
+		waiting = append(waiting, charged...)
+	}
 	if len(waiting) > 0 {
 		status := org.Status.DeepCopy()
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: rmv1alpha1.ConditionReady, Status: metav1.ConditionFalse,

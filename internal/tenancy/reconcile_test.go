@@ -90,6 +90,8 @@ func TestOrganizationReconcile(t *testing.T) {
 		live   liveObjects
 		denied bool
 		fail   map[string]error
+		// charged is what is still charged to the organization.
+		charged []string
 
 		wantWrites  []string
 		wantStatus  *rmv1alpha1.OrganizationStatus // nil: no status written
@@ -197,6 +199,15 @@ func TestOrganizationReconcile(t *testing.T) {
 			live:       liveObjects{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "organization-acme"}}}, // not its own
 			wantWrites: []string{"patch Organization acme"},
 		},
+		"a deleted organization waits while objects are charged to it": {
+			cached:     []client.Object{acme(deleted)},
+			charged:    []string{"ConfigMap apps/c0 (charged to this organization by ResourceClaim apps/c0-claim)"},
+			wantWrites: []string{"update status of Organization acme"},
+			wantStatus: &rmv1alpha1.OrganizationStatus{Conditions: []metav1.Condition{
+				condition(metav1.ConditionFalse, rmv1alpha1.OrganizationReasonDeleting,
+					"being deleted; waiting until these are gone: ConfigMap apps/c0 (charged to this organization by ResourceClaim apps/c0-claim)")}},
+			wantRequeue: deletionPoll,
+		},
 		"a deleted organization without the finalizer is left alone": {
 			cached: []client.Object{acme(deleted, withoutFinalizer)},
 		},
@@ -204,7 +215,8 @@ func TestOrganizationReconcile(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := &recorder{fail: tc.fail, denied: tc.denied}
-			r := &organizationReconciler{cache: cacheOf(tc.cached...), live: tc.live, client: rec}
+			r := &organizationReconciler{cache: cacheOf(tc.cached...), live: tc.live, client: rec,
+				charged: func(context.Context, string) ([]string, error) { return tc.charged, nil }}
 			requeue, err := r.reconcile(context.Background(), "acme")
 			if (err != nil) != tc.wantErr {
 				t.Errorf("reconcile returned %v; want an error: %t", err, tc.wantErr)

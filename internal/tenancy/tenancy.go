@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
@@ -43,6 +44,7 @@ var scheme = runtime.NewScheme()
 func init() {
 	utilruntimeMust(clientgoscheme.AddToScheme(scheme))
 	utilruntimeMust(rmv1alpha1.AddToScheme(scheme))
+	utilruntimeMust(quotav1alpha1.AddToScheme(scheme))
 }
 
 func utilruntimeMust(err error) {
@@ -119,7 +121,7 @@ func newTerm(kube kubernetes.Interface, cl client.WithWatch) *term {
 		informers:    inf,
 		orgQueue:     newQueue(),
 		projectQueue: newQueue(),
-		orgs:         &organizationReconciler{cache: inf.stores(), live: cl, client: cl},
+		orgs:         &organizationReconciler{cache: inf.stores(), live: cl, client: cl, charged: chargedTo(cl)},
 		projects:     &projectReconciler{cache: inf.stores(), client: cl},
 	}
 }

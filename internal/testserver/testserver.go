@@ -16,10 +16,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"crypto/tls"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/server"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Options configure a test server.
@@ -200,4 +205,21 @@ func Main(m interface{ Run() int }, srv **Server, o Options) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// EtcdClient is a client of the server's etcd with the credentials serve
+// recorded in its data directory (the embedded etcd accepts only those).
+func (s *Server) EtcdClient() (*clientv3.Client, error) {
+	loc, err := record.ReadEtcdFile(s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	var tlsConfig *tls.Config
+	if loc.CAFile != "" || loc.CertFile != "" {
+		tlsConfig, err = transport.TLSInfo{TrustedCAFile: loc.CAFile, CertFile: loc.CertFile, KeyFile: loc.KeyFile}.ClientConfig()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return clientv3.New(clientv3.Config{Endpoints: loc.Servers, TLS: tlsConfig, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 }

@@ -164,7 +164,7 @@ func TestValidate(t *testing.T) {
 		},
 		"delete: the object cannot be read": {
 			resource: claimsGVR, op: admission.Delete, old: admitted(), user: alice, readErr: errors.New("connection refused"),
-			wantErr: "Internal error occurred: checking whether the object of ResourceClaim team-a/c1 exists: connection refused",
+			wantErr: "Internal error occurred: checking whether the object of ResourceClaim team-a/c1 exists: reading the CustomResourceDefinition of deployments.apps: connection refused",
 		},
 		"delete: by the garbage collector while the object exists": {
 			resource: claimsGVR, op: admission.Delete, old: admitted(), user: server,
@@ -210,6 +210,69 @@ func TestValidate(t *testing.T) {
 			}
 			a := admission.NewAttributesRecord(toUnstructured(t, tc.obj), toUnstructured(t, tc.old), schema.GroupVersionKind{}, ns, objName,
 				tc.resource, tc.subresource, tc.op, nil, false, tc.user)
+			gotErr := ""
+			if err := p.(admission.ValidationInterface).Validate(context.Background(), a, nil); err != nil {
+				gotErr = err.Error()
+			}
+			if diff := cmp.Diff(tc.wantErr, gotErr); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// central is a claim, in namespace central, for Deployment team-a/web: a
+// claim whose object lives elsewhere.
+func central() *quotav1alpha1.ResourceClaim {
+	c := admitted()
+	c.Namespace, c.Name, c.OwnerReferences = "central", "c1", nil
+	return c
+}
+
+// TestNoNamespaceDeletionReleasesAnObjectElsewhere: deleting the namespace
+// of claims whose objects live elsewhere and exist is refused, naming them;
+// serve's own controllers may not delete such a claim either (the namespace
+// controller emptying a terminating namespace), but may when its object is
+// gone, and may delete a claim beside its object (the garbage collector).
+func TestNoNamespaceDeletionReleasesAnObjectElsewhere(t *testing.T) {
+	namespaces := corev1.SchemeGroupVersion.WithResource("namespaces")
+	stored := func(t *testing.T, c *quotav1alpha1.ResourceClaim) *unstructured.Unstructured {
+		return toUnstructured(t, c).(*unstructured.Unstructured)
+	}
+	cases := map[string]struct {
+		resource  schema.GroupVersionResource
+		old       *quotav1alpha1.ResourceClaim // the claim deleted, or stored in the namespace deleted
+		objectNow bool
+		wantErr   string
+	}{
+		"namespace with a live object's claim": {resource: namespaces, old: central(), objectNow: true,
+			wantErr: `namespaces "central" is forbidden: namespace central holds the ResourceClaims of 1 objects that live outside it and exist (Deployment team-a/web (uid u1)); deleting it would release their quota while they stay: delete those objects first (their claims go with them), then the namespace`},
+		"namespace whose objects are gone": {resource: namespaces, old: central()},
+		"namespace holding a claim beside its object": {resource: namespaces, old: func() *quotav1alpha1.ResourceClaim {
+			c := admitted()
+			c.Namespace = "central"
+			c.Spec.ResourceRef.Namespace = "central"
+			return c
+		}(), objectNow: true},
+		"the server deleting a live object's claim elsewhere": {resource: claimsGVR, old: central(), objectNow: true,
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: ResourceClaim central/c1 holds the quota of Deployment team-a/web (uid u1), which lives outside this namespace and exists; the claim stays until that object is deleted`},
+		"the server deleting it once its object is gone": {resource: claimsGVR, old: central()},
+		"the server deleting a claim beside its live object": {resource: claimsGVR, old: admitted(), objectNow: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objects := map[schema.GroupVersionResource][]*unstructured.Unstructured{claimsGVR: {stored(t, tc.old)}}
+			if tc.objectNow {
+				objects[deployments] = []*unstructured.Unstructured{deployment("u1", false)}
+			}
+			p := admissiontest.NewPlugin(t, func(p *admission.Plugins) { Register(p, systemNamespace, true) }, PluginName,
+				&admissiontest.Reads{Objects: objects}, mayClaim)
+			var a admission.Attributes
+			if tc.resource == namespaces {
+				a = admission.NewAttributesRecord(nil, nil, schema.GroupVersionKind{}, "", tc.old.Namespace, namespaces, "", admission.Delete, nil, false, alice)
+			} else {
+				a = admission.NewAttributesRecord(nil, toUnstructured(t, tc.old), schema.GroupVersionKind{}, tc.old.Namespace, tc.old.Name, claimsGVR, "", admission.Delete, nil, false, server)
+			}
 			gotErr := ""
 			if err := p.(admission.ValidationInterface).Validate(context.Background(), a, nil); err != nil {
 				gotErr = err.Error()

@@ -28,7 +28,8 @@ import (
 // differs, the claim it renders now replaces what the object holds, the
 // growth decided in the request, all policies together. An update that
 // changes nothing the policies read costs two evaluations and nothing else.
-// An object being deleted is not charged again: its claims go with it.
+// An object being deleted is charged like any other: while a finalizer holds
+// it, whatever reads its spec sees what it asks for (its claims go with it).
 func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
 	tg, oldObj, newObj, err := p.updatedObjects(ctx, a, o)
 	if err != nil || oldObj == nil {
@@ -44,9 +45,6 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 	oldMeta, err := meta.Accessor(&unstructured.Unstructured{Object: oldObj})
 	if err != nil {
 		return apierrors.NewInternalError(err)
-	}
-	if oldMeta.GetDeletionTimestamp() != nil {
-		return nil
 	}
 	newU := &unstructured.Unstructured{Object: newObj}
 	user, info := userMap(a), requestInfoMap(a)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -294,7 +293,7 @@ func journalWorld(t *testing.T, prefix string) (context.Context, kubernetes.Inte
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	etcd, err := srv.EtcdClient()
 	if err != nil {
 		t.Fatal(err)
 	}

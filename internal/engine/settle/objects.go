@@ -18,6 +18,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // ObjectWatch ties claims made at admission to their objects when the
@@ -26,52 +27,70 @@ import (
 // whose ownerReference was removed (its object deleted with
 // --cascade=orphan). It watches the metadata of those objects' kinds and
 // deletes such a claim once its object is gone, so that its quota is
-// released exactly when the object stops existing.
+// released exactly when the object stops existing. An ownerReference whose
+// version is no longer served is no valid owner either.
 type ObjectWatch struct {
 	// Stored reads a claim from the cache by namespace/name.
 	Stored   func(key string) (*quotav1alpha1.ResourceClaim, bool, error)
 	metadata metadata.Interface
 	client   client.Client
+	served   *served.Resolver
 
 	mu sync.Mutex
-	// informers watch object metadata, one per resource with tracked claims.
-	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
-	// tracked are claims without a valid owner, by their object's UID.
+	// informers watch object metadata, one per resource with tracked
+	// claims, at the version served.
+	informers map[schema.GroupResource]watched
+	// crdWatch: CustomResourceDefinitions are watched.
+	crdWatch bool
+	// tracked are the claims that name an object, by the object's UID.
 	tracked map[string]map[string]struct{}
 	// Queue holds claim keys to check against their objects.
 	Queue reconcile.Queue[string]
 }
 
-// NewObjectWatch watches objects through md and deletes claims through c;
-// stored reads the claim cache.
-func NewObjectWatch(md metadata.Interface, c client.Client, stored func(string) (*quotav1alpha1.ResourceClaim, bool, error)) *ObjectWatch {
+// watched is a metadata watch of one resource at one version.
+type watched struct {
+	version  string
+	informer cache.SharedIndexInformer
+	stop     context.CancelFunc
+}
+
+// NewObjectWatch watches objects through md, at the versions r serves, and
+// deletes claims through c; stored reads the claim cache.
+func NewObjectWatch(md metadata.Interface, c client.Client, r *served.Resolver, stored func(string) (*quotav1alpha1.ResourceClaim, bool, error)) *ObjectWatch {
 	return &ObjectWatch{
 		Stored:    stored,
 		metadata:  md,
 		client:    c,
-		informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		served:    r,
+		informers: map[schema.GroupResource]watched{},
 		tracked:   map[string]map[string]struct{}{},
 		Queue:     reconcile.NewQueue[string](100*time.Millisecond, 10*time.Second),
 	}
 }
 
 // ownedByObject reports whether a claim carries an ownerReference to its
-// object that the garbage collector honours.
-func ownedByObject(c *quotav1alpha1.ResourceClaim, objectUID string) bool {
+// object that the garbage collector honours: the object is cluster scoped or
+// in the claim's namespace, and the reference's version is served (the
+// collector cannot map one that is not, and would hold the claim forever).
+func ownedByObject(c *quotav1alpha1.ResourceClaim, objectUID string, served schema.GroupVersionResource) bool {
 	ref := c.Spec.ResourceRef
 	for _, o := range c.OwnerReferences {
 		if string(o.UID) == objectUID {
-			return ref == nil || ref.Namespace == "" || ref.Namespace == c.Namespace
+			gv, err := schema.ParseGroupVersion(o.APIVersion)
+			return err == nil && gv.Version == served.Version && (ref == nil || ref.Namespace == "" || ref.Namespace == c.Namespace)
 		}
 	}
 	return false
 }
 
-// Observe tracks a claim that names its object and has no valid owner.
+// Observe tracks a claim that names its object. Reconcile then finds out
+// whether the garbage collector ties it to the object; if not, this watch
+// does.
 func (w *ObjectWatch) Observe(ctx context.Context, c *quotav1alpha1.ResourceClaim) {
 	uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
-	gvr, ok := quotav1alpha1.ParseResource(c.Annotations[quotav1alpha1.AnnotationResource])
-	if uid == "" || !ok || c.Spec.ResourceRef == nil || ownedByObject(c, uid) {
+	_, ok := quotav1alpha1.ParseResource(c.Annotations[quotav1alpha1.AnnotationResource])
+	if uid == "" || !ok || c.Spec.ResourceRef == nil {
 		return
 	}
 	k := record.Key(c.Namespace, c.Name)
@@ -80,10 +99,7 @@ func (w *ObjectWatch) Observe(ctx context.Context, c *quotav1alpha1.ResourceClai
 		w.tracked[uid] = map[string]struct{}{}
 	}
 	w.tracked[uid][k] = struct{}{}
-	_, watching := w.informers[gvr]
-	if !watching {
-		w.startLocked(ctx, gvr)
-	}
+	w.startCRDWatchLocked(ctx)
 	w.mu.Unlock()
 	w.Queue.Add(k)
 }
@@ -101,10 +117,20 @@ func (w *ObjectWatch) Forget(c *quotav1alpha1.ResourceClaim) {
 	}
 }
 
-// startLocked watches the metadata of one resource; once its first list is
-// in, every tracked claim is checked (an object deleted while nobody watched
-// is found then). w.mu must be held.
-func (w *ObjectWatch) startLocked(ctx context.Context, gvr schema.GroupVersionResource) {
+// informerFor is the metadata watch of gvr's resource at gvr's version,
+// started when first needed; once its first list is in, every tracked claim
+// is checked (an object deleted while nobody watched is found then). A watch
+// at another version of the resource (one no longer served) is replaced.
+func (w *ObjectWatch) informerFor(ctx context.Context, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cur, ok := w.informers[gvr.GroupResource()]; ok {
+		if cur.version == gvr.Version {
+			return cur.informer
+		}
+		cur.stop()
+	}
+	wctx, stop := context.WithCancel(ctx)
 	inf := metadatainformer.NewFilteredMetadataInformer(w.metadata, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
@@ -123,13 +149,36 @@ func (w *ObjectWatch) startLocked(ctx context.Context, gvr schema.GroupVersionRe
 			}
 		},
 	})
-	w.informers[gvr] = inf
-	go inf.RunWithContext(ctx)
+	w.informers[gvr.GroupResource()] = watched{version: gvr.Version, informer: inf, stop: stop}
+	go inf.RunWithContext(wctx)
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		if cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
 			w.checkAll()
 		}
 	}()
+	return inf
+}
+
+// startCRDWatchLocked checks every tracked claim again whenever a
+// CustomResourceDefinition changes: a version may have stopped being served,
+// so that an ownerReference the collector honoured no longer maps.
+func (w *ObjectWatch) startCRDWatchLocked(ctx context.Context) {
+	if w.crdWatch {
+		return
+	}
+	w.crdWatch = true
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	inf := metadatainformer.NewFilteredMetadataInformer(w.metadata, crds, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(metav1.Object)
+			n, ok2 := obj.(metav1.Object)
+			if ok1 && ok2 && o.GetGeneration() != n.GetGeneration() {
+				w.checkAll()
+			}
+		},
+	})
+	go inf.RunWithContext(ctx)
 }
 
 func (w *ObjectWatch) checkAll() {
@@ -146,32 +195,45 @@ func (w *ObjectWatch) checkAll() {
 	}
 }
 
-// Reconcile deletes a tracked claim whose object is gone. The cache may lag the
-// claim (its object was stored just before it): a claim is deleted only
-// after a live read confirms its object does not exist (or is another
-// object of the same name), and only the claim of that UID.
+// Reconcile deletes a tracked claim whose object is gone, unless the garbage
+// collector ties it to its object. The object is read at the version served
+// now, whatever the claim recorded: an unserved version is never taken for a
+// deleted object. The cache may lag the claim (its object was stored just
+// before it): a claim is deleted only after a live read confirms its object
+// does not exist (or is another object of the same name), and only the claim
+// of that UID.
 func (w *ObjectWatch) Reconcile(ctx context.Context, k string) error {
 	c, exists, err := w.Stored(k)
 	if err != nil || !exists {
 		return err
 	}
 	uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
-	gvr, ok := quotav1alpha1.ParseResource(c.Annotations[quotav1alpha1.AnnotationResource])
+	recorded, ok := quotav1alpha1.ParseResource(c.Annotations[quotav1alpha1.AnnotationResource])
 	ref := c.Spec.ResourceRef
-	if !ok || ref == nil || uid == "" || ownedByObject(c, uid) || c.DeletionTimestamp != nil {
+	if !ok || ref == nil || uid == "" || c.DeletionTimestamp != nil {
 		return nil
 	}
-	w.mu.Lock()
-	inf := w.informers[gvr]
-	w.mu.Unlock()
-	if inf != nil && inf.HasSynced() {
+	gvr, err := w.served.Resolve(ctx, recorded)
+	if err != nil {
+		return err // not served at all: kept, looked at again later
+	}
+	if ownedByObject(c, uid, gvr) {
+		return nil // the garbage collector deletes it with its object
+	}
+	inf := w.informerFor(ctx, gvr)
+	if inf.HasSynced() {
 		if o, found, _ := inf.GetStore().GetByKey(record.Key(ref.Namespace, ref.Name)); found {
 			if m, ok := o.(metav1.Object); ok && string(m.GetUID()) == uid {
 				return nil
 			}
 		}
 	}
-	live, err := w.metadata.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	var live *metav1.PartialObjectMetadata
+	err = w.served.Read(ctx, recorded, func(at schema.GroupVersionResource) error {
+		var err error
+		live, err = w.metadata.Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		return err
+	})
 	switch {
 	case err == nil && string(live.UID) == uid:
 		return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 const (
@@ -51,6 +52,9 @@ type Settler struct {
 	Metadata  metadata.Interface
 	Dynamic   dynamic.Interface
 	Client    client.Client
+	// Served finds the version an object is read at now: the one its claim
+	// recorded may no longer be served.
+	Served *served.Resolver
 	// BudgetMu serializes the journal writes of budget holds (admit.Term).
 	BudgetMu *sync.Mutex
 	// Ctx is the term's: lookups started in the background end with it.
@@ -81,7 +85,12 @@ func (s *Settler) Reconcile(ctx context.Context, k string) error {
 		return s.release(ctx, k, "it names no object")
 	}
 	if out != record.OutcomeStored {
-		owner, err := s.Metadata.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		var owner *metav1.PartialObjectMetadata
+		err := s.Served.Read(ctx, gvr, func(at schema.GroupVersionResource) error {
+			var err error
+			owner, err = s.Metadata.Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			return err
+		})
 		switch {
 		case err == nil && string(owner.UID) == p.ObjectUID:
 		case err == nil || apierrors.IsNotFound(err):

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -77,7 +78,12 @@ const (
 // when the policy no longer applies).
 func (s *Settler) updateState(ctx context.Context, p *record.PendingClaim, gvr schema.GroupVersionResource) (updateStateValue, error) {
 	ref := p.Spec.ResourceRef
-	obj, err := s.Dynamic.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	var obj *unstructured.Unstructured
+	err := s.Served.Read(ctx, gvr, func(at schema.GroupVersionResource) error {
+		var err error
+		obj, err = s.Dynamic.Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) || (err == nil && string(obj.GetUID()) != p.ObjectUID) {
 		return updateObjectGone, nil
 	}

@@ -21,8 +21,10 @@ type Options struct {
 	UnsafeNoFsync bool
 	// QuotaBackendBytes is the size limit of the database; 0 means 8 GiB.
 	QuotaBackendBytes int64
-	// ClientTLS, when set, makes etcd serve its clients over HTTPS and accept
-	// only clients with a certificate signed by ClientTLS.ClientCAFile.
+	// ClientTLS, when set, makes etcd serve its clients and its peer port
+	// over HTTPS and accept only clients with a certificate signed by
+	// ClientTLS.ClientCAFile (the serving certificate must also allow client
+	// authentication: etcd dials its own peer port with it).
 	ClientTLS *ClientTLS
 }
 
@@ -62,7 +64,7 @@ func (o Options) Complete() (*Config, error) {
 	return &Config{
 		Options:   o,
 		clientURL: url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", clientPort)},
-		peerURL:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)},
+		peerURL:   url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", peerPort)},
 	}, nil
 }
 
@@ -88,6 +90,8 @@ func (c *Config) Start(ctx context.Context) (*Server, error) {
 	cfg.UnsafeNoFsync = o.UnsafeNoFsync
 	if t := o.ClientTLS; t != nil {
 		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.ClientCAFile, ClientCertAuth: true}
+		// The peer port too: nothing but this etcd itself can talk to it.
+		cfg.PeerTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.ClientCAFile, ClientCertAuth: true}
 	}
 	cfg.QuotaBackendBytes = o.QuotaBackendBytes
 	if cfg.QuotaBackendBytes == 0 {

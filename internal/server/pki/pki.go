@@ -102,10 +102,14 @@ func Ensure(dir string, ips []net.IP, dnsNames []string) (Files, error) {
 }
 
 func ensureCA(f Files) (*x509.Certificate, crypto.Signer, error) {
-	if cert, key, err := load(f.CACert, f.CAKey); err == nil {
+	return ensureCAAt(f.Dir, f.CACert, f.CAKey, "quotaplane-ca")
+}
+
+func ensureCAAt(dir, certPath, keyPath, commonName string) (*x509.Certificate, crypto.Signer, error) {
+	if cert, key, err := load(certPath, keyPath); err == nil {
 		return cert, key, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, fmt.Errorf("reading the CA in %s: %w (delete the pki directory to start over)", f.Dir, err)
+		return nil, nil, fmt.Errorf("reading the CA in %s: %w (delete the pki directory to start over)", dir, err)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -114,7 +118,7 @@ func ensureCA(f Files) (*x509.Certificate, crypto.Signer, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "quotaplane-ca"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -126,10 +130,10 @@ func ensureCA(f Files) (*x509.Certificate, crypto.Signer, error) {
 		return nil, nil, err
 	}
 	cert, _ := x509.ParseCertificate(der)
-	if err := writeKey(f.CAKey, key); err != nil {
+	if err := writeKey(keyPath, key); err != nil {
 		return nil, nil, err
 	}
-	if err := writeCert(f.CACert, der); err != nil {
+	if err := writeCert(certPath, der); err != nil {
 		return nil, nil, err
 	}
 	return cert, key, nil

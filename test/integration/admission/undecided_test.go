@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,7 +104,7 @@ func TestUndecidedCreates(t *testing.T) {
 	if !strings.Contains(warned.String(), "WITHOUT quota (fail-open)") || !strings.Contains(warned.String(), failOpen.Name) {
 		t.Errorf("the client was not warned of the fail-open admission; warnings: %q", warned.String())
 	}
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: s.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	etcd, err := s.EtcdClient()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -223,7 +221,7 @@ func TestAForgedGrantIsNotCounted(t *testing.T) {
 	})
 
 	// The forged decision, straight into etcd (the API refuses it).
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: srv.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	etcd, err := srv.EtcdClient()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -188,3 +188,53 @@ func TestAClaimHeldByItsObjectCannotBeRemoved(t *testing.T) {
 	eventually(t, 30*time.Second, "the orphaned claim deleted", func() bool { return len(w.claimsIn(w.NS)) == 0 })
 	w.WaitBucket(quotatest.N(3, 0, 3), "units")
 }
+
+// TestDeletingTheClaimsNamespaceReleasesNothing: the claims of objects that
+// live elsewhere are in a central namespace. Deleting that namespace would
+// release their quota while the objects stay (3 objects against a limit of 2,
+// then 3 more admitted); it is refused, naming the objects, and the limit
+// holds. Once the objects are gone, the namespace deletes.
+func TestDeletingTheClaimsNamespaceReleasesNothing(t *testing.T) {
+	w := newWorld(t, 2)
+	ctx := context.Background()
+	central := "held-" + w.ID
+	if err := w.C.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: central}}); err != nil {
+		t.Fatal(err)
+	}
+	p := w.policy("central", func(p *quotav1alpha1.ClaimCreationPolicy) {
+		p.Spec.Target.ResourceClaimTemplate.Metadata.Namespace = central
+	})
+	w.WaitPolicyReady(p, metav1.ConditionTrue)
+	for _, n := range []string{"a", "b"} {
+		if err := w.configMap(w.NS, n); err != nil {
+			t.Fatalf("configmap %s within the limit: %v", n, err)
+		}
+	}
+	eventually(t, 15*time.Second, "two claims in the central namespace", func() bool { return len(w.claimsIn(central)) == 2 })
+	w.WaitBucket(quotatest.N(2, 2, 0), "units")
+
+	err := w.C.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: central}})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("deleting the namespace of two live objects' claims: want 403, got %v", err)
+	}
+	mustContain(t, err, central, "ConfigMap "+w.NS+"/a", "ConfigMap "+w.NS+"/b", "delete those objects first")
+	ns := &corev1.Namespace{}
+	if err := w.C.Get(ctx, client.ObjectKey{Name: central}, ns); err != nil || ns.DeletionTimestamp != nil {
+		t.Fatalf("the namespace is being deleted anyway (err %v)", err)
+	}
+	w.WaitBucket(quotatest.N(2, 2, 0), "units")
+	if err := w.configMap(w.NS, "c"); !apierrors.IsForbidden(err) {
+		t.Fatalf("a third ConfigMap over the limit of 2: want 403, got %v", err)
+	}
+
+	for _, n := range []string{"a", "b"} {
+		if err := w.C.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: w.NS}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "the claims of the deleted objects gone", func() bool { return len(w.claimsIn(central)) == 0 })
+	if err := w.C.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: central}}); err != nil {
+		t.Fatalf("deleting the namespace once its objects are gone: %v", err)
+	}
+	w.WaitBucket(quotatest.N(2, 0, 2), "units")
+}

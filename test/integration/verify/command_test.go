@@ -41,7 +41,14 @@ func runCommand(t *testing.T, bin string, args ...string) (int, string, string) 
 // and that --data-dir finds the kubeconfig and etcd of a local server.
 func TestCommand(t *testing.T) {
 	bin := quotatest.BuildBinary(t)
-	withEtcd := []string{"verify", "--kubeconfig", srv.Kubeconfig, "--etcd-servers", strings.Join(srv.EtcdServers, ",")}
+	// The embedded etcd accepts only serve's client certificate, which serve
+	// records in its data directory.
+	loc, err := record.ReadEtcdFile(srv.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withEtcd := []string{"verify", "--kubeconfig", srv.Kubeconfig, "--etcd-servers", strings.Join(srv.EtcdServers, ","),
+		"--etcd-cafile", loc.CAFile, "--etcd-certfile", loc.CertFile, "--etcd-keyfile", loc.KeyFile}
 
 	code, out, errOut := runCommand(t, bin, withEtcd...)
 	if code != verify.ExitClean || !strings.Contains(out, "No discrepancies.") {
@@ -50,7 +57,8 @@ func TestCommand(t *testing.T) {
 
 	// --data-dir: the server's admin kubeconfig, and the etcd recorded in
 	// its data directory.
-	if err := record.WriteEtcdFile(srv.DataDir, record.EtcdLocation{Servers: srv.EtcdServers, Prefix: etcdPrefix}); err != nil {
+	loc.Servers, loc.Prefix = srv.EtcdServers, etcdPrefix
+	if err := record.WriteEtcdFile(srv.DataDir, loc); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut = runCommand(t, bin, "verify", "--data-dir", srv.DataDir, "-o", "json")

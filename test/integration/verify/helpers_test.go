@@ -10,13 +10,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/verify"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -32,7 +32,11 @@ func audit(t *testing.T, s *testserver.Server, withoutEtcd bool) *verify.Report 
 	o.Kubeconfig = s.Kubeconfig
 	o.RecheckAfter = 500 * time.Millisecond
 	if !withoutEtcd {
-		o.EtcdServers = s.EtcdServers
+		loc, err := record.ReadEtcdFile(s.DataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.EtcdServers, o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = s.EtcdServers, loc.CAFile, loc.CertFile, loc.KeyFile
 	}
 	began := time.Now()
 	r, err := verify.Run(context.Background(), o)
@@ -88,7 +92,7 @@ func wantDiscrepancies(t *testing.T, r *verify.Report, want []found, names ...st
 
 func etcdClient(t *testing.T, s *testserver.Server) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: s.EtcdServers, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	c, err := s.EtcdClient()
 	if err != nil {
 		t.Fatal(err)
 	}
