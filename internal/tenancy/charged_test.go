@@ -15,7 +15,9 @@ import (
 // claims is a reader that lists a fixed set of claims.
 type claims []quotav1alpha1.ResourceClaim
 
-func (c claims) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error { return nil }
+func (c claims) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return nil
+}
 
 func (c claims) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
 	list.(*quotav1alpha1.ResourceClaimList).Items = append([]quotav1alpha1.ResourceClaim(nil), c...)

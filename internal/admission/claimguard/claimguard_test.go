@@ -256,7 +256,7 @@ func TestNoNamespaceDeletionReleasesAnObjectElsewhere(t *testing.T) {
 		}(), objectNow: true},
 		"the server deleting a live object's claim elsewhere": {resource: claimsGVR, old: central(), objectNow: true,
 			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: ResourceClaim central/c1 holds the quota of Deployment team-a/web (uid u1), which lives outside this namespace and exists; the claim stays until that object is deleted`},
-		"the server deleting it once its object is gone": {resource: claimsGVR, old: central()},
+		"the server deleting it once its object is gone":     {resource: claimsGVR, old: central()},
 		"the server deleting a claim beside its live object": {resource: claimsGVR, old: admitted(), objectNow: true},
 	}
 	for name, tc := range cases {
