@@ -126,6 +126,7 @@ func (t *term) startInformers(ctx context.Context) error {
 	var synced []toolscache.InformerSynced
 	policyChanged := func(cp *quotav1alpha1.ClaimCreationPolicy) {
 		t.conditionQueue.Add(status.Key{Kind: status.KindPolicy, Name: cp.Name})
+		t.charger.Queue.Add(cp.Name)
 	}
 	if err := handle(t.policyInformer, &synced, policyChanged, policyChanged, nil); err != nil {
 		return err

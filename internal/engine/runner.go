@@ -13,13 +13,16 @@ import (
 
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,6 +89,8 @@ type Runner struct {
 	served *served.Resolver
 	// schemas finds trigger kinds' schemas, to judge policies' CEL cost.
 	schemas *triggerschema.Resolver
+	// mapper finds the resource of a policy's trigger kind.
+	mapper meta.ResettableRESTMapper
 	// terms counts the terms this process has led.
 	terms int
 	// events records the engine's Events, made when first needed.
@@ -152,7 +157,8 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, rest: rc, client: cl, scheme: scheme, served: served.New(dyn), schemas: triggerschema.New(kube.Discovery(), 0)}, nil
+	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, rest: rc, client: cl, scheme: scheme, served: served.New(dyn), schemas: triggerschema.New(kube.Discovery(), 0),
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}, nil
 }
 
 // Start runs the engine in the background until ctx is done. It matches the

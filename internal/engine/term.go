@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -18,6 +20,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/cache"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
+	"github.com/quotaplane/quotaplane/internal/engine/existing"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
@@ -48,6 +51,8 @@ type term struct {
 	conditions     *status.ConditionWriter
 	settler        *settle.Settler
 	objects        *settle.ObjectWatch
+	// charger charges the objects that exist when a policy comes into force.
+	charger *existing.Charger
 
 	// source and recorder show the term to operators (nil recorder: none).
 	source   *observe.Source
@@ -169,6 +174,12 @@ func (r *Runner) lead(ctx context.Context) error {
 	if r.opts.Handle != nil {
 		r.opts.Handle.Lead(at)
 	}
+	if r.opts.Handle != nil && t.committer.HasJournal() {
+		// Only an engine that writes admission's journal charges: the
+		// claims of existing objects are written the way admission's are.
+		t.charger.Charge = at.ChargeExisting
+		wg.Go(func() { reconcile.Run(ctx, t.charger.Queue, "existing objects of a policy", t.charger.Reconcile) })
+	}
 	err = t.decideLoop(ctx)
 	if r.opts.Handle != nil {
 		r.opts.Handle.Resign(at)
@@ -225,6 +236,19 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 		Schema:       r.triggerSchema,
 		UpdateStatus: updateStatus,
 	}
+	t.charger = &existing.Charger{
+		Queue: existing.NewQueue(),
+		Policy: func(k string) (*quotav1alpha1.ClaimCreationPolicy, bool, error) {
+			return stored[*quotav1alpha1.ClaimCreationPolicy](t.policyInformer, k)
+		},
+		Mapper:          r.mapper,
+		Dynamic:         r.dynamic,
+		NamespaceOpen:   r.namespaceOpen,
+		Units:           t.unitsOf,
+		Client:          r.client,
+		Events:          r.eventRecorder,
+		SystemNamespace: r.opts.SystemNamespace,
+	}
 	placement := status.NewPlacement(ctx, r.opts.SystemNamespace, r.kube, r.metadata,
 		func(id quota.BucketID) { t.bucketQueue.Add(id) }, t.consumerBuckets)
 	t.buckets = &status.BucketWriter{
@@ -239,6 +263,28 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 		Gone:      func(quota.BucketID) {},
 	}
 	return t
+}
+
+// unitsOf is the base unit, as a quantity, a resource type's registration
+// declares.
+func (t *term) unitsOf(resourceType string) (unit string, ok bool) {
+	t.cache.Read(func(acc *accounting.Accounts) { unit, ok = acc.BaseUnitQuantity(resourceType) })
+	return unit, ok
+}
+
+// namespaceOpen says why a namespace cannot hold claims: it does not exist,
+// or it is being deleted.
+func (r *Runner) namespaceOpen(ctx context.Context, ns string) error {
+	n, err := r.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return errors.New("does not exist")
+	case err != nil:
+		return err
+	case n.DeletionTimestamp != nil:
+		return errors.New("is being deleted")
+	}
+	return nil
 }
 
 // admissionTerm is what admission uses while this term leads.
@@ -314,6 +360,7 @@ func (t *term) shutdownQueues() {
 	t.bucketQueue.ShutDown()
 	t.conditionQueue.ShutDown()
 	t.objects.Queue.ShutDown()
+	t.charger.Queue.ShutDown()
 }
 
 // eventRecorder records the engine's Events (a bucket crossing a

@@ -34,6 +34,11 @@ const (
 	// the one admitted (the admitted name was taken meanwhile): it is the
 	// namespace/name its grant was recorded under.
 	AnnotationGrantKey = "quota.miloapis.com/admitted-as"
+	// AnnotationChargeExisting, set on a ClaimCreationPolicy to any new
+	// value, asks the engine to charge again every existing object the
+	// policy governs that holds no claim of it (quotaplane verify --repair
+	// sets it); status.existingObjects.request answers it.
+	AnnotationChargeExisting = "quota.miloapis.com/charge-existing"
 )
 
 // Labels on every AllowanceBucket and decision-history ConfigMap, so that a

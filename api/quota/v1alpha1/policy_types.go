@@ -234,6 +234,53 @@ type ClaimCreationPolicyStatus struct {
 	// created uncharged. Written by the quota engine only.
 	// +optional
 	Enforced *EnforcedClaimPolicy `json:"enforced,omitempty"`
+
+	// existingObjects says what the engine charged, for the enforced
+	// generation, to objects that existed before it was in force (created
+	// while the policy was disabled, before it was created, or before an
+	// edit widened its trigger). Written by the quota engine only.
+	// +optional
+	ExistingObjects *ExistingObjectsStatus `json:"existingObjects,omitempty"`
+}
+
+// ExistingObjectsStatus is the outcome of charging the objects that already
+// existed when a generation of a ClaimCreationPolicy came into force.
+type ExistingObjectsStatus struct {
+	// generation is the enforced generation the existing objects were
+	// charged for.
+	Generation int64 `json:"generation"`
+
+	// request is the value of the annotation
+	// quota.miloapis.com/charge-existing this pass answered (quotaplane
+	// verify --repair sets it to ask for a new pass).
+	// +optional
+	Request string `json:"request,omitempty"`
+
+	// objects is how many objects of the trigger kind were examined.
+	Objects int64 `json:"objects"`
+
+	// charged is how many of them the policy governs and held no claim of
+	// it, and were charged.
+	Charged int64 `json:"charged"`
+
+	// overLimit is how many of those charges put a bucket over its limit:
+	// they are granted anyway (the objects exist); the bucket shows it is
+	// over and new creates are refused until usage falls.
+	OverLimit int64 `json:"overLimit"`
+
+	// notCharged is how many objects the policy could not be evaluated for,
+	// or whose claim could not be written; message names the first few.
+	// +optional
+	NotCharged int64 `json:"notCharged,omitempty"`
+
+	// message says what was charged, and what was not and why.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+
+	// completionTime is when the pass ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // EnforcedClaimPolicy is a validated copy of a policy's spec.

@@ -67,7 +67,7 @@ type Plugin struct {
 	mu       sync.Mutex
 	compiled map[compiledKey]*compiledEntry
 
-	claims  *claimValidator
+	claims  *policy.ClaimValidator
 	reports *reporter
 }
 
@@ -107,7 +107,7 @@ func (p *Plugin) ValidateInitialization() error {
 	if p.dynamic == nil || p.handle == nil || p.authorizer == nil || p.namespaces == nil {
 		return fmt.Errorf("%s needs a dynamic client, an authorizer, the namespace informer and the engine handle", PluginName)
 	}
-	v, err := newClaimValidator()
+	v, err := policy.NewClaimValidator()
 	if err != nil {
 		return err
 	}

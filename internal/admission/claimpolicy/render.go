@@ -2,26 +2,16 @@ package claimpolicy
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/config/crd"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
@@ -46,53 +36,11 @@ type target struct {
 }
 
 func (p *Plugin) claimForObject(f *inForce, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
-	// The template's namespace, rendered; without one, the object's
-	// namespace, or the system namespace for a cluster-scoped object.
-	ns := r.Namespace
-	if ns == "" {
-		ns = a.GetNamespace()
-	}
-	if ns == "" {
-		ns = p.systemNamespace
-	}
-	// The claim's name is fixed now (it is recorded before the claim exists):
-	// the template's name, or a prefix and a hash of the object and policy.
-	name := r.Name
-	if name == "" {
-		sum := sha256.Sum256([]byte(string(obj.GetUID()) + "/" + f.name))
-		suffix := hex.EncodeToString(sum[:5])
-		prefix := r.GenerateName
-		if prefix == "" {
-			prefix = strings.ToLower(tg.kind.Kind) + "-" + obj.GetName() + "-"
-		}
-		if len(prefix) > 200 {
-			prefix = prefix[:200]
-		}
-		name = prefix + suffix
-	}
-	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{
-		Namespace: ns, Name: name,
-		Labels: map[string]string{},
-		Annotations: map[string]string{
-			quotav1alpha1.AnnotationPolicy:           f.name,
-			quotav1alpha1.AnnotationPolicyGeneration: strconv.FormatInt(f.generation, 10),
-			quotav1alpha1.AnnotationResource:         quotav1alpha1.FormatResource(tg.resource),
-			quotav1alpha1.AnnotationResourceUID:      string(obj.GetUID()),
-		},
-	}, Spec: r.Spec}
-	for k, v := range r.Labels {
-		c.Labels[k] = v
-	}
-	// The template's annotations never replace quotaplane's own, which tie
-	// the claim to its object and policy.
-	for k, v := range r.Annotations {
-		if _, ours := c.Annotations[k]; !ours {
-			c.Annotations[k] = v
-		}
-	}
+	c := policy.NewClaim(policy.ClaimSource{Policy: f.name, Generation: f.generation, Kind: tg.kind, Resource: tg.resource,
+		Namespace: a.GetNamespace(), Object: obj, SystemNamespace: p.systemNamespace}, r)
+	ns := c.Namespace
 	kind := tg.kind
-	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: kind.Group, Kind: kind.Kind, Name: obj.GetName(), Namespace: a.GetNamespace()}
-	if errs := p.claims.validate(c); len(errs) > 0 {
+	if errs := p.claims.Validate(c); len(errs) > 0 {
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) renders, for this %s, a ResourceClaim the API server would refuse: %v; the %s was not created: fix the policy's spec.target.resourceClaimTemplate (this is not a quota denial)",
 			f.name, f.generation, kind.Kind, errs.ToAggregate(), kind.Kind))
@@ -122,50 +70,6 @@ func (p *Plugin) namespaceOpen(ns string) error {
 		return fmt.Errorf("is being deleted")
 	}
 	return nil
-}
-
-// claimValidator checks a claim as the API server checks a ResourceClaim
-// create: object metadata, then the CRD's schema.
-type claimValidator struct {
-	schema crdvalidation.SchemaCreateValidator
-}
-
-func newClaimValidator() (*claimValidator, error) {
-	crds, err := crd.All()
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range crds {
-		if c.Spec.Names.Kind != "ResourceClaim" {
-			continue
-		}
-		for _, v := range c.Spec.Versions {
-			if v.Name != quotav1alpha1.SchemeGroupVersion.Version || v.Schema == nil {
-				continue
-			}
-			internal := &apiextensionsinternal.JSONSchemaProps{}
-			if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, internal, nil); err != nil {
-				return nil, err
-			}
-			s, _, err := crdvalidation.NewSchemaValidator(internal)
-			if err != nil {
-				return nil, err
-			}
-			return &claimValidator{schema: s}, nil
-		}
-	}
-	return nil, fmt.Errorf("the ResourceClaim CRD %s has no schema", quotav1alpha1.SchemeGroupVersion)
-}
-
-func (v *claimValidator) validate(c *quotav1alpha1.ResourceClaim) field.ErrorList {
-	errs := apimachineryvalidation.ValidateObjectMeta(&c.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	withKind := c.DeepCopy()
-	withKind.APIVersion, withKind.Kind = quotav1alpha1.SchemeGroupVersion.String(), "ResourceClaim"
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(withKind)
-	if err != nil {
-		return append(errs, field.InternalError(nil, err))
-	}
-	return append(errs, crdvalidation.ValidateCustomResource(nil, u, v.schema)...)
 }
 
 // authorizeConsumers refuses a create whose policies charge a consumer the

@@ -1,0 +1,326 @@
+// Package existing charges the objects that already exist when a version of
+// a ClaimCreationPolicy comes into force — created while it was disabled,
+// before it was created, or before an edit widened its trigger — as
+// Kubernetes' own ResourceQuota counts what exists the moment it is created.
+// Their claims are granted even beyond the limit (the objects exist); the
+// policy's status.existingObjects and an Event say how many were charged and
+// how many put a bucket over its limit. docs/exactly-once.md, "Existing
+// objects", has the argument.
+package existing
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/reconcile"
+)
+
+// batchSize is how many claims one ChargeExisting call decides under the
+// cache's lock: admission waits for the lock no longer than one batch takes.
+const batchSize = 100
+
+// pageSize is how many objects one list request returns.
+const pageSize = 500
+
+// busyRetry is how soon objects found busy (another change of them being
+// charged) are looked at again.
+const busyRetry = 2 * time.Second
+
+// inFlightGrace is how long after the engine first sees a policy version
+// it lists the objects: a create or update admitted just before admission
+// knew that version (so not charged by it) is stored by then, and is listed
+// as stored. The API server stores an admitted object within milliseconds.
+const inFlightGrace = 2 * time.Second
+
+// maxNamed bounds the objects a status message names.
+const maxNamed = 5
+
+// Charger charges, for each policy, the existing objects its enforced
+// generation governs. Its dependencies are function fields so that it is
+// tested without a server.
+type Charger struct {
+	Queue reconcile.Queue[string]
+	// Policy reads a policy from the term's informer.
+	Policy func(name string) (*quotav1alpha1.ClaimCreationPolicy, bool, error)
+	// Mapper finds the resource of a trigger kind.
+	Mapper meta.ResettableRESTMapper
+	// Dynamic lists the objects.
+	Dynamic dynamic.Interface
+	// Charge is admit.Term.ChargeExisting of the term.
+	Charge func(ctx context.Context, policy string, claims []*quotav1alpha1.ResourceClaim) (admit.ExistingResult, error)
+	// NamespaceOpen says why a namespace cannot hold claims, nil when it can.
+	NamespaceOpen func(ctx context.Context, ns string) error
+	// Units converts amounts written as quantities.
+	Units policy.Units
+	// Client writes the policy's status.
+	Client client.Client
+	// Events records the Event on the policy.
+	Events func() record.EventRecorder
+	// SystemNamespace holds claims of cluster-scoped objects.
+	SystemNamespace string
+
+	validator *policy.ClaimValidator
+	mu        sync.Mutex
+	// passes keep counts across the attempts of one pass (objects found
+	// busy are charged by a later attempt).
+	passes map[string]*pass
+}
+
+// pass is one pass over a policy version's objects.
+type pass struct {
+	version    string
+	seen       time.Time
+	objects    int64
+	charged    int64
+	overLimit  int64
+	notCharged int64
+	reasons    []string
+}
+
+func (p *pass) refuse(object, why string) {
+	p.notCharged++
+	if len(p.reasons) < maxNamed {
+		p.reasons = append(p.reasons, object+": "+why)
+	}
+}
+
+// NewQueue is the queue a Charger works on, by policy name.
+func NewQueue() reconcile.Queue[string] {
+	return reconcile.NewQueue[string](100*time.Millisecond, 30*time.Second)
+}
+
+// Reconcile charges the existing objects of one policy's enforced
+// generation, unless status.existingObjects says that was done for it (and
+// for the latest charge-existing request).
+func (c *Charger) Reconcile(ctx context.Context, name string) error {
+	cp, ok, err := c.Policy(name)
+	if err != nil || !ok {
+		return err
+	}
+	e := cp.Status.Enforced
+	if cp.Spec.Disabled || e == nil {
+		return nil
+	}
+	request := cp.Annotations[quotav1alpha1.AnnotationChargeExisting]
+	if st := cp.Status.ExistingObjects; st != nil && st.Generation == e.Generation && st.Request == request {
+		return nil
+	}
+	if c.validator == nil {
+		if c.validator, err = policy.NewClaimValidator(); err != nil {
+			return err
+		}
+	}
+	version := fmt.Sprintf("%s/%d/%s", cp.UID, e.Generation, request)
+	p := c.pass(name, version)
+	if wait := inFlightGrace - time.Since(p.seen); wait > 0 {
+		c.Queue.AddAfter(name, wait)
+		return nil
+	}
+	busy, err := c.charge(ctx, cp, p)
+	if err != nil {
+		return err
+	}
+	if busy > 0 {
+		klog.FromContext(ctx).V(2).Info("Existing objects are being charged by a create or update; charging them again shortly", "policy", name, "objects", busy)
+		c.Queue.AddAfter(name, busyRetry)
+		return nil
+	}
+	c.mu.Lock()
+	delete(c.passes, name)
+	c.mu.Unlock()
+	return c.report(ctx, cp, e.Generation, request, p)
+}
+
+func (c *Charger) pass(name, version string) *pass {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.passes == nil {
+		c.passes = map[string]*pass{}
+	}
+	p := c.passes[name]
+	if p == nil || p.version != version {
+		p = &pass{version: version, seen: time.Now()}
+		c.passes[name] = p
+	}
+	// Each attempt examines every object again; what it charges adds up.
+	p.objects, p.notCharged, p.reasons = 0, 0, nil
+	return p
+}
+
+// charge lists the trigger kind's objects and charges those the policy
+// governs; it returns how many were busy.
+func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPolicy, p *pass) (int, error) {
+	e := cp.Status.Enforced
+	compiled, err := policy.Compile(&quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Generation: e.Generation},
+		Spec: quotav1alpha1.ClaimCreationPolicySpec{Trigger: e.Trigger, Target: e.Target}}, policy.Options{})
+	if err != nil {
+		p.refuse("the policy", "generation "+fmt.Sprint(e.Generation)+" does not compile: "+err.Error())
+		return 0, nil
+	}
+	gv, err := schema.ParseGroupVersion(e.Trigger.Resource.APIVersion)
+	if err != nil {
+		p.refuse("the policy", "spec.trigger.resource.apiVersion: "+err.Error())
+		return 0, nil
+	}
+	gk := schema.GroupKind{Group: gv.Group, Kind: e.Trigger.Resource.Kind}
+	mapping, err := c.Mapper.RESTMapping(gk)
+	if meta.IsNoMatchError(err) {
+		c.Mapper.Reset()
+		mapping, err = c.Mapper.RESTMapping(gk)
+	}
+	if meta.IsNoMatchError(err) {
+		return 0, nil // not served: no object of it exists
+	}
+	if err != nil {
+		return 0, err
+	}
+	gvk := mapping.GroupVersionKind
+	open := map[string]error{}
+	busy := 0
+	var batch []*quotav1alpha1.ResourceClaim
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := c.Charge(ctx, cp.Name, batch)
+		if err != nil {
+			return err
+		}
+		p.charged += int64(len(res.Charged))
+		p.overLimit += int64(res.OverLimit)
+		busy += len(res.Busy)
+		for _, cl := range batch {
+			if why, refused := res.Refused[cl.Annotations[quotav1alpha1.AnnotationResourceUID]]; refused {
+				p.refuse(objectName(gvk.Kind, cl.Spec.ResourceRef.Namespace, cl.Spec.ResourceRef.Name), why)
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	opts := metav1.ListOptions{Limit: pageSize}
+	for {
+		list, err := c.Dynamic.Resource(mapping.Resource).List(ctx, opts)
+		if err != nil {
+			return 0, fmt.Errorf("listing %s to charge the existing ones: %w", mapping.Resource.GroupResource(), err)
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			p.objects++
+			claim, why := c.claimFor(ctx, cp.Name, e.Generation, compiled, mapping.Resource, gvk, obj, open)
+			if why != "" {
+				p.refuse(objectName(gvk.Kind, obj.GetNamespace(), obj.GetName()), why)
+				continue
+			}
+			if claim == nil {
+				continue
+			}
+			batch = append(batch, claim)
+			if len(batch) == batchSize {
+				if err := flush(); err != nil {
+					return 0, err
+				}
+			}
+		}
+		if list.GetContinue() == "" {
+			break
+		}
+		opts.Continue = list.GetContinue()
+	}
+	return busy, flush()
+}
+
+// claimFor is the claim the policy renders for obj as if it were being
+// created now, nil when the policy does not govern it; why says what stops
+// it from being charged.
+func (c *Charger) claimFor(ctx context.Context, name string, generation int64, compiled *policy.Compiled, gvr schema.GroupVersionResource,
+	gvk schema.GroupVersionKind, obj *unstructured.Unstructured, open map[string]error) (*quotav1alpha1.ResourceClaim, string) {
+	in := policy.Input{Object: obj.Object, User: map[string]any{"name": "", "uid": "", "groups": []string{}, "extra": map[string]any{}},
+		RequestInfo: map[string]any{"verb": "create", "namespace": obj.GetNamespace(), "name": obj.GetName(), "apiGroup": gvr.Group,
+			"apiVersion": gvr.Version, "resource": gvr.Resource, "subresource": "", "dryRun": false},
+		Units: c.Units}
+	applies, rendered, err := compiled.Evaluate(in)
+	if err != nil {
+		return nil, "the policy cannot be evaluated for it: " + err.Error()
+	}
+	if !applies {
+		return nil, ""
+	}
+	claim := policy.NewClaim(policy.ClaimSource{Policy: name, Generation: generation, Kind: gvk, Resource: gvr,
+		Namespace: obj.GetNamespace(), Object: obj, SystemNamespace: c.SystemNamespace}, rendered)
+	if errs := c.validator.Validate(claim); len(errs) > 0 {
+		return nil, "the policy renders a claim the API server would refuse: " + errs.ToAggregate().Error()
+	}
+	err, seen := open[claim.Namespace]
+	if !seen {
+		err = c.NamespaceOpen(ctx, claim.Namespace)
+		open[claim.Namespace] = err
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("its claim goes in namespace %s, which %v", claim.Namespace, err)
+	}
+	return claim, ""
+}
+
+// report writes status.existingObjects and the Event.
+func (c *Charger) report(ctx context.Context, cp *quotav1alpha1.ClaimCreationPolicy, generation int64, request string, p *pass) error {
+	kind := cp.Status.Enforced.Trigger.Resource.Kind
+	msg := fmt.Sprintf("%d existing %s objects examined for generation %d, %d charged", p.objects, kind, generation, p.charged)
+	if p.overLimit > 0 {
+		msg += fmt.Sprintf(", %d of them beyond a limit (granted anyway: the objects exist; the buckets show they are over, and new creates are refused until usage falls below the limit)", p.overLimit)
+	}
+	if p.notCharged > 0 {
+		msg += fmt.Sprintf("; %d not charged — %s", p.notCharged, strings.Join(p.reasons, "; "))
+		if p.notCharged > int64(len(p.reasons)) {
+			msg += fmt.Sprintf("; and %d more", p.notCharged-int64(len(p.reasons)))
+		}
+	}
+	if len(msg) > 4000 {
+		msg = msg[:4000] + "…"
+	}
+	now := metav1.Now()
+	updated := cp.DeepCopy()
+	updated.Status.ExistingObjects = &quotav1alpha1.ExistingObjectsStatus{Generation: generation, Request: request, Objects: p.objects,
+		Charged: p.charged, OverLimit: p.overLimit, NotCharged: p.notCharged, Message: msg, CompletionTime: &now}
+	if err := c.Client.Status().Patch(ctx, updated, client.MergeFrom(cp)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing status.existingObjects of ClaimCreationPolicy %s: %w", cp.Name, err)
+	}
+	if c.Events == nil || (p.charged == 0 && p.notCharged == 0) {
+		return nil
+	}
+	typ, reason := corev1.EventTypeNormal, "ChargedExistingObjects"
+	if p.overLimit > 0 || p.notCharged > 0 {
+		typ = corev1.EventTypeWarning
+	}
+	if p.overLimit > 0 {
+		reason = "ExistingObjectsOverLimit"
+	}
+	c.Events().Event(cp, typ, reason, msg)
+	return nil
+}
+
+func objectName(kind, ns, name string) string {
+	if ns == "" {
+		return kind + " " + name
+	}
+	return kind + " " + ns + "/" + name
+}

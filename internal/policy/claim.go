@@ -1,0 +1,136 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/config/crd"
+)
+
+// ClaimSource is the object a policy's claim is made for, and the version of
+// the policy that rendered it.
+type ClaimSource struct {
+	// Policy and Generation name the policy version.
+	Policy     string
+	Generation int64
+	// Kind and Resource are the object's (for an update through the scale
+	// subresource, the scaled object's).
+	Kind     schema.GroupVersionKind
+	Resource schema.GroupVersionResource
+	// Namespace is the object's namespace, "" when it is cluster scoped.
+	Namespace string
+	// Object is the object's metadata: its name and UID.
+	Object metav1.Object
+	// SystemNamespace holds the claims of cluster-scoped objects whose
+	// template names no namespace.
+	SystemNamespace string
+}
+
+// NewClaim is the ResourceClaim a policy renders for one object: in the
+// template's namespace (else the object's, else the system namespace), under
+// the template's name (else a prefix and a hash of the object's UID and the
+// policy, fixed before the claim exists), tied to its object and policy by
+// quotaplane's annotations, which the template's never replace. Admission
+// and the engine's charging of existing objects make claims only through it.
+func NewClaim(src ClaimSource, r *Rendered) *quotav1alpha1.ResourceClaim {
+	ns := r.Namespace
+	if ns == "" {
+		ns = src.Namespace
+	}
+	if ns == "" {
+		ns = src.SystemNamespace
+	}
+	name := r.Name
+	if name == "" {
+		sum := sha256.Sum256([]byte(string(src.Object.GetUID()) + "/" + src.Policy))
+		suffix := hex.EncodeToString(sum[:5])
+		prefix := r.GenerateName
+		if prefix == "" {
+			prefix = strings.ToLower(src.Kind.Kind) + "-" + src.Object.GetName() + "-"
+		}
+		if len(prefix) > 200 {
+			prefix = prefix[:200]
+		}
+		name = prefix + suffix
+	}
+	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: name,
+		Labels: map[string]string{},
+		Annotations: map[string]string{
+			quotav1alpha1.AnnotationPolicy:           src.Policy,
+			quotav1alpha1.AnnotationPolicyGeneration: strconv.FormatInt(src.Generation, 10),
+			quotav1alpha1.AnnotationResource:         quotav1alpha1.FormatResource(src.Resource),
+			quotav1alpha1.AnnotationResourceUID:      string(src.Object.GetUID()),
+		},
+	}, Spec: r.Spec}
+	for k, v := range r.Labels {
+		c.Labels[k] = v
+	}
+	for k, v := range r.Annotations {
+		if _, ours := c.Annotations[k]; !ours {
+			c.Annotations[k] = v
+		}
+	}
+	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: src.Kind.Group, Kind: src.Kind.Kind, Name: src.Object.GetName(), Namespace: src.Namespace}
+	return c
+}
+
+// ClaimValidator checks a claim as the API server checks a ResourceClaim
+// create: object metadata, then the CRD's schema. Claims the engine writes
+// to storage itself must pass it, since the API server never sees them.
+type ClaimValidator struct {
+	schema crdvalidation.SchemaCreateValidator
+}
+
+// NewClaimValidator reads the ResourceClaim schema from the embedded CRDs.
+func NewClaimValidator() (*ClaimValidator, error) {
+	crds, err := crd.All()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range crds {
+		if c.Spec.Names.Kind != "ResourceClaim" {
+			continue
+		}
+		for _, v := range c.Spec.Versions {
+			if v.Name != quotav1alpha1.SchemeGroupVersion.Version || v.Schema == nil {
+				continue
+			}
+			internal := &apiextensionsinternal.JSONSchemaProps{}
+			if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, internal, nil); err != nil {
+				return nil, err
+			}
+			s, _, err := crdvalidation.NewSchemaValidator(internal)
+			if err != nil {
+				return nil, err
+			}
+			return &ClaimValidator{schema: s}, nil
+		}
+	}
+	return nil, fmt.Errorf("the ResourceClaim CRD %s has no schema", quotav1alpha1.SchemeGroupVersion)
+}
+
+// Validate returns what the API server would refuse of c.
+func (v *ClaimValidator) Validate(c *quotav1alpha1.ResourceClaim) field.ErrorList {
+	errs := apimachineryvalidation.ValidateObjectMeta(&c.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	withKind := c.DeepCopy()
+	withKind.APIVersion, withKind.Kind = quotav1alpha1.SchemeGroupVersion.String(), "ResourceClaim"
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(withKind)
+	if err != nil {
+		return append(errs, field.InternalError(nil, err))
+	}
+	return append(errs, crdvalidation.ValidateCustomResource(nil, u, v.schema)...)
+}

@@ -1,0 +1,108 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+)
+
+func testClaim() *quotav1alpha1.ResourceClaim {
+	return &quotav1alpha1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "secret-s-0123456789", Labels: map[string]string{"a": "b"},
+			Annotations: map[string]string{"quota.miloapis.com/policy": "p", "quota.miloapis.com/resource-uid": "u"}},
+		Spec: quotav1alpha1.ResourceClaimSpec{
+			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"},
+			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: "example.com/secrets", Amount: 1}},
+			ResourceRef: &quotav1alpha1.ResourceRef{Kind: "Secret", Name: "s", Namespace: "ns"},
+		},
+	}
+}
+
+// TestClaimValidator: what the API server refuses in a ResourceClaim create
+// — its metadata and its CRD schema — the validator refuses, naming the field.
+func TestClaimValidator(t *testing.T) {
+	v, err := NewClaimValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := v.Validate(testClaim()); len(errs) != 0 {
+		t.Fatalf("a valid claim: %v", errs)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*quotav1alpha1.ResourceClaim)
+		field string
+	}{
+		{"name", func(c *quotav1alpha1.ResourceClaim) { c.Name = "Not_Valid" }, "metadata.name"},
+		{"label", func(c *quotav1alpha1.ResourceClaim) { c.Labels["bad key!"] = "x" }, "metadata.labels"},
+		{"amount", func(c *quotav1alpha1.ResourceClaim) { c.Spec.Requests[0].Amount = 0 }, "spec.requests[0].amount"},
+		{"no requests", func(c *quotav1alpha1.ResourceClaim) { c.Spec.Requests = nil }, "spec.requests"},
+	} {
+		c := testClaim()
+		tc.edit(c)
+		errs := v.Validate(c)
+		if len(errs) == 0 {
+			t.Errorf("%s: accepted", tc.name)
+			continue
+		}
+		if got := errs.ToAggregate().Error(); !strings.Contains(got, tc.field) {
+			t.Errorf("%s: %q does not name %s", tc.name, got, tc.field)
+		}
+	}
+}
+
+// BenchmarkClaimValidator is what checking one rendered claim costs a create.
+func BenchmarkClaimValidator(b *testing.B) {
+	v, err := NewClaimValidator()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := testClaim()
+	b.ReportAllocs()
+	for b.Loop() {
+		if errs := v.Validate(c); len(errs) != 0 {
+			b.Fatal(errs)
+		}
+	}
+}
+
+// TestNewClaim: the claim is placed and named as documented, tied to its
+// object and policy by annotations the template cannot replace, and its name
+// is the same every time it is rendered for the same object and policy (the
+// engine relies on that to find a claim it wrote before a crash).
+func TestNewClaim(t *testing.T) {
+	obj := &metav1.ObjectMeta{Name: "w1", UID: types.UID("uid-1")}
+	src := ClaimSource{Policy: "widgets", Generation: 3, Kind: schema.GroupVersionKind{Group: "adv.example.com", Version: "v1", Kind: "Widget"},
+		Resource: schema.GroupVersionResource{Group: "adv.example.com", Version: "v1", Resource: "widgets"}, Namespace: "apps", Object: obj, SystemNamespace: "quotaplane-system"}
+	r := &Rendered{Spec: quotav1alpha1.ResourceClaimSpec{Requests: []quotav1alpha1.ResourceRequest{{ResourceType: "example.com/widgets", Amount: 1}}},
+		Annotations: map[string]string{quotav1alpha1.AnnotationResourceUID: "forged", "team": "a"}}
+	c := NewClaim(src, r)
+	if c.Namespace != "apps" || !strings.HasPrefix(c.Name, "widget-w1-") || c.Name != NewClaim(src, r).Name {
+		t.Errorf("claim %s/%s: want a stable name widget-w1-<hash> in the object's namespace", c.Namespace, c.Name)
+	}
+	if c.Annotations[quotav1alpha1.AnnotationResourceUID] != "uid-1" || c.Annotations["team"] != "a" ||
+		c.Annotations[quotav1alpha1.AnnotationResource] != "widgets.v1.adv.example.com" || c.Annotations[quotav1alpha1.AnnotationPolicyGeneration] != "3" {
+		t.Errorf("annotations %v", c.Annotations)
+	}
+	if ref := c.Spec.ResourceRef; ref == nil || ref.Kind != "Widget" || ref.Namespace != "apps" || ref.Name != "w1" || ref.APIGroup != "adv.example.com" {
+		t.Errorf("resourceRef %+v", c.Spec.ResourceRef)
+	}
+	other := src
+	other.Policy = "gadgets"
+	if NewClaim(other, r).Name == c.Name {
+		t.Error("two policies render the same claim name for one object")
+	}
+	src.Namespace = ""
+	if c := NewClaim(src, r); c.Namespace != "quotaplane-system" {
+		t.Errorf("a cluster-scoped object's claim is in %q, want the system namespace", c.Namespace)
+	}
+	r.Namespace, r.Name = "claims", "fixed"
+	if c := NewClaim(src, r); c.Namespace != "claims" || c.Name != "fixed" {
+		t.Errorf("the template's namespace and name are not used: %s/%s", c.Namespace, c.Name)
+	}
+}
