@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/grpclog"
@@ -12,11 +13,14 @@ import (
 	"k8s.io/component-base/logs"
 
 	"github.com/quotaplane/quotaplane/internal/verify"
+	"github.com/quotaplane/quotaplane/internal/verify/repair"
 )
 
 func newVerifyCommand() *cobra.Command {
 	o := verify.NewOptions()
 	output := "text"
+	fix := false
+	timeout := 2 * time.Minute
 	// exit ends the command with one of verify's exit codes.
 	exit := func(code int) {
 		logs.FlushLogs()
@@ -26,8 +30,10 @@ func newVerifyCommand() *cobra.Command {
 		Use:   "verify",
 		Short: "Audit a live quota plane: governed objects claimed, no orphan claims, buckets equal to their grants and claims, nothing held in flight past its deadline",
 		Long: `verify reads everything a quota plane stores and reports where storage disagrees with itself,
-with what would repair each discrepancy. It only reads. Exit codes: 0 nothing found, 1 discrepancies,
-2 the audit could not run. docs/verify.md explains each check.`,
+with what would repair each discrepancy. It only reads, unless --repair is given: then it carries out
+each repair through the engine and the API server (never by writing storage), prints each action, and
+audits again. Exit codes: 0 nothing found (or all repaired), 1 discrepancies (left), 2 the audit could
+not run. docs/verify.md explains each check and its repair.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "Error: verify takes no arguments, got %q\n", args)
@@ -40,7 +46,18 @@ with what would repair each discrepancy. It only reads. Exit codes: 0 nothing fo
 			// etcd's gRPC connections log their own teardown; the report is
 			// the output, and errors still reach stderr.
 			grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, os.Stderr))
-			report, err := verify.Run(genericapiserver.SetupSignalContext(), *o)
+			ctx := genericapiserver.SetupSignalContext()
+			var report *verify.Report
+			var err error
+			if fix {
+				actions := cmd.OutOrStdout()
+				if output == "json" {
+					actions = cmd.ErrOrStderr() // stdout is the report alone
+				}
+				report, _, err = repair.Run(ctx, repair.Options{Options: *o, Timeout: timeout}, actions)
+			} else {
+				report, err = verify.Run(ctx, *o)
+			}
 			if err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "Error: the audit could not run: %v\n", err)
 				exit(verify.ExitCannotRun)
@@ -67,5 +84,7 @@ with what would repair each discrepancy. It only reads. Exit codes: 0 nothing fo
 	})
 	o.AddFlags(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", output, "Output format: text or json.")
+	cmd.Flags().BoolVar(&fix, "repair", fix, "Carry out each repair the audit names, through the engine (charge unclaimed objects, delete orphan claims and stale buckets, ask for a new engine term), then audit again. Idempotent.")
+	cmd.Flags().DurationVar(&timeout, "repair-timeout", timeout, "With --repair, how long to wait for the engine to carry out what it is asked.")
 	return cmd
 }

@@ -170,6 +170,7 @@ func (r *Runner) lead(ctx context.Context) error {
 		t.settler.Queue.Add(p.Key())
 	}
 	t.enqueueAllBuckets()
+	wg.Go(func() { t.answerRebuild(ctx, cancel) })
 	at := t.admissionTerm()
 	if r.opts.Handle != nil {
 		r.opts.Handle.Lead(at)

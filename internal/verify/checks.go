@@ -19,7 +19,7 @@ import (
 
 // newTermRepair is how every difference between the engine's memory and
 // storage is repaired: a new term rebuilds the engine from storage.
-const newTermRepair = "start a new engine term, which rebuilds every bucket from the stored grants and claims and settles every grant in flight first: restart quotaplane serve (with several replicas, the one holding the Lease %s/%s)"
+const newTermRepair = "start a new engine term, which rebuilds every bucket from the stored grants and claims and settles every grant in flight first: quotaplane verify --repair asks the engine for one (ConfigMap %s/" + record.RebuildName + "); or restart quotaplane serve (with several replicas, the one holding the Lease %s/%s)"
 
 // checkBuckets compares every stored AllowanceBucket with the bucket the
 // rebuilt engine gives for its consumer, resource type and dimensions: the
@@ -28,7 +28,7 @@ const newTermRepair = "start a new engine term, which rebuilds every bucket from
 // stored, and stored buckets it does not give, are reported too.
 func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) error {
 	placement := quota.Placement{SystemNamespace: v.o.SystemNamespace, OrganizationOf: func(p string) string { return s.projectOrgs[p] }}
-	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, record.LeaseName)
+	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, v.o.SystemNamespace, record.LeaseName)
 	seen := map[quota.BucketID]bool{}
 	err := listQuota(ctx, v, func() *quotav1alpha1.AllowanceBucketList { return &quotav1alpha1.AllowanceBucketList{} }, func(list *quotav1alpha1.AllowanceBucketList) error {
 		for i := range list.Items {
@@ -46,7 +46,8 @@ func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) erro
 				}
 				r.add(Discrepancy{Check: CheckBucketStale, ID: string(CheckBucketStale) + "/" + where,
 					Problem: fmt.Sprintf("AllowanceBucket %s (%s) is stored but %s", where, describeBucket(id), why),
-					Repair:  fmt.Sprintf("delete it (kubectl delete allowancebucket -n %s %s); the engine writes every bucket it needs", b.Namespace, b.Name)})
+					Repair:  fmt.Sprintf("delete it (kubectl delete allowancebucket -n %s %s; quotaplane verify --repair does); the engine writes every bucket it needs", b.Namespace, b.Name),
+					Target:  &Target{Kind: "AllowanceBucket", Namespace: b.Namespace, Name: b.Name, UID: string(b.UID)}})
 				continue
 			}
 			seen[id] = true
@@ -183,7 +184,8 @@ func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.Gr
 	if v.etcd == nil {
 		problem += "; fail-open records were not read (no etcd given), so it may have been admitted fail-open"
 	}
-	repair := fmt.Sprintf("delete and re-create the %s through the API so that admission charges it", kind)
+	repair := fmt.Sprintf("quotaplane verify --repair asks the engine to charge it (it sets the annotation %s on ClaimCreationPolicy %s, and the engine charges every governed object without a claim); or delete and re-create the %s through the API so that admission charges it",
+		quotav1alpha1.AnnotationChargeExisting, p.name, kind)
 	if ok, rendered, err := p.compiled.Evaluate(policy.Input{Object: obj}); err == nil && ok {
 		ns := rendered.Namespace
 		if ns == "" {
@@ -200,7 +202,8 @@ func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.Gr
 			ns, convert.ConsumerID(rendered.Spec.ConsumerRef), describeRequests(requests), kind,
 			quotav1alpha1.AnnotationPolicy, p.name, quotav1alpha1.AnnotationResource, quotav1alpha1.FormatResource(gvr), quotav1alpha1.AnnotationResourceUID, uid)
 	}
-	r.add(Discrepancy{Check: CheckUnclaimedObject, ID: fmt.Sprintf("%s/%s/%s", CheckUnclaimedObject, uid, p.name), Problem: problem, Repair: repair})
+	r.add(Discrepancy{Check: CheckUnclaimedObject, ID: fmt.Sprintf("%s/%s/%s", CheckUnclaimedObject, uid, p.name), Problem: problem, Repair: repair,
+		Target: &Target{Kind: "ClaimCreationPolicy", Name: p.name}})
 }
 
 // checkClaimedObjects looks up the object every claim names (by the UID of
@@ -226,7 +229,8 @@ func (v *verifier) checkClaimedObjects(ctx context.Context, s *reading, r *Repor
 			ns, name, _ := strings.Cut(c.key, "/")
 			r.add(Discrepancy{Check: CheckOrphanClaim, ID: string(CheckOrphanClaim) + "/" + c.uid,
 				Problem: fmt.Sprintf("ResourceClaim %s (uid %s) names %s (uid %s), %s; %s", c.key, c.uid, c.object, objectUID, where, held),
-				Repair:  fmt.Sprintf("delete the claim: kubectl delete resourceclaim -n %s %s", ns, name)})
+				Repair:  fmt.Sprintf("delete the claim: kubectl delete resourceclaim -n %s %s (quotaplane verify --repair does)", ns, name),
+				Target:  &Target{Kind: "ResourceClaim", Namespace: ns, Name: name, UID: c.uid}})
 		}
 	}
 	return nil
@@ -277,7 +281,7 @@ const (
 // whose claim is gone holds nothing: it is noted, not reported.
 func (v *verifier) checkInFlight(s *reading, r *Report) {
 	now := time.Now()
-	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, record.LeaseName)
+	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, v.o.SystemNamespace, record.LeaseName)
 	for _, g := range s.journal {
 		if g.adopted || g.sinceAdmission(now) <= admissionDeadline+deadlineMargin {
 			continue

@@ -89,3 +89,12 @@ func (o Options) complete() (Options, error) {
 	}
 	return o, errors.Join(errs...)
 }
+
+// KubeconfigPath is the kubeconfig verify uses: --kubeconfig, else the admin
+// kubeconfig of --data-dir.
+func (o Options) KubeconfigPath() string {
+	if o.Kubeconfig == "" && o.DataDir != "" {
+		return filepath.Join(o.DataDir, "admin.kubeconfig")
+	}
+	return o.Kubeconfig
+}

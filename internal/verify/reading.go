@@ -184,7 +184,13 @@ func (v *verifier) readPolicies(ctx context.Context, s *reading, r *Report) erro
 				if strings.Contains(ns, "{{") {
 					ns = ""
 				}
-				s.policies = append(s.policies, &enforcedPolicy{name: cp.Name, created: cp.CreationTimestamp.Unix(), compiled: compiled,
+				// Objects older than the policy are governed too once the
+				// engine charged the existing objects of this generation.
+				created := cp.CreationTimestamp.Unix()
+				if x := cp.Status.ExistingObjects; x != nil && x.Generation == cp.Generation {
+					created = 0
+				}
+				s.policies = append(s.policies, &enforcedPolicy{name: cp.Name, created: created, compiled: compiled,
 					apiVersion: cp.Spec.Trigger.Resource.APIVersion, claimNamespace: ns, stats: stats})
 			}
 		}

@@ -69,6 +69,18 @@ type Discrepancy struct {
 	Problem string `json:"problem"`
 	// Repair says what would repair it.
 	Repair string `json:"repair"`
+	// Target is the object the repair acts on, when it acts on one: the
+	// policy that charges an unclaimed object, an orphan claim, a stale
+	// bucket. Repairs without a target are a new engine term.
+	Target *Target `json:"target,omitempty"`
+}
+
+// Target names an object a repair acts on.
+type Target struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
 }
 
 // FailOpen is an object admitted without its claims because its policies
@@ -93,7 +105,9 @@ type PolicyStats struct {
 
 	// Objects of the trigger kind looked at.
 	Objects int `json:"objects"`
-	// BeforePolicy were created before the policy: never governed.
+	// BeforePolicy were created before the policy and not judged: the
+	// engine has not yet charged the existing objects of the enforced
+	// generation (status.existingObjects).
 	BeforePolicy int `json:"beforePolicy"`
 	// Ambiguous were created in the same second as the policy: skipped.
 	Ambiguous int `json:"ambiguous"`

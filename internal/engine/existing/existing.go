@@ -118,6 +118,14 @@ func (c *Charger) Reconcile(ctx context.Context, name string) error {
 	if cp.Spec.Disabled || e == nil {
 		return nil
 	}
+	// Only once the engine judged the current generation: valid, it is the
+	// enforced one; invalid, the last valid one stays enforced. Before, the
+	// enforced generation may be about to change (its status write queues
+	// the policy again).
+	ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
+	if ready == nil || ready.ObservedGeneration != cp.Generation || cp.Status.ObservedGeneration != cp.Generation {
+		return nil
+	}
 	request := cp.Annotations[quotav1alpha1.AnnotationChargeExisting]
 	if st := cp.Status.ExistingObjects; st != nil && st.Generation == e.Generation && st.Request == request {
 		return nil

@@ -14,6 +14,14 @@ const (
 	LedgerName = "quotaplane-decision-ledger"
 	// LeaseName is the Lease the engine's replicas elect their leader on.
 	LeaseName = "quotaplane-quota-engine"
+	// RebuildName is the ConfigMap through which an operator (quotaplane
+	// verify --repair) asks for a new engine term, which rebuilds every
+	// bucket from storage and settles every grant in flight: a new value of
+	// RebuildRequestedKey ends the term in force; the next term writes that
+	// value to RebuildDoneKey once it has rebuilt.
+	RebuildName         = "quotaplane-engine-rebuild"
+	RebuildRequestedKey = "requested"
+	RebuildDoneKey      = "done"
 )
 
 // The ledger ConfigMap's data keys.

@@ -222,3 +222,23 @@ func TestTenThousandExistingObjects(t *testing.T) {
 	}
 	wantDiscrepancies(t, audit(t, srv, false), nil)
 }
+
+// TestAPolicyCreatedLaterChargesWhatExists: Secrets created before their
+// policy existed are charged once it does, and verify then judges them too.
+func TestAPolicyCreatedLaterChargesWhatExists(t *testing.T) {
+	c := quotatest.NewClient(t, srv.Config)
+	f := quotatest.NewFixture(t, c)
+	for i := range 3 {
+		createSecret(t, c, f.NS, fmt.Sprintf("older-%d", i))
+	}
+	p := f.SecretsPolicy(10)
+	if st := waitExistingCharged(t, f, p, 30*time.Second); st.Charged != 3 || st.OverLimit != 0 {
+		t.Errorf("status.existingObjects %+v, want the 3 older Secrets charged", st)
+	}
+	f.WaitBucket(quotatest.N(10, 3, 7), "secrets")
+	r := audit(t, srv, false)
+	wantDiscrepancies(t, r, nil)
+	if st := policyStats(t, r, p.Name); st.BeforePolicy != 0 || st.Claimed != 3 {
+		t.Errorf("verify's view of policy %s: %+v; want the 3 older Secrets judged and claimed", p.Name, st)
+	}
+}
