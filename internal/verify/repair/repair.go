@@ -88,23 +88,24 @@ func Run(ctx context.Context, o Options, out io.Writer) (*verify.Report, []Actio
 		}
 		done = append(done, a.Action)
 	}
-	// The engine's writes land over a moment: audit until the repaired
-	// discrepancies are gone, or the time is up.
+	// The engine's writes land over a moment: audit until nothing is left,
+	// or what is left is the same two readings in a row (damage the repairs
+	// do not reach, or the time is up).
 	again := o.Options
 	again.RecheckAfter = 0
-	var second *verify.Report
+	var second, previous *verify.Report
 	err = wait.PollUntilContextCancel(deadline, time.Second, true, func(ctx context.Context) (bool, error) {
 		rep, err := verify.Run(ctx, again)
 		if err != nil {
 			return false, nil
 		}
-		second = rep
-		return !remains(first, rep), nil
+		previous, second = second, rep
+		return len(rep.Discrepancies) == 0 || (previous != nil && sameIDs(previous, rep)), nil
 	})
 	if second == nil {
 		return nil, done, fmt.Errorf("auditing after the repair: %w", err)
 	}
-	if remains(first, second) && o.RecheckAfter > 0 {
+	if len(second.Discrepancies) > 0 && o.RecheckAfter > 0 {
 		// What is left is read again, as a plain audit would.
 		if rep, err := verify.Run(ctx, o.Options); err == nil {
 			second = rep
@@ -113,14 +114,17 @@ func Run(ctx context.Context, o Options, out io.Writer) (*verify.Report, []Actio
 	return second, done, nil
 }
 
-// remains reports whether any discrepancy of first is in second.
-func remains(first, second *verify.Report) bool {
-	for _, d := range second.Discrepancies {
-		if slices.ContainsFunc(first.Discrepancies, func(f verify.Discrepancy) bool { return f.ID == d.ID }) {
-			return true
+// sameIDs reports whether two audits found the same discrepancies.
+func sameIDs(a, b *verify.Report) bool {
+	if len(a.Discrepancies) != len(b.Discrepancies) {
+		return false
+	}
+	for _, d := range b.Discrepancies {
+		if !slices.ContainsFunc(a.Discrepancies, func(x verify.Discrepancy) bool { return x.ID == d.ID }) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // repairer holds the clients of one repair.

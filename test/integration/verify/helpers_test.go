@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"sort"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/verify"
+	"github.com/quotaplane/quotaplane/internal/verify/repair"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -47,6 +49,19 @@ func audit(t *testing.T, s *testserver.Server, withoutEtcd bool) *verify.Report 
 	r.Print(&out)
 	t.Logf("verify took %s:\n%s", time.Since(began).Round(time.Millisecond), out.String())
 	return r
+}
+
+// repairRun runs verify --repair against s, printing its actions to out.
+func repairRun(s *testserver.Server, out io.Writer) (*verify.Report, []repair.Action, error) {
+	o := *verify.NewOptions()
+	o.Kubeconfig = s.Kubeconfig
+	o.RecheckAfter = 500 * time.Millisecond
+	loc, err := record.ReadEtcdFile(s.DataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.EtcdServers, o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = s.EtcdServers, loc.CAFile, loc.CertFile, loc.KeyFile
+	return repair.Run(context.Background(), repair.Options{Options: o, Timeout: 2 * time.Minute}, out)
 }
 
 // found is a discrepancy as tests compare it: its check and the name it is

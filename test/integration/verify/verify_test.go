@@ -10,7 +10,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,6 +20,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/verify"
+	"github.com/quotaplane/quotaplane/internal/verify/repair"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -54,10 +54,16 @@ func TestCleanWorld(t *testing.T) {
 	}
 
 	// A Secret admitted without a claim, recorded fail-open as admission
-	// records it.
+	// records it: created while the policy is off, charged when it is on
+	// again (existing objects are), and that claim removed behind the
+	// engine's back.
 	setDisabled(t, f, p, true)
 	fo := createSecret(t, c, f.NS, "fail-open")
 	setDisabled(t, f, p, false)
+	foClaim := claimOf(t, f, string(fo.UID))
+	if _, err := etcdClient(t, srv).Delete(context.Background(), fmt.Sprintf("%s/%s/resourceclaims/%s/%s", etcdPrefix, quotav1alpha1.GroupName, f.NS, foClaim.Name)); err != nil {
+		t.Fatal(err)
+	}
 	putJSON(t, etcdClient(t, srv), record.FailOpenKey(etcdPrefix, string(fo.UID)), record.FailOpenRecord{
 		Resource: "secrets.v1", Namespace: f.NS, Name: fo.Name, UID: string(fo.UID), Policies: []string{p.Name},
 		Reason: "quota could not be decided; admitted because every matching policy is fail-open", Time: time.Now().UTC().Format(time.RFC3339),
@@ -101,9 +107,10 @@ func TestCleanWorld(t *testing.T) {
 
 // TestDamagedStore damages a store on purpose, each damage of another kind,
 // while no engine replica decides (as fsck wants an unmounted disk), and
-// checks that verify names each one and nothing else. Then a new engine
-// term repairs what the repair texts say it repairs, and verify agrees with
-// the engine's own rebuild.
+// checks that verify names each one and nothing else. Then verify --repair,
+// started while no replica decides yet, asks the engine for each repair and
+// waits; once a replica leads again every discrepancy is repaired, and a
+// second run finds nothing to do.
 func TestDamagedStore(t *testing.T) {
 	o := quotatest.FastEngineOptions()
 	s, err := testserver.Start(testserver.Options{Engine: &o})
@@ -117,6 +124,7 @@ func TestDamagedStore(t *testing.T) {
 	f := quotatest.NewFixture(t, c)
 	p := f.SecretsPolicy(10)
 	afterPolicySecond(p)
+	waitExistingCharged(t, f, p, 30*time.Second)
 	claims := map[string]*quotav1alpha1.ResourceClaim{}
 	for i := range 4 {
 		name := fmt.Sprintf("s%d", i)
@@ -127,11 +135,6 @@ func TestDamagedStore(t *testing.T) {
 	f.WaitBucket(quotatest.N(10, 4, 6), "secrets")
 	f.WaitBucket(quotatest.N(5, 0, 5), "projects")
 	wantDiscrepancies(t, audit(t, s, false), nil)
-
-	// A governed Secret without a claim: created while the policy was off.
-	setDisabled(t, f, p, true)
-	createSecret(t, c, f.NS, "unclaimed")
-	setDisabled(t, f, p, false)
 
 	// No engine replica decides from here on: another holder takes the Lease.
 	kube := kubernetes.NewForConfigOrDie(s.Config)
@@ -155,71 +158,147 @@ func TestDamagedStore(t *testing.T) {
 	if err := c.Create(ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
-	// A granted claim removed straight from etcd: its Secret has no claim,
-	// and its bucket still counts it.
-	claimKey := fmt.Sprintf("%s/%s/resourceclaims/%s/%s", etcdPrefix, quotav1alpha1.GroupName, f.NS, claims["s1"].Name)
-	if resp, err := etcd.Delete(ctx, claimKey); err != nil || resp.Deleted != 1 {
-		t.Fatalf("deleting %s from etcd: %v", claimKey, err)
+	// Two granted claims removed straight from etcd: their Secrets have no
+	// claim, and their bucket still counts them.
+	for _, n := range []string{"s1", "s2"} {
+		claimKey := fmt.Sprintf("%s/%s/resourceclaims/%s/%s", etcdPrefix, quotav1alpha1.GroupName, f.NS, claims[n].Name)
+		if resp, err := etcd.Delete(ctx, claimKey); err != nil || resp.Deleted != 1 {
+			t.Fatalf("deleting %s from etcd: %v", claimKey, err)
+		}
 	}
 	// A grant made at admission ten minutes ago whose claim was never
 	// written, for a Secret never stored.
 	staleKey := record.AdmissionGrantsPrefix(etcdPrefix) + f.NS + "/stale"
-	putJSON(t, etcd, staleKey, map[string]any{
-		"ns": f.NS, "n": "stale", "p": p.Name, "r": "secrets.v1", "u": string(uuid.NewUUID()),
-		"s": quotav1alpha1.ResourceClaimSpec{ConsumerRef: f.Org,
-			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: f.RT("projects"), Amount: 1}},
-			ResourceRef: &quotav1alpha1.ResourceRef{Kind: "Secret", Namespace: f.NS, Name: "never-stored"}},
-		"c": metav1.NewTime(time.Now().Add(-10 * time.Minute)),
-	})
+	putStaleGrant(t, etcd, f, p, staleKey)
 
 	secretsBucket, projectsBucket := f.BucketName("secrets"), f.BucketName("projects")
-	names := []string{"/s1 ", "unclaimed", "orphan", secretsBucket, projectsBucket, f.NS + "/stale"}
+	names := []string{"/s1 ", "/s2 ", "orphan", secretsBucket, projectsBucket, f.NS + "/stale"}
 	r := audit(t, s, false)
 	wantDiscrepancies(t, r, []found{
 		{verify.CheckBucketMismatch, projectsBucket}, // the stale grant counts: 1 allocated, 0 shown
-		{verify.CheckBucketMismatch, secretsBucket},  // the removed claim: 3 allocated, 4 shown
+		{verify.CheckBucketMismatch, secretsBucket},  // the removed claims: 2 allocated, 4 shown
 		{verify.CheckInFlightOverdue, f.NS + "/stale"},
 		{verify.CheckOrphanClaim, "orphan"},
 		{verify.CheckUnclaimedObject, "/s1 "},
-		{verify.CheckUnclaimedObject, "unclaimed"},
+		{verify.CheckUnclaimedObject, "/s2 "},
 	}, names...)
 	if code := verify.ExitCode(r, nil); code != verify.ExitDiscrepancies {
 		t.Errorf("exit code %d, want %d", code, verify.ExitDiscrepancies)
 	}
 	for _, d := range r.Discrepancies {
 		if d.Check == verify.CheckBucketMismatch && strings.Contains(d.Problem, secretsBucket) &&
-			!strings.Contains(d.Problem, "shows limit 10 and allocated 4; the stored grants and claims give limit 10 and allocated 3") {
+			!strings.Contains(d.Problem, "shows limit 10 and allocated 4; the stored grants and claims give limit 10 and allocated 2") {
 			t.Errorf("the secrets bucket's numbers: %s", d.Problem)
 		}
 	}
 
-	// The repair of the in-flight and bucket damage: a new engine term (a
-	// user restarts serve; here the Lease is given back). It releases the
-	// stale grant and rebuilds every bucket from storage.
+	// verify --repair, while no replica decides: it asks, and waits. A
+	// replica leads again a moment later (here the Lease is given back).
+	type outcome struct {
+		report  *verify.Report
+		actions []repair.Action
+		err     error
+	}
+	done := make(chan outcome, 1)
+	var printed quotatest.SyncBuffer
+	go func() {
+		rep, actions, err := repairRun(s, &printed)
+		done <- outcome{rep, actions, err}
+	}()
+	time.Sleep(2 * time.Second)
 	if err := kube.CoordinationV1().Leases(o.SystemNamespace).Delete(ctx, "quotaplane-quota-engine", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		resp, err := etcd.Get(ctx, staleKey, clientv3.WithCountOnly())
-		return err == nil && resp.Count == 0, nil
-	})
-	if err != nil {
-		t.Fatal("the new engine term did not release the stale grant")
+	got := <-done
+	t.Logf("verify --repair printed:\n%s", printed.String())
+	if got.err != nil {
+		t.Fatalf("verify --repair: %v", got.err)
 	}
-	// An engine that ties unowned claims to their objects deletes the
-	// orphan; otherwise the new term grants it. verify must agree either way.
-	orphanStored := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
-		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(orphan), &quotav1alpha1.ResourceClaim{})), nil
-	}) != nil
-	want := []found{{verify.CheckUnclaimedObject, "/s1 "}, {verify.CheckUnclaimedObject, "unclaimed"}}
-	if orphanStored {
-		f.WaitBucket(quotatest.N(10, 4, 6), "secrets")
-		want = append([]found{{verify.CheckOrphanClaim, "orphan"}}, want...)
-	} else {
-		f.WaitBucket(quotatest.N(10, 3, 7), "secrets")
+	for _, want := range []string{"charge the existing objects of ClaimCreationPolicy " + p.Name, "deleted the orphan ResourceClaim " + f.NS + "/orphan", "asked the engine for a new term", "a new term rebuilt", "2 charged"} {
+		if !strings.Contains(printed.String(), want) {
+			t.Errorf("verify --repair did not print %q", want)
+		}
 	}
+	for _, a := range got.actions {
+		if a.Err != nil {
+			t.Errorf("repair %q failed: %v", a.Did, a.Err)
+		}
+	}
+	wantDiscrepancies(t, got.report, nil, names...)
+	f.WaitBucket(quotatest.N(10, 4, 6), "secrets")
 	f.WaitBucket(quotatest.N(5, 0, 5), "projects")
-	wantDiscrepancies(t, audit(t, s, false), want, names...)
+	if resp, err := etcd.Get(ctx, staleKey, clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Errorf("the stale grant is still in the journal")
+	}
+
+	// Again: nothing to repair, nothing done.
+	printed = quotatest.SyncBuffer{}
+	rep, actions, err := repairRun(s, &printed)
+	if err != nil || len(actions) != 0 || !strings.Contains(printed.String(), "Nothing to repair.") {
+		t.Fatalf("a second verify --repair: %v, actions %+v, printed %q", err, actions, printed.String())
+	}
+	wantDiscrepancies(t, rep, nil, names...)
+}
+
+// TestRepairWhileTheEngineRuns: damage a running engine does not notice —
+// a claim removed straight from etcd, a grant written into the journal
+// behind its back — stays, reading after reading, until verify --repair
+// repairs it through the engine.
+func TestRepairWhileTheEngineRuns(t *testing.T) {
+	c := quotatest.NewClient(t, srv.Config)
+	f := quotatest.NewFixture(t, c)
+	p := f.SecretsPolicy(10)
+	afterPolicySecond(p)
+	waitExistingCharged(t, f, p, 30*time.Second)
+	s := createSecret(t, c, f.NS, "charged")
+	claim := claimOf(t, f, string(s.UID))
+	f.Register("projects")
+	f.Grant("projects", map[string][]quotatest.Bucket{"projects": {{Amount: 5}}})
+	f.WaitBucket(quotatest.N(5, 0, 5), "projects")
+	etcd := etcdClient(t, srv)
+	ctx := context.Background()
+	claimKey := fmt.Sprintf("%s/%s/resourceclaims/%s/%s", etcdPrefix, quotav1alpha1.GroupName, f.NS, claim.Name)
+	if _, err := etcd.Delete(ctx, claimKey); err != nil {
+		t.Fatal(err)
+	}
+	staleKey := record.AdmissionGrantsPrefix(etcdPrefix) + f.NS + "/stale"
+	putStaleGrant(t, etcd, f, p, staleKey)
+	f.WaitBucket(quotatest.N(10, 0, 10), "secrets") // the engine saw the claim go
+
+	projectsBucket := f.BucketName("projects")
+	names := []string{"/charged ", projectsBucket, f.NS + "/stale"}
+	want := []found{
+		{verify.CheckBucketMismatch, projectsBucket},
+		{verify.CheckInFlightOverdue, f.NS + "/stale"},
+		{verify.CheckUnclaimedObject, "/charged "},
+	}
+	wantDiscrepancies(t, audit(t, srv, false), want, names...)
+	time.Sleep(2 * time.Second)
+	wantDiscrepancies(t, audit(t, srv, false), want, names...) // the engine repairs none of it by itself
+
+	var printed quotatest.SyncBuffer
+	rep, _, err := repairRun(srv, &printed)
+	t.Logf("verify --repair printed:\n%s", printed.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDiscrepancies(t, rep, nil, names...)
+	claimOf(t, f, string(s.UID))
+	f.WaitBucket(quotatest.N(10, 1, 9), "secrets")
+	f.WaitBucket(quotatest.N(5, 0, 5), "projects")
+}
+
+// putStaleGrant writes into admission's journal a grant made ten minutes
+// ago for a Secret never stored.
+func putStaleGrant(t *testing.T, etcd *clientv3.Client, f *quotatest.Fixture, p *quotav1alpha1.ClaimCreationPolicy, key string) {
+	t.Helper()
+	putJSON(t, etcd, key, map[string]any{
+		"ns": f.NS, "n": "stale", "p": p.Name, "r": "secrets.v1", "u": string(uuid.NewUUID()),
+		"s": quotav1alpha1.ResourceClaimSpec{ConsumerRef: f.Org,
+			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: f.RT("projects"), Amount: 1}},
+			ResourceRef: &quotav1alpha1.ResourceRef{Kind: "Secret", Namespace: f.NS, Name: "never-stored"}},
+		"c": metav1.NewTime(time.Now().Add(-10 * time.Minute)),
+	})
 }
 
 // TestLastValidVersionIsJudged: a policy whose latest edit is invalid is
@@ -231,6 +310,7 @@ func TestLastValidVersionIsJudged(t *testing.T) {
 	f := quotatest.NewFixture(t, c)
 	p := f.SecretsPolicy(10)
 	afterPolicySecond(p)
+	waitExistingCharged(t, f, p, 30*time.Second)
 	s := createSecret(t, c, f.NS, "charged")
 	claim := claimOf(t, f, string(s.UID))
 	// An edit the engine judges invalid: a resource type nobody registered.
