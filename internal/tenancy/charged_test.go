@@ -37,7 +37,7 @@ func TestChargedTo(t *testing.T) {
 		claim("apps", "c2", "Organization", "globex", &quotav1alpha1.ResourceRef{Kind: "ConfigMap", Namespace: "apps", Name: "two"}),
 		claim("apps", "c3", "Project", "acme", &quotav1alpha1.ResourceRef{Kind: "ConfigMap", Namespace: "apps", Name: "three"}),
 	}
-	got, err := chargedTo(stored)(context.Background(), "acme")
+	got, err := chargedTo(stored, "Organization")(context.Background(), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}

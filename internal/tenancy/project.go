@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 )
@@ -22,6 +23,8 @@ type projectReconciler struct {
 	cache *stores
 	// client writes through the API server.
 	client writer
+	// charged lists the objects charged to a project; nil: not checked.
+	charged func(ctx context.Context, project string) ([]string, error)
 }
 
 // reconcile sets the project's label and ownerReference when its
@@ -33,7 +36,15 @@ func (r *projectReconciler) reconcile(ctx context.Context, name string) (time.Du
 		return 0, client.IgnoreNotFound(err)
 	}
 	if p.DeletionTimestamp != nil {
-		return 0, nil
+		return r.finalize(ctx, p)
+	}
+	if !controllerutil.ContainsFinalizer(p, rmv1alpha1.ProjectFinalizer) {
+		patched := p.DeepCopy()
+		controllerutil.AddFinalizer(patched, rmv1alpha1.ProjectFinalizer)
+		if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+			return 0, fmt.Errorf("adding finalizer: %w", err)
+		}
+		p = patched
 	}
 	orgName := p.Spec.OwnerRef.Name
 	org := &rmv1alpha1.Organization{}
@@ -70,6 +81,41 @@ func (r *projectReconciler) reconcile(ctx context.Context, name string) (time.Du
 		return 0, fmt.Errorf("writing status: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Wrote project status", "project", klog.KObj(p), "ready", ready.Reason)
+	return 0, nil
+}
+
+// finalize drops the finalizer of a deleted project once no object anywhere
+// is charged to it any more; until then its Ready condition names them.
+func (r *projectReconciler) finalize(ctx context.Context, p *rmv1alpha1.Project) (time.Duration, error) {
+	if !controllerutil.ContainsFinalizer(p, rmv1alpha1.ProjectFinalizer) {
+		return 0, nil
+	}
+	if r.charged != nil {
+		charged, err := r.charged(ctx, p.Name)
+		if err != nil {
+			return 0, err
+		}
+		if len(charged) > 0 {
+			status := p.Status.DeepCopy()
+			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: rmv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: rmv1alpha1.ProjectReasonDeleting, ObservedGeneration: p.Generation,
+				Message: "being deleted; waiting until no object is charged to it: " + summarize(charged) + "; delete them, or their claims"})
+			if !equality.Semantic.DeepEqual(&p.Status, status) {
+				updated := p.DeepCopy()
+				updated.Status = *status
+				if err := r.client.Status().Update(ctx, updated); err != nil {
+					return 0, client.IgnoreNotFound(err)
+				}
+			}
+			return deletionPoll, nil
+		}
+	}
+	patched := p.DeepCopy()
+	controllerutil.RemoveFinalizer(patched, rmv1alpha1.ProjectFinalizer)
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	klog.FromContext(ctx).V(2).Info("Nothing is charged to the deleted project any more; removed its finalizer", "project", klog.KObj(p))
 	return 0, nil
 }
 

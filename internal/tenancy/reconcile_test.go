@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -300,6 +302,7 @@ func project(name, org string, edits ...func(*rmv1alpha1.Project)) *rmv1alpha1.P
 // its organization an owner once that exists, and reports it in Ready.
 func TestProjectReconcile(t *testing.T) {
 	owned := func(p *rmv1alpha1.Project) {
+		p.Finalizers = []string{rmv1alpha1.ProjectFinalizer}
 		p.Labels = map[string]string{rmv1alpha1.OrganizationNameLabel: "acme"}
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: rmv1alpha1.SchemeGroupVersion.String(), Kind: "Organization", Name: "acme", UID: acmeUID, BlockOwnerDeletion: new(true)}}
 	}
@@ -318,7 +321,7 @@ func TestProjectReconcile(t *testing.T) {
 	}{
 		"labelled and owned once its organization exists": {
 			cached:     []client.Object{acme(), project("p1", "acme")},
-			wantWrites: []string{"patch Project p1", "update status of Project p1"},
+			wantWrites: []string{"patch Project p1", "patch Project p1", "update status of Project p1"},
 			wantStatus: projectCondition(metav1.ConditionTrue, rmv1alpha1.ProjectReasonReady, "belongs to Organization acme"),
 		},
 		"in place and Ready: left alone": {
@@ -326,7 +329,7 @@ func TestProjectReconcile(t *testing.T) {
 		},
 		"its organization does not exist": {
 			cached:     []client.Object{project("p1", "acme")},
-			wantWrites: []string{"update status of Project p1"},
+			wantWrites: []string{"patch Project p1", "update status of Project p1"},
 			wantStatus: projectCondition(metav1.ConditionFalse, rmv1alpha1.ProjectReasonOrganizationNotFound,
 				"Organization acme named by spec.ownerRef does not exist; create it, or delete this project"),
 		},
@@ -369,6 +372,42 @@ func TestProjectReconcile(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantStatus, gotStatus, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
 				t.Errorf("status written (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestProjectFinalizer: a deleted project keeps its finalizer, and says why,
+// while objects are charged to it; once none is, the finalizer goes.
+func TestProjectFinalizer(t *testing.T) {
+	deletedProject := func(p *rmv1alpha1.Project) {
+		p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		p.Finalizers = []string{rmv1alpha1.ProjectFinalizer}
+	}
+	for name, tc := range map[string]struct {
+		charged     []string
+		wantWrites  []string
+		wantRequeue bool
+	}{
+		"charged: waits, naming what": {charged: []string{"Widget apps/w1 (charged to this project by ResourceClaim apps/c1)"}, wantWrites: []string{"update status of Project p1"}, wantRequeue: true},
+		"nothing charged: let go":     {wantWrites: []string{"patch Project p1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := &recorder{}
+			r := &projectReconciler{cache: cacheOf(acme(), project("p1", "acme", deletedProject)), client: rec,
+				charged: func(context.Context, string) ([]string, error) { return tc.charged, nil }}
+			requeue, err := r.reconcile(context.Background(), "p1")
+			if err != nil || (requeue != 0) != tc.wantRequeue {
+				t.Errorf("reconcile returned %v, %v; want a requeue: %v", requeue, err, tc.wantRequeue)
+			}
+			if diff := cmp.Diff(tc.wantWrites, rec.writes, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if tc.wantRequeue {
+				p := rec.status.(*rmv1alpha1.Project)
+				if c := meta.FindStatusCondition(p.Status.Conditions, rmv1alpha1.ConditionReady); c == nil || c.Reason != rmv1alpha1.ProjectReasonDeleting || !strings.Contains(c.Message, "Widget apps/w1") {
+					t.Errorf("the condition does not say what the project waits for: %+v", c)
+				}
 			}
 		})
 	}

@@ -121,8 +121,8 @@ func newTerm(kube kubernetes.Interface, cl client.WithWatch) *term {
 		informers:    inf,
 		orgQueue:     newQueue(),
 		projectQueue: newQueue(),
-		orgs:         &organizationReconciler{cache: inf.stores(), live: cl, client: cl, charged: chargedTo(cl)},
-		projects:     &projectReconciler{cache: inf.stores(), client: cl},
+		orgs:         &organizationReconciler{cache: inf.stores(), live: cl, client: cl, charged: chargedTo(cl, "Organization")},
+		projects:     &projectReconciler{cache: inf.stores(), client: cl, charged: chargedTo(cl, "Project")},
 	}
 }
 

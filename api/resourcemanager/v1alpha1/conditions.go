@@ -13,6 +13,10 @@ const (
 	// OrganizationFinalizer holds a deleted organization until its projects
 	// and its namespace are gone.
 	OrganizationFinalizer = "resourcemanager.miloapis.com/organization"
+	// ProjectFinalizer holds a deleted project until no object is charged to
+	// it any more, so that a project created later under its name inherits
+	// nothing of it.
+	ProjectFinalizer = "resourcemanager.miloapis.com/project"
 
 	// OrganizationNamespacePrefix prefixes an organization's name to name its
 	// namespace.
@@ -58,4 +62,7 @@ const (
 	// ProjectReasonOrganizationDeleting: Ready=False; the project's
 	// organization is being deleted, and the project with it.
 	ProjectReasonOrganizationDeleting = "OrganizationDeleting"
+	// ProjectReasonDeleting: Ready=False; the project is being deleted and
+	// waits until no object is charged to it (the message names them).
+	ProjectReasonDeleting = "Deleting"
 )

@@ -120,3 +120,83 @@ func TestARecreatedOrganizationInheritsNothing(t *testing.T) {
 		t.Errorf("a claim of all 5 units of the new organization: %+v", c)
 	}
 }
+
+// TestARecreatedProjectInheritsNothing: the same for a project. A claim
+// charged to a project, outside the project's own objects, holds its
+// deletion; the name stays taken until the claim is gone, and a project
+// created later under that name is charged nothing of the old one.
+func TestARecreatedProjectInheritsNothing(t *testing.T) {
+	ctx := context.Background()
+	admin := quotatest.NewClient(t, srv.Config)
+	f := quotatest.NewFixture(t, admin)
+	org, name := uniq("org"), uniq("proj")
+	if err := admin.Create(ctx, newOrganization(org)); err != nil {
+		t.Fatal(err)
+	}
+	p := newProject(name, org)
+	if err := admin.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, admin, p, metav1.ConditionTrue)
+	consumer := quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: name}
+	reg := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-seats"}, Spec: quotav1alpha1.ResourceRegistrationSpec{
+		ConsumerType: quotav1alpha1.ConsumerTypeRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project"}, Type: quotav1alpha1.RegistrationTypeAllocation,
+		ResourceType: f.RT("seats"), BaseUnit: "seat", ClaimingResources: []quotav1alpha1.ClaimingResource{{Kind: "ConfigMap"}}}}
+	if err := admin.Create(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitCondition(reg, quotav1alpha1.RegistrationConditionActive, metav1.ConditionTrue)
+	g := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: "seats", Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: consumer,
+		Allowances: []quotav1alpha1.Allowance{{ResourceType: f.RT("seats"), Buckets: []quotav1alpha1.GrantBucket{{Amount: 5}}}}}}
+	if err := admin.Create(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionTrue)
+	claim := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "three", Namespace: f.NS},
+		Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: consumer, Requests: []quotav1alpha1.ResourceRequest{{ResourceType: f.RT("seats"), Amount: 3}}}}
+	if err := admin.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if c := decided(t, admin, claim); c.Status != metav1.ConditionTrue {
+		t.Fatalf("the project's claim: %+v", c)
+	}
+
+	if err := admin.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got := &rmv1alpha1.Project{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			return false, nil
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, rmv1alpha1.ConditionReady); c != nil {
+			msg = c.Message
+		}
+		return strings.Contains(msg, "ResourceClaim "+f.NS+"/three"), nil
+	})
+	if err != nil {
+		t.Fatalf("the deleted project does not say what is still charged to it: %q", msg)
+	}
+	if err := admin.Create(ctx, newProject(name, org)); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating another project %s while the old one waits: want AlreadyExists, got %v", name, err)
+	}
+	if err := admin.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, admin, p, time.Minute)
+
+	again := newProject(name, org)
+	if err := admin.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, admin, again, metav1.ConditionTrue)
+	five := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "five", Namespace: f.NS},
+		Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: consumer, Requests: []quotav1alpha1.ResourceRequest{{ResourceType: f.RT("seats"), Amount: 5}}}}
+	if err := admin.Create(ctx, five); err != nil {
+		t.Fatal(err)
+	}
+	if c := decided(t, admin, five); c.Status != metav1.ConditionTrue {
+		t.Errorf("all 5 seats of the new project: %+v; it inherited the old one's", c)
+	}
+}
