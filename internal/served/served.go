@@ -154,3 +154,56 @@ func (r *Resolver) Read(ctx context.Context, recorded schema.GroupVersionResourc
 	}
 	return read(again)
 }
+
+// CRDResource finds, from the CustomResourceDefinitions themselves, the
+// resource a CRD-defined kind is served at: its storage version when served,
+// else its first served version. Discovery lags a new CRD by seconds; this
+// does not. ok is false when no CRD defines gk or none of its versions is
+// served.
+func CRDResource(ctx context.Context, c dynamic.Interface, gk schema.GroupKind) (gvr schema.GroupVersionResource, ok bool, err error) {
+	if gk.Group == "" {
+		return gvr, false, nil
+	}
+	list, err := c.Resource(crdResource()).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return gvr, false, fmt.Errorf("listing CustomResourceDefinitions: %w", err)
+	}
+	for i := range list.Items {
+		u := &list.Items[i]
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+		plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
+		if group != gk.Group || kind != gk.Kind {
+			continue
+		}
+		served, storage := versionsOf(u)
+		switch {
+		case slices.Contains(served, storage):
+			return schema.GroupVersionResource{Group: group, Version: storage, Resource: plural}, true, nil
+		case len(served) > 0:
+			return schema.GroupVersionResource{Group: group, Version: served[0], Resource: plural}, true, nil
+		}
+		return gvr, false, nil
+	}
+	return gvr, false, nil
+}
+
+// CRDVersion is the version a CRD-defined resource is served at, from its
+// CustomResourceDefinition (storage version when served, else the first
+// served); ok is false when no CRD defines gr or it serves no version.
+func (r *Resolver) CRDVersion(ctx context.Context, gr schema.GroupResource) (string, bool, error) {
+	if gr.Group == "" {
+		return "", false, nil
+	}
+	d, err := r.definition(ctx, gr, false)
+	if err != nil || !d.crd {
+		return "", false, err
+	}
+	switch {
+	case slices.Contains(d.served, d.storage):
+		return d.storage, true, nil
+	case len(d.served) > 0:
+		return d.served[0], true, nil
+	}
+	return "", false, nil
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // newTermRepair is how every difference between the engine's memory and
@@ -99,12 +100,17 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 			p.stats.Enforced, p.stats.NotEnforced = false, "invalid trigger apiVersion: "+err.Error()
 			continue
 		}
-		m, err := v.mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: p.compiled.Kind}, gv.Version)
-		if err != nil {
+		gk := schema.GroupKind{Group: gv.Group, Kind: p.compiled.Kind}
+		var gvr schema.GroupVersionResource
+		if m, err := v.mapper.RESTMapping(gk, gv.Version); err == nil {
+			gvr = m.Resource
+		} else if crd, ok, err := served.CRDResource(ctx, v.dynamic, gk); err == nil && ok {
+			gvr = crd // discovery lags a new CRD by seconds
+		} else {
 			r.note("ClaimCreationPolicy %s: its trigger %s %s is not served, so no object of it exists", p.name, p.apiVersion, p.compiled.Kind)
 			continue
 		}
-		byTrigger[m.Resource] = append(byTrigger[m.Resource], p)
+		byTrigger[gvr] = append(byTrigger[gvr], p)
 	}
 	for gvr, policies := range byTrigger {
 		gr := gvr.GroupResource()
@@ -223,7 +229,7 @@ func (v *verifier) checkClaimedObjects(ctx context.Context, s *reading, r *Repor
 				held = fmt.Sprintf("it holds %s of %s for nothing", describeRequests(qc.Requests), qc.Consumer)
 			}
 			where := "which is not stored"
-			if _, served := v.servedVersion(c.gr); !served {
+			if _, served := v.servedVersion(ctx, c.gr); !served {
 				where = fmt.Sprintf("whose kind (%s) this API server does not serve", c.gr)
 			}
 			ns, name, _ := strings.Cut(c.key, "/")
@@ -243,7 +249,7 @@ func (v *verifier) findObjects(ctx context.Context, s *reading) error {
 		if s.listed[gr] {
 			continue
 		}
-		gvr, served := v.servedVersion(gr)
+		gvr, served := v.servedVersion(ctx, gr)
 		if !served {
 			continue // nothing of it can be stored
 		}

@@ -25,6 +25,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // verifier holds the clients of one audit. Every one of them only reads.
@@ -35,6 +36,8 @@ type verifier struct {
 	dynamic  dynamic.Interface
 	metadata metadata.Interface
 	mapper   meta.RESTMapper
+	// served reads CRDs, for kinds discovery does not list yet.
+	served *served.Resolver
 	// etcd is nil when no etcd was given: the journal is not read.
 	etcd *clientv3.Client
 }
@@ -71,6 +74,7 @@ func connect(ctx context.Context, o Options) (*verifier, error) {
 		return nil, err
 	}
 	v.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(v.kube.Discovery()))
+	v.served = served.New(v.dynamic)
 	if _, err := v.kube.Discovery().ServerVersion(); err != nil {
 		return nil, fmt.Errorf("the API server of %s is not reachable: %w", o.Kubeconfig, err)
 	}
@@ -155,12 +159,16 @@ func (v *verifier) listObjects(ctx context.Context, gvr schema.GroupVersionResou
 
 // servedVersion finds a served version of a group and resource; false when
 // the API server does not serve it.
-func (v *verifier) servedVersion(gr schema.GroupResource) (schema.GroupVersionResource, bool) {
+func (v *verifier) servedVersion(ctx context.Context, gr schema.GroupResource) (schema.GroupVersionResource, bool) {
 	gvrs, err := v.mapper.ResourcesFor(gr.WithVersion(""))
-	if err != nil || len(gvrs) == 0 {
-		return schema.GroupVersionResource{}, false
+	if err == nil && len(gvrs) > 0 {
+		return gvrs[0], true
 	}
-	return gvrs[0], true
+	// Discovery lags a new CRD by seconds: ask the CRD itself.
+	if version, ok, err := v.served.CRDVersion(ctx, gr); err == nil && ok {
+		return gr.WithVersion(version), true
+	}
+	return schema.GroupVersionResource{}, false
 }
 
 // rangePrefix reads every key under prefix, page by page, at one revision.

@@ -22,6 +22,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // batchSize is how many claims one ChargeExisting call decides under the
@@ -180,18 +181,14 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		return 0, nil
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: e.Trigger.Resource.Kind}
-	mapping, err := c.Mapper.RESTMapping(gk)
-	if meta.IsNoMatchError(err) {
-		c.Mapper.Reset()
-		mapping, err = c.Mapper.RESTMapping(gk)
-	}
-	if meta.IsNoMatchError(err) {
-		return 0, nil // not served: no object of it exists
-	}
+	gvr, err := c.resourceOf(ctx, gk)
 	if err != nil {
 		return 0, err
 	}
-	gvk := mapping.GroupVersionKind
+	if gvr.Empty() {
+		return 0, nil // not served: no object of it exists
+	}
+	gvk := gvr.GroupVersion().WithKind(gk.Kind)
 	open := map[string]error{}
 	busy := 0
 	var batch []*quotav1alpha1.ResourceClaim
@@ -216,14 +213,14 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 	}
 	opts := metav1.ListOptions{Limit: pageSize}
 	for {
-		list, err := c.Dynamic.Resource(mapping.Resource).List(ctx, opts)
+		list, err := c.Dynamic.Resource(gvr).List(ctx, opts)
 		if err != nil {
-			return 0, fmt.Errorf("listing %s to charge the existing ones: %w", mapping.Resource.GroupResource(), err)
+			return 0, fmt.Errorf("listing %s to charge the existing ones: %w", gvr.GroupResource(), err)
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
 			p.objects++
-			claim, why := c.claimFor(ctx, cp.Name, e.Generation, compiled, mapping.Resource, gvk, obj, open)
+			claim, why := c.claimFor(ctx, cp.Name, e.Generation, compiled, gvr, gvk, obj, open)
 			if why != "" {
 				p.refuse(objectName(gvk.Kind, obj.GetNamespace(), obj.GetName()), why)
 				continue
@@ -244,6 +241,28 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		opts.Continue = list.GetContinue()
 	}
 	return busy, flush()
+}
+
+// resourceOf is the resource of a trigger kind, the zero value when it is
+// not served. Discovery lags a new CRD by seconds: a kind it does not know
+// is looked up in the CRDs themselves.
+func (c *Charger) resourceOf(ctx context.Context, gk schema.GroupKind) (schema.GroupVersionResource, error) {
+	mapping, err := c.Mapper.RESTMapping(gk)
+	if meta.IsNoMatchError(err) {
+		c.Mapper.Reset()
+		mapping, err = c.Mapper.RESTMapping(gk)
+	}
+	if err == nil {
+		return mapping.Resource, nil
+	}
+	if !meta.IsNoMatchError(err) {
+		return schema.GroupVersionResource{}, err
+	}
+	gvr, ok, err := served.CRDResource(ctx, c.Dynamic, gk)
+	if err != nil || !ok {
+		return schema.GroupVersionResource{}, err
+	}
+	return gvr, nil
 }
 
 // claimFor is the claim the policy renders for obj as if it were being

@@ -226,6 +226,7 @@ func TestDeletingTheClaimsNamespaceReleasesNothing(t *testing.T) {
 	if err := w.configMap(w.NS, "c"); !apierrors.IsForbidden(err) {
 		t.Fatalf("a third ConfigMap over the limit of 2: want 403, got %v", err)
 	}
+	quotatest.VerifyClean(t, srv)
 
 	for _, n := range []string{"a", "b"} {
 		if err := w.C.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: w.NS}}); err != nil {

@@ -119,6 +119,7 @@ func TestARecreatedOrganizationInheritsNothing(t *testing.T) {
 	if c := decided(t, admin, claim); c.Status != metav1.ConditionTrue {
 		t.Errorf("a claim of all 5 units of the new organization: %+v", c)
 	}
+	quotatest.VerifyClean(t, srv)
 }
 
 // TestARecreatedProjectInheritsNothing: the same for a project. A claim

@@ -46,6 +46,7 @@ func TestATerminatingObjectIsCharged(t *testing.T) {
 	}
 	w.waitHeld("held", "cpus", 4)
 	w.WaitBucket(quotatest.N(10, 4, 6), "cpus")
+	quotatest.VerifyClean(t, srv)
 
 	// Let it go: its quota goes with it.
 	if _, err := w.dc.Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {

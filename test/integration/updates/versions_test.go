@@ -181,4 +181,5 @@ func TestAnUnservedVersionReleasesNothing(t *testing.T) {
 	if n := len(stored.Items); n != 3 || len(claimsIn()) != 3 {
 		t.Errorf("%d widgets stored, %d claims; want 3 and 3", n, len(claimsIn()))
 	}
+	quotatest.VerifyClean(t, srv)
 }
