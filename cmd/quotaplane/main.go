@@ -1,11 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"k8s.io/component-base/cli"
 )
 
 func main() {
-	os.Exit(cli.Run(newRootCommand()))
+	// Errors are one plain line on stderr, never a log record or a stack.
+	if err := cli.RunNoErrOutput(newRootCommand()); err != nil {
+		fmt.Fprintf(os.Stderr, "Error: %v\n", err)
+		os.Exit(1)
+	}
 }

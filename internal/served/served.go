@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -206,4 +207,27 @@ func (r *Resolver) CRDVersion(ctx context.Context, gr schema.GroupResource) (str
 		return d.served[0], true, nil
 	}
 	return "", false, nil
+}
+
+// ResourceFor is the resource of a kind at version (any served version
+// when ""), through discovery, then — discovery lags a new CRD by seconds —
+// through the CRDs themselves. The zero value when no version is served.
+func ResourceFor(ctx context.Context, mapper meta.ResettableRESTMapper, c dynamic.Interface, gk schema.GroupKind, version string) (schema.GroupVersionResource, error) {
+	var versions []string
+	if version != "" {
+		versions = []string{version}
+	}
+	m, err := mapper.RESTMapping(gk, versions...)
+	if meta.IsNoMatchError(err) {
+		mapper.Reset()
+		m, err = mapper.RESTMapping(gk, versions...)
+	}
+	if err == nil {
+		return m.Resource, nil
+	}
+	if !meta.IsNoMatchError(err) {
+		return schema.GroupVersionResource{}, err
+	}
+	gvr, _, err := CRDResource(ctx, c, gk)
+	return gvr, err
 }

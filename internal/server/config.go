@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -44,7 +47,9 @@ type Config struct {
 
 	lock  *dataDirLock
 	files pki.Files
-	etcd  *etcd.Server // nil with an external etcd
+	// listener is the API's port, opened first (nil when Options gave one).
+	listener net.Listener
+	etcd     *etcd.Server // nil with an external etcd
 	// storage is the quota engine's own etcd client (admission's grants).
 	storage *clientv3.Client
 	// EtcdServers are the etcd endpoints the server uses (the embedded one's
@@ -84,12 +89,26 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	if err != nil {
 		return nil, err
 	}
-	c = &Config{Options: opts, lock: lock}
+	// Every failure below returns a nil Config: what was started is stopped
+	// through this one.
+	started := &Config{Options: opts, lock: lock}
+	c = started
 	defer func() {
 		if err != nil {
-			c.Abort()
+			started.Abort()
 		}
 	}()
+	// The port first: a port in use (another API server — kind, k3s,
+	// minikube — on 6443) is the most common first failure, and is said
+	// before anything else starts.
+	if opts.Listener == nil {
+		ln, err := listen(opts.bindIP, opts.SecurePort)
+		if err != nil {
+			return nil, err
+		}
+		started.listener = ln
+		opts.Listener, started.Options.Listener = ln, ln
+	}
 
 	var extraIPs []net.IP
 	if !opts.bindIP.IsUnspecified() && !opts.bindIP.IsLoopback() {
@@ -236,6 +255,10 @@ func (c *Config) Complete() CompletedConfig {
 
 // Abort stops etcd and releases the data directory when the server is never run.
 func (c *Config) Abort() {
+	if c.listener != nil {
+		_ = c.listener.Close()
+		c.listener = nil
+	}
 	if c.storage != nil {
 		_ = c.storage.Close()
 		c.storage = nil
@@ -245,4 +268,19 @@ func (c *Config) Abort() {
 		c.etcd = nil
 	}
 	c.lock.release()
+}
+
+// listen opens the API's port, saying in one line what to do when it cannot.
+func listen(ip net.IP, port int) (net.Listener, error) {
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("port %d (%s) is already in use, by another API server (kind, k3s, minikube?) or an earlier quotaplane serve: stop it, or choose another port with --secure-port", port, addr)
+	case errors.Is(err, syscall.EACCES):
+		return nil, fmt.Errorf("may not listen on port %d (%s): ports below 1024 need privileges; choose another with --secure-port", port, addr)
+	case err != nil:
+		return nil, fmt.Errorf("cannot listen on %s (--bind-address, --secure-port): %w", addr, err)
+	}
+	return ln, nil
 }

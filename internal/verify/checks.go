@@ -100,13 +100,8 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 			p.stats.Enforced, p.stats.NotEnforced = false, "invalid trigger apiVersion: "+err.Error()
 			continue
 		}
-		gk := schema.GroupKind{Group: gv.Group, Kind: p.compiled.Kind}
-		var gvr schema.GroupVersionResource
-		if m, err := v.mapper.RESTMapping(gk, gv.Version); err == nil {
-			gvr = m.Resource
-		} else if crd, ok, err := served.CRDResource(ctx, v.dynamic, gk); err == nil && ok {
-			gvr = crd // discovery lags a new CRD by seconds
-		} else {
+		gvr, err := served.ResourceFor(ctx, v.mapper, v.dynamic, schema.GroupKind{Group: gv.Group, Kind: p.compiled.Kind}, gv.Version)
+		if err != nil || gvr.Empty() {
 			r.note("ClaimCreationPolicy %s: its trigger %s %s is not served, so no object of it exists", p.name, p.apiVersion, p.compiled.Kind)
 			continue
 		}

@@ -60,9 +60,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // complete fills in what DataDir implies and checks the rest.
 func (o Options) complete() (Options, error) {
 	if o.DataDir != "" {
-		if o.Kubeconfig == "" {
-			o.Kubeconfig = filepath.Join(o.DataDir, "admin.kubeconfig")
-		}
+		o.Kubeconfig = o.KubeconfigPath()
 		if len(o.EtcdServers) == 0 {
 			loc, err := record.ReadEtcdFile(o.DataDir)
 			if err != nil {

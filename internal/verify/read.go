@@ -35,7 +35,7 @@ type verifier struct {
 	quota    client.Client
 	dynamic  dynamic.Interface
 	metadata metadata.Interface
-	mapper   meta.RESTMapper
+	mapper   meta.ResettableRESTMapper
 	// served reads CRDs, for kinds discovery does not list yet.
 	served *served.Resolver
 	// etcd is nil when no etcd was given: the journal is not read.

@@ -181,7 +181,7 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		return 0, nil
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: e.Trigger.Resource.Kind}
-	gvr, err := c.resourceOf(ctx, gk)
+	gvr, err := served.ResourceFor(ctx, c.Mapper, c.Dynamic, gk, "")
 	if err != nil {
 		return 0, err
 	}
@@ -241,28 +241,6 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		opts.Continue = list.GetContinue()
 	}
 	return busy, flush()
-}
-
-// resourceOf is the resource of a trigger kind, the zero value when it is
-// not served. Discovery lags a new CRD by seconds: a kind it does not know
-// is looked up in the CRDs themselves.
-func (c *Charger) resourceOf(ctx context.Context, gk schema.GroupKind) (schema.GroupVersionResource, error) {
-	mapping, err := c.Mapper.RESTMapping(gk)
-	if meta.IsNoMatchError(err) {
-		c.Mapper.Reset()
-		mapping, err = c.Mapper.RESTMapping(gk)
-	}
-	if err == nil {
-		return mapping.Resource, nil
-	}
-	if !meta.IsNoMatchError(err) {
-		return schema.GroupVersionResource{}, err
-	}
-	gvr, ok, err := served.CRDResource(ctx, c.Dynamic, gk)
-	if err != nil || !ok {
-		return schema.GroupVersionResource{}, err
-	}
-	return gvr, nil
 }
 
 // claimFor is the claim the policy renders for obj as if it were being
