@@ -54,8 +54,7 @@ func (t *Term) ChargeExisting(ctx context.Context, policy string, claims []*quot
 	if err := t.record(ctx, entries, "a stored ResourceClaim or a claim being admitted"); err != nil {
 		return ExistingResult{}, err
 	}
-	// The objects were stored when listed: the settler looks each up
-	// (by UID) and writes its claim, or releases it if it went meanwhile.
+	// The objects were stored when listed: their claims are written now.
 	for _, p := range entries {
 		t.Settle(p.Key())
 	}
@@ -98,6 +97,11 @@ func (t *Term) chargeExistingLocked(policy string, claims []*quotav1alpha1.Resou
 			acc.RestoreGranted(qc)
 			res.OverLimit++
 		}
+		// Listed as stored a moment ago: the settler writes its claim without
+		// looking it up again. Deleted meanwhile, the claim names an owner
+		// that is gone and goes with it (the garbage collector, or
+		// settle.ObjectWatch for a claim in another namespace).
+		p.Outcome, p.Ended = record.OutcomeStored, now.Time
 		t.Cache.AddPendingLocked(p)
 		entries = append(entries, p)
 		res.Charged = append(res.Charged, k)

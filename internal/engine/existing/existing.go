@@ -29,6 +29,9 @@ import (
 // cache's lock: admission waits for the lock no longer than one batch takes.
 const batchSize = 100
 
+// chargers bounds the batches being charged at once.
+const chargers = 4
+
 // pageSize is how many objects one list request returns.
 const pageSize = 500
 
@@ -192,13 +195,21 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 	open := map[string]error{}
 	busy := 0
 	var batch []*quotav1alpha1.ResourceClaim
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
+	// Batches are charged by chargers in flight at once, so that their
+	// journal writes share group commits while the next objects are read
+	// and evaluated.
+	var mu sync.Mutex
+	var failed error
+	inFlight := make(chan struct{}, chargers)
+	var wg sync.WaitGroup
+	charge := func(batch []*quotav1alpha1.ResourceClaim) {
+		defer func() { <-inFlight; wg.Done() }()
 		res, err := c.Charge(ctx, cp.Name, batch)
+		mu.Lock()
+		defer mu.Unlock()
 		if err != nil {
-			return err
+			failed = err
+			return
 		}
 		p.charged += int64(len(res.Charged))
 		p.overLimit += int64(res.OverLimit)
@@ -208,21 +219,40 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 				p.refuse(objectName(gvk.Kind, cl.Spec.ResourceRef.Namespace, cl.Spec.ResourceRef.Name), why)
 			}
 		}
-		batch = batch[:0]
-		return nil
 	}
+	flush := func() error {
+		if len(batch) > 0 {
+			inFlight <- struct{}{}
+			wg.Add(1)
+			go charge(batch)
+			batch = nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return failed
+	}
+	wait := func() (int, error) {
+		wg.Wait()
+		return busy, failed
+	}
+	defer wg.Wait()
 	opts := metav1.ListOptions{Limit: pageSize}
 	for {
 		list, err := c.Dynamic.Resource(gvr).List(ctx, opts)
 		if err != nil {
+			wg.Wait()
 			return 0, fmt.Errorf("listing %s to charge the existing ones: %w", gvr.GroupResource(), err)
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
-			p.objects++
 			claim, why := c.claimFor(ctx, cp.Name, e.Generation, compiled, gvr, gvk, obj, open)
+			mu.Lock()
+			p.objects++
 			if why != "" {
 				p.refuse(objectName(gvk.Kind, obj.GetNamespace(), obj.GetName()), why)
+			}
+			mu.Unlock()
+			if why != "" {
 				continue
 			}
 			if claim == nil {
@@ -240,7 +270,10 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		}
 		opts.Continue = list.GetContinue()
 	}
-	return busy, flush()
+	if err := flush(); err != nil {
+		return 0, err
+	}
+	return wait()
 }
 
 // claimFor is the claim the policy renders for obj as if it were being

@@ -177,6 +177,7 @@ func TestTenThousandExistingObjects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 10,000 Secrets (about a minute); run without -short")
 	}
+	quotatest.Exclusive(t) // a timing goal: not measured beside the soaks
 	const n = 10000
 	c := quotatest.NewClient(t, srv.Config)
 	f := quotatest.NewFixture(t, c)
