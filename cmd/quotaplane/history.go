@@ -3,15 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/clientconfig"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/history"
 )
@@ -55,14 +54,9 @@ namespace (the last 100 decisions of each consumer; refusals are kept before rou
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output %q is not text or json", output)
 			}
-			if kubeconfig == "" && dataDir != "" {
-				kubeconfig = filepath.Join(dataDir, "admin.kubeconfig")
-			}
-			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-				&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
-				&clientcmd.ConfigOverrides{}).ClientConfig()
+			cfg, err := clientconfig.Load(clientconfig.Path(kubeconfig, dataDir))
 			if err != nil {
-				return fmt.Errorf("reading the kubeconfig: %w", err)
+				return err
 			}
 			kube, err := kubernetes.NewForConfig(cfg)
 			if err != nil {

@@ -3,11 +3,12 @@ package verify
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
+	"github.com/quotaplane/quotaplane/internal/clientconfig"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/etcdflags"
 )
@@ -49,7 +50,7 @@ func NewOptions() *Options {
 
 // AddFlags registers the flags of verify.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server to audit. Defaults to <data-dir>/admin.kubeconfig with --data-dir.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server to audit. Defaults to <data-dir>/admin.kubeconfig with --data-dir, else $KUBECONFIG, else ~/.kube/config.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Data directory of a local quotaplane serve: use its admin kubeconfig and the etcd it recorded in "+record.EtcdFile+".")
 	o.Etcd.AddFlags(fs, "URLs of the etcd that holds admission's in-flight grants and fail-open records. Without it (or --data-dir) they are not checked.")
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "The quota engine's system namespace (its Lease, ledger, and the buckets of consumers without a namespace).")
@@ -75,9 +76,6 @@ func (o Options) complete() (Options, error) {
 		o.PageSize = 500
 	}
 	var errs []error
-	if o.Kubeconfig == "" {
-		errs = append(errs, errors.New("--kubeconfig is required (or --data-dir of a local quotaplane serve)"))
-	}
 	errs = append(errs, o.Etcd.Validate()...)
 	if (o.EtcdCertFile == "") != (o.EtcdKeyFile == "") {
 		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile go together: give both or neither"))
@@ -88,11 +86,9 @@ func (o Options) complete() (Options, error) {
 	return o, errors.Join(errs...)
 }
 
-// KubeconfigPath is the kubeconfig verify uses: --kubeconfig, else the admin
-// kubeconfig of --data-dir.
-func (o Options) KubeconfigPath() string {
-	if o.Kubeconfig == "" && o.DataDir != "" {
-		return filepath.Join(o.DataDir, "admin.kubeconfig")
-	}
-	return o.Kubeconfig
-}
+// KubeconfigPath is the kubeconfig verify was given: --kubeconfig, else the
+// admin kubeconfig of --data-dir; "" means $KUBECONFIG, else ~/.kube/config.
+func (o Options) KubeconfigPath() string { return clientconfig.Path(o.Kubeconfig, o.DataDir) }
+
+// RESTConfig reads the kubeconfig verify uses, as kubectl finds one.
+func (o Options) RESTConfig() (*rest.Config, error) { return clientconfig.Load(o.KubeconfigPath()) }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -51,9 +50,9 @@ var scheme = func() *runtime.Scheme {
 }()
 
 func connect(ctx context.Context, o Options) (*verifier, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	cfg, err := o.RESTConfig()
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig %s: %w", o.Kubeconfig, err)
+		return nil, err
 	}
 	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "quotaplane-verify")
 	cfg.QPS, cfg.Burst = 50, 100
@@ -76,7 +75,7 @@ func connect(ctx context.Context, o Options) (*verifier, error) {
 	v.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(v.kube.Discovery()))
 	v.served = served.New(v.dynamic)
 	if _, err := v.kube.Discovery().ServerVersion(); err != nil {
-		return nil, fmt.Errorf("the API server of %s is not reachable: %w", o.Kubeconfig, err)
+		return nil, fmt.Errorf("the API server %s is not reachable: %w", cfg.Host, err)
 	}
 	if len(o.EtcdServers) == 0 {
 		return v, nil

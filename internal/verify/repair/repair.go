@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -136,9 +135,9 @@ var scheme = func() *runtime.Scheme {
 }()
 
 func connect(o Options) (*repairer, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.KubeconfigPath())
+	cfg, err := o.RESTConfig()
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig %s: %w", o.KubeconfigPath(), err)
+		return nil, err
 	}
 	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "quotaplane-verify-repair")
 	r := &repairer{o: o, nonce: strconv.FormatInt(time.Now().UnixNano(), 36)}

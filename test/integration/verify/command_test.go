@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -21,8 +22,17 @@ import (
 // runCommand runs the quotaplane binary and returns its exit code and output.
 func runCommand(t *testing.T, bin string, args ...string) (int, string, string) {
 	t.Helper()
+	return runCommandEnv(t, nil, bin, args...)
+}
+
+// runCommandEnv is runCommand with env added to the test's environment.
+func runCommandEnv(t *testing.T, env []string, bin string, args ...string) (int, string, string) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var exit *exec.ExitError
@@ -83,6 +93,17 @@ func TestCommand(t *testing.T) {
 	code, out, errOut = runCommand(t, bin, append(withEtcd, "--etcd-prefix", prefix, "--recheck-after", "0")...)
 	if code != verify.ExitDiscrepancies || !strings.Contains(out, "inflight-overdue: ") || !strings.Contains(out, "to repair: ") {
 		t.Errorf("a grant held past its deadline: exit %d, want %d\n%s%s", code, verify.ExitDiscrepancies, out, errOut)
+	}
+
+	// The kubeconfig found as kubectl finds it: $KUBECONFIG alone.
+	code, out, errOut = runCommandEnv(t, []string{"KUBECONFIG=" + srv.Kubeconfig}, bin, "verify", "--recheck-after", "0")
+	if code == verify.ExitCannotRun || !strings.Contains(out, "Summary") {
+		t.Errorf("verify with only $KUBECONFIG: exit %d\n%s%s", code, out, errOut)
+	}
+	// No kubeconfig anywhere: one line saying where one is looked for.
+	code, out, errOut = runCommandEnv(t, []string{"KUBECONFIG=", "HOME=" + t.TempDir(), "KUBERNETES_SERVICE_HOST="}, bin, "verify")
+	if code != verify.ExitCannotRun || !strings.Contains(errOut, "--kubeconfig") || !strings.Contains(errOut, "$KUBECONFIG") {
+		t.Errorf("verify without any kubeconfig: exit %d, want %d and a line naming --kubeconfig and $KUBECONFIG\n%s%s", code, verify.ExitCannotRun, out, errOut)
 	}
 
 	// Cannot run.
