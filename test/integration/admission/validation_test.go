@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,10 +130,12 @@ func TestClaimMetadataRendered(t *testing.T) {
 		t.Fatal(err)
 	}
 	user := strings.ReplaceAll(review.Status.UserInfo.Username, ":", ".")
+	// The claim is written once the Secret is stored, after the answer.
 	list := &quotav1alpha1.ResourceClaimList{}
-	if err := w.C.List(context.Background(), list, client.InNamespace(target)); err != nil {
-		t.Fatal(err)
-	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := w.C.List(ctx, list, client.InNamespace(target))
+		return err == nil && len(list.Items) > 0, nil
+	})
 	if len(list.Items) != 1 {
 		t.Fatalf("%d claims in %s, want 1 (in %s: %d)", len(list.Items), target, w.NS, len(w.claims()))
 	}
