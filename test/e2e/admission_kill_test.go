@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -34,16 +32,8 @@ func TestAdmissionSurvivesKill(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	const limit = 50
-	bin := buildBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	port := freePort(t)
-	p := startServe(t, bin, dataDir, port)
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 2000
-	c := quotatest.NewClient(t, cfg)
+	k := serveForKill(t)
+	p, c := k.proc, k.c
 	f := quotatest.NewFixture(t, c)
 	f.SecretsPolicy(limit)
 
@@ -65,10 +55,10 @@ func TestAdmissionSurvivesKill(t *testing.T) {
 	t.Logf("killed after %d admitted creates", admitted)
 
 	began := time.Now()
-	startServe(t, bin, dataDir, port)
+	k.restart(t)
 	ctx := context.Background()
 	var stored int
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		secrets := &corev1.SecretList{}
 		claims := &quotav1alpha1.ResourceClaimList{}
 		bucket := &quotav1alpha1.AllowanceBucket{}

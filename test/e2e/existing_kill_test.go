@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -29,16 +27,8 @@ func TestExistingObjectsChargedAcrossKill(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	const n = 3000
-	bin := buildBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	port := freePort(t)
-	p := startServe(t, bin, dataDir, port)
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 2000
-	c := quotatest.NewClient(t, cfg)
+	k := serveForKill(t)
+	p, c := k.proc, k.c
 	f := quotatest.NewFixture(t, c)
 	pol := f.SecretsPolicy(n / 2)
 	ctx := context.Background()
@@ -61,7 +51,7 @@ func TestExistingObjectsChargedAcrossKill(t *testing.T) {
 
 	// Killed once part of the charges are written as claims.
 	written := 0
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		list := &quotav1alpha1.ResourceClaimList{}
 		if err := c.List(ctx, list, client.InNamespace(f.NS)); err != nil {
 			return false, nil
@@ -77,7 +67,7 @@ func TestExistingObjectsChargedAcrossKill(t *testing.T) {
 	t.Logf("killed with %d of %d claims written", written, n)
 
 	began := time.Now()
-	startServe(t, bin, dataDir, port)
+	k.restart(t)
 	var claims, owned int
 	var allocated int64
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {

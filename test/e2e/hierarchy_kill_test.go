@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,16 +39,8 @@ func TestHierarchySurvivesKill(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	const limit = 30
-	bin := buildBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	port := freePort(t)
-	p := startServe(t, bin, dataDir, port)
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 2000
-	c := quotatest.NewClient(t, cfg)
+	k := serveForKill(t)
+	p, c := k.proc, k.c
 	f := quotatest.NewFixture(t, c)
 	ctx := context.Background()
 	org := "k-" + f.ID
@@ -99,7 +89,7 @@ func TestHierarchySurvivesKill(t *testing.T) {
 	})
 	t.Logf("killed after %d admitted creates", created)
 
-	startServe(t, bin, dataDir, port)
+	k.restart(t)
 	orgID := quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}
 	bucketName := func(id quota.ConsumerID) string {
 		return quota.BucketName(quota.BucketID{Consumer: id, ResourceType: rt})
@@ -178,16 +168,8 @@ func TestDelegatedGrantsSurviveKill(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	const budget = 20
-	bin := buildBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	port := freePort(t)
-	p := startServe(t, bin, dataDir, port)
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 2000
-	c := quotatest.NewClient(t, cfg)
+	k := serveForKill(t)
+	p, c := k.proc, k.c
 	f := quotatest.NewFixture(t, c)
 	ctx := context.Background()
 	org := "d-" + f.ID
@@ -218,7 +200,7 @@ func TestDelegatedGrantsSurviveKill(t *testing.T) {
 			Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(rt), Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}}}}}}
 	}
 	create(grant("org", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}, budget))
-	owner := ownerOf(t, c, cfg, ns)
+	owner := ownerOf(t, c, k.cfg, ns)
 	// The organization's grant counts before the burst.
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		return owner.Create(ctx, grant("probe", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: project}, 1)) == nil, nil
@@ -234,7 +216,7 @@ func TestDelegatedGrantsSurviveKill(t *testing.T) {
 		return owner.Create(rctx, grant(fmt.Sprintf("g-%d", seq.Add(1)), projectRef, 1))
 	})
 	t.Logf("killed after %d delegated grants", written)
-	startServe(t, bin, dataDir, port)
+	k.restart(t)
 
 	delegated := func() int {
 		list := &quotav1alpha1.ResourceGrantList{}

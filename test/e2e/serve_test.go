@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotaplane/quotaplane/test/manifests"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -295,4 +298,36 @@ func TestControllerRefusesServe(t *testing.T) {
 	}
 	mustKubectl(t, kubeconfig, "", "get", "resourceclaims", "-A")
 	p.stop(t)
+}
+
+// killTarget is a serve the kill tests SIGKILL, and how to start it again
+// on the same data directory and port.
+type killTarget struct {
+	bin, dataDir string
+	port         int
+	// proc is the running serve; cfg and c reach it as admin, with a rate
+	// limit high enough to load it.
+	proc *serveProcess
+	cfg  *rest.Config
+	c    client.Client
+}
+
+// serveForKill builds the binary and starts serve on a fresh data directory.
+func serveForKill(t *testing.T) *killTarget {
+	t.Helper()
+	k := &killTarget{bin: buildBinary(t), dataDir: filepath.Join(t.TempDir(), "data"), port: freePort(t)}
+	k.proc = startServe(t, k.bin, k.dataDir, k.port)
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(k.dataDir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	k.cfg, k.c = cfg, quotatest.NewClient(t, cfg)
+	return k
+}
+
+// restart starts serve again after a kill.
+func (k *killTarget) restart(t *testing.T) {
+	t.Helper()
+	k.proc = startServe(t, k.bin, k.dataDir, k.port)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -36,16 +34,8 @@ func TestResizesSurviveKill(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	const limit, objects = 200, 40
-	bin := buildBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	port := freePort(t)
-	p := startServe(t, bin, dataDir, port)
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dataDir, "admin.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 1000, 2000
-	c := quotatest.NewClient(t, cfg)
+	k := serveForKill(t)
+	p, c := k.proc, k.c
 	f := quotatest.NewFixture(t, c)
 	ctx := context.Background()
 	f.RegisterClaimedBy([]string{"size"}, quotav1alpha1.ClaimingResource{Kind: "ConfigMap"})
@@ -72,10 +62,10 @@ func TestResizesSurviveKill(t *testing.T) {
 	t.Logf("killed after %d admitted resizes", resized)
 
 	began := time.Now()
-	startServe(t, bin, dataDir, port)
+	k.restart(t)
 	var sum int64
 	var why string
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		cms := &corev1.ConfigMapList{}
 		claims := &quotav1alpha1.ResourceClaimList{}
 		bucket := &quotav1alpha1.AllowanceBucket{}
