@@ -3,13 +3,16 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -170,6 +173,16 @@ func (t *term) startInformers(ctx context.Context) error {
 	for _, inf := range []toolscache.SharedIndexInformer{t.regInformer, t.grantInformer, t.claimInformer, t.bucketInformer, t.policyInformer} {
 		go inf.RunWithContext(ctx)
 	}
+	// A kind installed or changed has its policies judged again against
+	// its schema (a field they read may not exist).
+	crds := metadatainformer.NewFilteredMetadataInformer(t.r.metadata, crdResource, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer()
+	if _, err := crds.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    t.kindsChanged,
+		UpdateFunc: func(_, obj any) { t.kindsChanged(obj) },
+	}); err != nil {
+		return err
+	}
+	go crds.RunWithContext(ctx)
 	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())
 	}
@@ -199,6 +212,21 @@ func (t *term) claimUpdated(c *quotav1alpha1.ResourceClaim) {
 func (t *term) claimDeleted(c *quotav1alpha1.ResourceClaim) {
 	t.objects.Forget(c)
 	t.cache.ClaimDeleted(c)
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// kindsChanged judges every policy again against what is served now, when
+// the CustomResourceDefinition obj changed.
+func (t *term) kindsChanged(obj any) {
+	if m, err := reconcile.Meta(obj); err == nil {
+		// A CRD is named <plural>.<group>.
+		if _, group, ok := strings.Cut(m.GetName(), "."); ok {
+			t.r.schemas.InvalidateGroup(group)
+		}
+	}
+	t.r.mapper.Reset()
+	t.enqueueAllPolicies()
 }
 
 // enqueueAllPolicies re-validates every policy (their literal resource types

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -26,6 +27,7 @@ import (
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/engine/settle"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
@@ -157,7 +159,7 @@ func (r *Runner) lead(ctx context.Context) error {
 		wg.Go(func() { reconcile.Run(ctx, t.settler.Queue, "admitted claim", t.settler.Reconcile) })
 		wg.Go(func() { reconcile.Run(ctx, t.claimQueue, "claim decision", t.claims.Reconcile) })
 		wg.Go(func() { reconcile.Run(ctx, t.bucketQueue, "bucket", t.buckets.Reconcile) })
-		wg.Go(func() { reconcile.Run(ctx, t.conditionQueue, "condition", t.conditions.Reconcile) })
+		wg.Go(func() { reconcile.RunRequeue(ctx, t.conditionQueue, "condition", t.conditions.Reconcile) })
 	}
 	for range 2 {
 		wg.Go(func() { reconcile.Run(ctx, t.objects.Queue, "claim of a deleted object", t.objects.Reconcile) })
@@ -234,7 +236,7 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 			return stored[*quotav1alpha1.ClaimCreationPolicy](t.policyInformer, k)
 		},
 		Read:         t.cache.Read,
-		Schema:       r.triggerSchema,
+		Schemas:      r.triggerSchemas,
 		UpdateStatus: updateStatus,
 	}
 	t.charger = &existing.Charger{
@@ -375,16 +377,42 @@ func (r *Runner) eventRecorder() record.EventRecorder {
 	return r.events
 }
 
-// triggerSchema is the OpenAPI schema of a policy's trigger kind, to type
-// `trigger` and estimate the cost of its expressions; nil when the kind is
-// not served (yet) or its schema cannot be read: the policy is then judged
-// without types (no estimate; the cost limit still holds at evaluation),
-// never held back.
-func (r *Runner) triggerSchema(ctx context.Context, tr quotav1alpha1.TriggerResource) *spec.Schema {
+// triggerSchemas are the OpenAPI schemas of a policy's trigger kind: the
+// version it names, to type `trigger` and estimate the cost of its
+// expressions, and every version it serves, to refuse a field none has.
+// When the kind is not served (yet) or its schema cannot be read the policy
+// is judged without types (no estimate, no field check; the cost limit
+// still holds at evaluation) and judged again later (status.SchemaState).
+func (r *Runner) triggerSchemas(ctx context.Context, tr quotav1alpha1.TriggerResource) (policy.Options, status.SchemaState) {
+	log := klog.FromContext(ctx)
+	gv, err := schema.ParseGroupVersion(tr.APIVersion)
+	if err != nil {
+		return policy.Options{}, status.KindNotServed
+	}
+	mappings, err := r.mapper.RESTMappings(gv.WithKind(tr.Kind).GroupKind())
+	if err != nil || len(mappings) == 0 {
+		// Looked for afresh next time: a mapper that has read discovery
+		// once does not read it again by itself.
+		r.mapper.Reset()
+		return policy.Options{}, status.KindNotServed
+	}
 	s, err := r.schemas.Resolve(tr.APIVersion, tr.Kind)
 	if err != nil {
-		klog.FromContext(ctx).V(4).Info("Judging a policy without its trigger's schema", "apiVersion", tr.APIVersion, "kind", tr.Kind, "err", err)
-		return nil
+		log.V(4).Info("Judging a policy without its trigger's schema", "apiVersion", tr.APIVersion, "kind", tr.Kind, "err", err)
+		return policy.Options{}, status.SchemaPending
 	}
-	return s
+	o := policy.Options{TriggerSchema: s, ServedSchemas: []*spec.Schema{s}}
+	for _, m := range mappings {
+		if m.GroupVersionKind.Version == gv.Version {
+			continue
+		}
+		other, err := r.schemas.Resolve(m.GroupVersionKind.GroupVersion().String(), tr.Kind)
+		if err != nil {
+			// A version whose schema cannot be read may have any field.
+			log.V(4).Info("Judging a policy without the schema of one version", "gvk", m.GroupVersionKind, "err", err)
+			other = nil
+		}
+		o.ServedSchemas = append(o.ServedSchemas, other)
+	}
+	return o, status.SchemaKnown
 }

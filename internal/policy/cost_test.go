@@ -75,7 +75,7 @@ func TestCostEstimate(t *testing.T) {
 		{"user groups", "user.groups.exists(g, g == 'admins')", "", true, ""},
 		{"a number as text in a template", "", "cm-{{ string(trigger.data.size()) + '-x' }}", true, ""},
 		{"plain fields", "trigger.metadata.name.startsWith('a') && !trigger.immutable", "{{ trigger.metadata.name }}", true, ""},
-		{"a field the schema lacks is not estimated", "trigger.spec.replicas > 0", "", true, ""},
+		{"an expression that does not type-check is not estimated", "trigger.metadata.name == 1", "", true, ""},
 		{"two nested all", nestedAll(2), "", true, "spec.trigger.constraints[0].expression"},
 		{"five nested all", five, "", true, "spec.trigger.constraints[0].expression"},
 		{"five nested all in a template", "", "cm-{{ " + five + " }}", true, "spec.target.resourceClaimTemplate.metadata.name"},
@@ -111,13 +111,16 @@ func TestCostEstimate(t *testing.T) {
 func TestGrantCostEstimate(t *testing.T) {
 	p := grantPolicy(nestedAll(5), quotav1alpha1.TemplateMetadata{})
 	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "ConfigMap"}
-	_, err := CompileGrant(p, Options{TriggerSchema: configMapSchema()})
+	// The template reads trigger.spec.type: a ConfigMap with a spec.
+	s := configMapSchema()
+	s.Properties["spec"] = spec.Schema{SchemaProps: spec.SchemaProps{Type: []string{"object"}, Properties: map[string]spec.Schema{"type": *spec.StringProperty()}}}
+	_, err := CompileGrant(p, Options{TriggerSchema: s})
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Cause != CauseCostTooHigh || pe.Field != "spec.trigger.constraints[0].expression" {
 		t.Fatalf("got %v, want %s at the constraint", err, CauseCostTooHigh)
 	}
 	p.Spec.Trigger.Constraints[0].Expression = "trigger.data.all(k, k != '')"
-	if _, err := CompileGrant(p, Options{TriggerSchema: configMapSchema()}); err != nil {
+	if _, err := CompileGrant(p, Options{TriggerSchema: s}); err != nil {
 		t.Fatalf("one all(): %v", err)
 	}
 }

@@ -44,6 +44,9 @@ const (
 	CauseInvalidLiteral            = "InvalidLiteral"
 	CauseReadsRequest              = "ReadsRequest"
 	CauseResourceTypeNotRegistered = "ResourceTypeNotRegistered"
+	// CauseUnknownField: an expression reads a field of `trigger` that no
+	// served version of the trigger kind's schema has.
+	CauseUnknownField = "UnknownField"
 )
 
 // Error is a compile error: the field it is about, and why.
@@ -73,6 +76,12 @@ type Options struct {
 	// and one estimated over EstimatedCostLimit refused; nil means dynamic
 	// typing (no estimate: CostLimit is enforced at evaluation only).
 	TriggerSchema *spec.Schema
+	// ServedSchemas are the schemas of every version the trigger kind
+	// serves (admission evaluates objects in the version the client sent).
+	// An expression reading a field of `trigger` that none of them has is
+	// refused (CauseUnknownField); empty means TriggerSchema alone; a nil
+	// element (a version whose schema is unknown) may have any field.
+	ServedSchemas []*spec.Schema
 }
 
 // CostLimit bounds the work of one evaluation of one expression, in CEL
@@ -141,12 +150,18 @@ type compiler struct {
 	// triggerOnly: the policy is evaluated on stored objects, so `user` and
 	// `requestInfo` are refused.
 	triggerOnly bool
+	// kind and schemas judge the fields expressions read (fields.go).
+	kind    string
+	schemas []*spec.Schema
 }
 
 // newCompiler returns the compiler of one policy. A schema that cannot type
 // `trigger` leaves it dynamic, as without a schema.
 func newCompiler(o Options, kind string, triggerOnly bool) *compiler {
-	c := &compiler{triggerOnly: triggerOnly}
+	c := &compiler{triggerOnly: triggerOnly, kind: kind, schemas: o.ServedSchemas}
+	if len(c.schemas) == 0 && o.TriggerSchema != nil {
+		c.schemas = []*spec.Schema{o.TriggerSchema}
+	}
 	if o.TriggerSchema == nil {
 		return c
 	}
@@ -179,6 +194,9 @@ func (c *compiler) expr(src string) (cel.Program, *cel.Ast, string, error) {
 		if v := requestVariable(ast); v != "" {
 			return nil, nil, CauseReadsRequest, fmt.Errorf("reads %s, which a GrantCreationPolicy does not have: its expressions are evaluated on stored objects, not on requests, and see only trigger", v)
 		}
+	}
+	if err := unknownField(ast, c.kind, c.schemas); err != nil {
+		return nil, nil, CauseUnknownField, err
 	}
 	prg, err := dynEnv.Program(ast)
 	if err != nil {
@@ -299,6 +317,9 @@ func (c *compiler) constraints(cons []quotav1alpha1.Constraint) (*constraints, e
 		if err != nil {
 			if cause == "" {
 				cause = CauseConstraintInvalid
+			}
+			if cause == CauseUnknownField {
+				err = fmt.Errorf("%q %w", con.Expression, err)
 			}
 			return nil, invalid(cause, field, err)
 		}

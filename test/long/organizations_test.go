@@ -106,8 +106,9 @@ func TestOrganizationBurst(t *testing.T) {
 	// Deleting them all leaves nothing: no namespace, no grant.
 	began = time.Now()
 	if err := dyn.Resource(organizations).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "bench=" + f.ID}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("deleting the %d organizations at once, after %s: %v", burst, time.Since(began).Round(time.Millisecond), err)
 	}
+	t.Logf("the delete of the collection of %d organizations returned in %s", burst, time.Since(began).Round(time.Millisecond))
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := dyn.Resource(organizations).List(ctx, metav1.ListOptions{LabelSelector: "bench=" + f.ID})
 		return err == nil && len(l.Items) == 0, nil

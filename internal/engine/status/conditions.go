@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -44,19 +44,23 @@ type ConditionWriter struct {
 	Policy       func(name string) (*quotav1alpha1.ClaimCreationPolicy, bool, error)
 	// Read runs a read of the accounts under the cache's lock.
 	Read func(func(*accounting.Accounts))
-	// Schema is the OpenAPI schema of a trigger kind, nil when unknown.
-	Schema func(context.Context, quotav1alpha1.TriggerResource) *spec.Schema
+	// Schemas are how a policy of a trigger kind is compiled: the kind's
+	// OpenAPI schemas (none when unknown), and whether they are known.
+	Schemas func(context.Context, quotav1alpha1.TriggerResource) (policy.Options, SchemaState)
 	// UpdateStatus writes an object's status.
 	UpdateStatus func(context.Context, client.Object) error
+
+	schemaWaits schemaWaits
 }
 
-// Reconcile writes the condition of a grant, registration or policy.
-func (w *ConditionWriter) Reconcile(ctx context.Context, k Key) error {
+// Reconcile writes the condition of a grant, registration or policy; a
+// policy judged without its trigger kind's schema is judged again later.
+func (w *ConditionWriter) Reconcile(ctx context.Context, k Key) (time.Duration, error) {
 	switch k.Kind {
 	case KindGrant:
-		return w.writeGrant(ctx, k.Name)
+		return 0, w.writeGrant(ctx, k.Name)
 	case KindRegistration:
-		return w.writeRegistration(ctx, k.Name)
+		return 0, w.writeRegistration(ctx, k.Name)
 	default:
 		return w.writePolicy(ctx, k.Name)
 	}
@@ -133,16 +137,25 @@ func plural(n int, word string) string {
 // `trigger` typed from the trigger kind's schema, when it is served) is
 // within the limit, literal resource types are registered; disabled is not
 // Ready.
-func (w *ConditionWriter) writePolicy(ctx context.Context, name string) error {
+func (w *ConditionWriter) writePolicy(ctx context.Context, name string) (time.Duration, error) {
 	cp, exists, err := w.Policy(name)
 	if err != nil || !exists {
-		return err
+		w.schemaWaits.forget(name)
+		return 0, err
 	}
 	c := metav1.Condition{Type: quotav1alpha1.PolicyConditionReady, Status: metav1.ConditionTrue, Reason: policy.ReasonReady,
 		Message: fmt.Sprintf("enforced on creates of %s", cp.Spec.Trigger.Resource.Kind), ObservedGeneration: cp.Generation}
-	compiled, cerr := policy.Compile(cp, policy.Options{TriggerSchema: w.Schema(ctx, cp.Spec.Trigger.Resource)})
+	opts, state := w.Schemas(ctx, cp.Spec.Trigger.Resource)
+	enforcedNow := cp.Status.Enforced != nil && cp.Status.Enforced.Generation == cp.Generation
+	wait, again := w.schemaWaits.next(name, cp.Generation, state, enforcedNow || cp.Spec.Disabled)
+	compiled, cerr := policy.Compile(cp, opts)
 	var perr *policy.Error
 	switch {
+	case wait && cerr == nil:
+		tr := cp.Spec.Trigger.Resource
+		c.Status, c.Reason = metav1.ConditionFalse, policy.ReasonValidationFailed
+		c.Message = fmt.Sprintf("spec.trigger.resource: waiting for the schema of kind %s (apiVersion %s), just served, to check the fields the expressions read; "+
+			"judged without it if it cannot be read within %s", tr.Kind, tr.APIVersion, schemaWaitTotal)
 	case errors.As(cerr, &perr):
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, perr.Reason, perr.Error()
 	case cerr != nil:
@@ -168,6 +181,12 @@ func (w *ConditionWriter) writePolicy(ctx context.Context, name string) error {
 		// also after a restart, even if a later edit is invalid.
 		enforced = &quotav1alpha1.EnforcedClaimPolicy{Generation: cp.Generation, Trigger: cp.Spec.Trigger,
 			Target: cp.Spec.Target, FailurePolicy: cp.Spec.FailurePolicy}
+	case c.Reason != policy.ReasonDisabled && cerr != nil && enforced != nil && enforced.Generation == cp.Generation:
+		// This generation was enforced when it was judged without the
+		// trigger kind's schema (the kind was not served yet); judged
+		// against the schema it is invalid, and no earlier one is known.
+		enforced = nil
+		c.Message += "; this generation was enforced before the schema of its trigger kind could be read, and is not enforced until this is fixed"
 	case c.Reason != policy.ReasonDisabled && enforced != nil:
 		c.Message += fmt.Sprintf("; generation %d, the last valid one, stays enforced until this is fixed", enforced.Generation)
 	case c.Reason != policy.ReasonDisabled:
@@ -175,11 +194,11 @@ func (w *ConditionWriter) writePolicy(ctx context.Context, name string) error {
 	}
 	if !conditionChanged(cp.Status.Conditions, c) && cp.Status.ObservedGeneration == cp.Generation &&
 		equality.Semantic.DeepEqual(enforced, cp.Status.Enforced) {
-		return nil
+		return again, nil
 	}
 	updated := cp.DeepCopy()
 	updated.Status.ObservedGeneration = cp.Generation
 	updated.Status.Enforced = enforced
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
-	return w.UpdateStatus(ctx, updated)
+	return again, w.UpdateStatus(ctx, updated)
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -173,10 +172,12 @@ func TestConditionWriter(t *testing.T) {
 				Registration: func(string) (*quotav1alpha1.ResourceRegistration, bool, error) { return reg, true, nil },
 				Policy:       func(string) (*quotav1alpha1.ClaimCreationPolicy, bool, error) { return disabled, true, nil },
 				Read:         func(fn func(*accounting.Accounts)) { fn(acc) },
-				Schema:       func(context.Context, quotav1alpha1.TriggerResource) *spec.Schema { return nil },
+				Schemas: func(context.Context, quotav1alpha1.TriggerResource) (policy.Options, SchemaState) {
+					return policy.Options{}, SchemaKnown
+				},
 				UpdateStatus: func(_ context.Context, o client.Object) error { written = append(written, o); return nil },
 			}
-			if err := w.Reconcile(context.Background(), tc.key); err != nil {
+			if _, err := w.Reconcile(context.Background(), tc.key); err != nil {
 				t.Fatal(err)
 			}
 			if len(written) != 1 {
@@ -211,7 +212,7 @@ func TestConditionWriter(t *testing.T) {
 			case *quotav1alpha1.ClaimCreationPolicy:
 				*disabled = *o
 			}
-			if err := w.Reconcile(context.Background(), tc.key); err != nil {
+			if _, err := w.Reconcile(context.Background(), tc.key); err != nil {
 				t.Fatal(err)
 			}
 			if len(written) != 1 {
