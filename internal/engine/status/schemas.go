@@ -29,8 +29,8 @@ const (
 	// schemaPendingMax: a schema not readable after this long is looked
 	// for less often.
 	schemaPendingMax = time.Minute
-	rejudgeFirst    = 5 * time.Second
-	rejudgeMax      = time.Minute
+	rejudgeFirst     = 5 * time.Second
+	rejudgeMax       = time.Minute
 )
 
 // schemaWaits remembers, per policy, how long its generation has waited for
