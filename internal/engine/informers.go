@@ -227,6 +227,9 @@ func (t *term) kindsChanged(obj any) {
 	}
 	t.r.mapper.Reset()
 	t.enqueueAllPolicies()
+	for _, k := range t.regInformer.GetStore().ListKeys() {
+		t.conditionQueue.Add(status.Key{Kind: status.KindRegistration, Name: k})
+	}
 }
 
 // enqueueAllPolicies re-validates every policy (their literal resource types

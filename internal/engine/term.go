@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -31,6 +32,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // term is one term of leadership: the cache rebuilt for it, the informers
@@ -235,8 +237,18 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 		Policy: func(k string) (*quotav1alpha1.ClaimCreationPolicy, bool, error) {
 			return stored[*quotav1alpha1.ClaimCreationPolicy](t.policyInformer, k)
 		},
-		Read:         t.cache.Read,
-		Schemas:      r.triggerSchemas,
+		Read:    t.cache.Read,
+		Schemas: r.triggerSchemas,
+		KindServed: func(gk schema.GroupKind) (bool, string, error) {
+			return served.Kind(r.kube.Discovery(), gk)
+		},
+		RegisteredTypes: func() (types []string) {
+			t.cache.Read(func(acc *accounting.Accounts) { types = acc.RegisteredTypes() })
+			return types
+		},
+		Event: func(obj runtime.Object, eventType, reason, message string) {
+			r.eventRecorder().Event(obj, eventType, reason, message)
+		},
 		UpdateStatus: updateStatus,
 	}
 	t.charger = &existing.Charger{

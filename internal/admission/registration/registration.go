@@ -4,17 +4,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/client-go/kubernetes"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
+	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // PluginName is the admission plugin's name.
@@ -30,18 +36,31 @@ func Register(plugins *admission.Plugins) {
 type plugin struct {
 	*admission.Handler
 	plugininit.DynamicClient
+	kube kubernetes.Interface
 }
 
+// SetExternalKubeClientSet implements initializer.WantsExternalKubeClientSet:
+// discovery says which kinds are served.
+func (p *plugin) SetExternalKubeClientSet(c kubernetes.Interface) { p.kube = c }
+
 var (
-	_                admission.ValidationInterface     = &plugin{}
-	_                initializer.WantsDynamicClient    = &plugin{}
-	_                admission.InitializationValidator = &plugin{}
-	registrations                                      = quotav1alpha1.SchemeGroupVersion.WithResource("resourceregistrations")
-	registrationKind                                   = quotav1alpha1.Resource("resourceregistrations").WithVersion("").GroupResource()
+	_                admission.ValidationInterface          = &plugin{}
+	_                initializer.WantsDynamicClient         = &plugin{}
+	_                initializer.WantsExternalKubeClientSet = &plugin{}
+	_                admission.InitializationValidator      = &plugin{}
+	registrations                                           = quotav1alpha1.SchemeGroupVersion.WithResource("resourceregistrations")
+	registrationKind                                        = quotav1alpha1.Resource("resourceregistrations").WithVersion("").GroupResource()
+	grantResource                                           = quotav1alpha1.Resource("resourcegrants")
 )
 
 // Validate refuses a second registration of a resource type.
 func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() == grantResource && a.GetSubresource() == "" {
+		if obj, ok := a.GetObject().(*unstructured.Unstructured); ok {
+			p.warnUnregistered(ctx, obj)
+		}
+		return nil
+	}
 	if a.GetResource().GroupResource() != registrationKind || a.GetSubresource() != "" {
 		return nil
 	}
@@ -56,6 +75,7 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			})
 		}
 	}
+	p.warnUnservedKinds(ctx, obj)
 	rt, _, _ := unstructured.NestedString(obj.Object, "spec", "resourceType")
 	if rt == "" {
 		return nil // the schema reports the missing field
@@ -90,4 +110,81 @@ func positiveQuantity(v any) error {
 		return fmt.Errorf("one base unit must be a positive quantity, not %s; write for example 1Mi for a base unit of MiB", s)
 	}
 	return nil
+}
+
+// warnUnservedKinds adds a warning (kubectl prints it) for the consumer type
+// and each claiming kind the API server does not serve: the registration is
+// stored, since the kind may come later (a CRD installed after it), but a
+// typo is seen at once. The engine keeps a registration whose consumer type
+// is not served from being Active until it is.
+func (p *plugin) warnUnservedKinds(ctx context.Context, obj *unstructured.Unstructured) {
+	if p.kube == nil {
+		return
+	}
+	check := func(path *field.Path, m map[string]any, what string) {
+		group, _, _ := unstructured.NestedString(m, "apiGroup")
+		kind, _, _ := unstructured.NestedString(m, "kind")
+		if kind == "" {
+			return
+		}
+		gk := schema.GroupKind{Group: group, Kind: kind}
+		ok, hint, err := served.Kind(p.kube.Discovery(), gk)
+		if err != nil || ok {
+			return
+		}
+		warning.AddWarning(ctx, "", fmt.Sprintf("%s: %s is not served by this API server (%s); %s", path, served.KindString(gk), hint, what))
+	}
+	if ct, found, _ := unstructured.NestedMap(obj.Object, "spec", "consumerType"); found {
+		check(field.NewPath("spec", "consumerType"), ct,
+			"the registration is not Active until it is served: correct the kind, or install it")
+	}
+	claiming, _, _ := unstructured.NestedSlice(obj.Object, "spec", "claimingResources")
+	for i, c := range claiming {
+		if m, ok := c.(map[string]any); ok {
+			check(field.NewPath("spec", "claimingResources").Index(i), m,
+				"no object of it can claim this resource type until it is served: correct the kind, or install it")
+		}
+	}
+}
+
+// warnUnregistered adds a warning for each resource type of a grant that no
+// registration names, with the nearest registered one: the grant is stored
+// (its registration may come later) and is not Active until then.
+func (p *plugin) warnUnregistered(ctx context.Context, obj *unstructured.Unstructured) {
+	allowances, _, _ := unstructured.NestedSlice(obj.Object, "spec", "allowances")
+	if len(allowances) == 0 {
+		return
+	}
+	var registered []string
+	listed := false
+	for i, a := range allowances {
+		m, ok := a.(map[string]any)
+		if !ok {
+			continue
+		}
+		rt, _, _ := unstructured.NestedString(m, "resourceType")
+		if rt == "" {
+			continue
+		}
+		if !listed {
+			list, err := p.Client().Resource(registrations).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return // a warning is not worth failing a write for
+			}
+			for _, r := range list.Items {
+				if t, _, _ := unstructured.NestedString(r.Object, "spec", "resourceType"); t != "" {
+					registered = append(registered, t)
+				}
+			}
+			listed = true
+		}
+		if slices.Contains(registered, rt) {
+			continue
+		}
+		msg := fmt.Sprintf("%s: resource type %q is not registered (no ResourceRegistration names it)", field.NewPath("spec", "allowances").Index(i).Child("resourceType"), rt)
+		if near := quota.Nearest(rt, registered); near != "" {
+			msg += fmt.Sprintf("; did you mean %q?", near)
+		}
+		warning.AddWarning(ctx, "", msg+"; the grant is not Active until a registration names it")
+	}
 }

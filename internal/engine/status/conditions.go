@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // Kind is the kind of object a condition is written on.
@@ -25,6 +29,9 @@ const (
 	KindRegistration
 	KindPolicy
 )
+
+// CauseConsumerTypeNotServed: a registration's consumer kind is not served.
+const CauseConsumerTypeNotServed = "ConsumerTypeNotServed"
 
 // Key queues a condition write: a grant by UID, a registration or a policy
 // by name.
@@ -50,6 +57,14 @@ type ConditionWriter struct {
 	// UpdateStatus writes an object's status.
 	UpdateStatus func(context.Context, client.Object) error
 
+	// KindServed says whether the API server serves a kind, and when it
+	// does not, what to say of it (served.Kind); nil: every kind is.
+	KindServed func(schema.GroupKind) (bool, string, error)
+	// RegisteredTypes are the resource types of the registrations known.
+	RegisteredTypes func() []string
+	// Event records an Event on an object; nil records none.
+	Event func(obj runtime.Object, eventType, reason, message string)
+
 	schemaWaits schemaWaits
 }
 
@@ -60,7 +75,7 @@ func (w *ConditionWriter) Reconcile(ctx context.Context, k Key) (time.Duration, 
 	case KindGrant:
 		return 0, w.writeGrant(ctx, k.Name)
 	case KindRegistration:
-		return 0, w.writeRegistration(ctx, k.Name)
+		return w.writeRegistration(ctx, k.Name)
 	default:
 		return w.writePolicy(ctx, k.Name)
 	}
@@ -90,9 +105,21 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
 	if err != nil || !exists {
 		return err
 	}
+	if v.Cause == quota.CauseResourceTypeNotRegistered && w.RegisteredTypes != nil {
+		// Name the registered type nearest to each unknown one.
+		for _, a := range g.Spec.Allowances {
+			rt := string(a.ResourceType)
+			if near := quota.Nearest(rt, w.RegisteredTypes()); near != "" && near != rt {
+				v.Message += fmt.Sprintf("; %s is not registered: did you mean %s?", rt, near)
+			}
+		}
+	}
 	c := activeCondition(v, g.Generation)
 	if !conditionChanged(g.Status.Conditions, c) && g.Status.ObservedGeneration == g.Generation {
 		return nil
+	}
+	if v.Cause == quota.CauseResourceTypeNotRegistered && w.Event != nil {
+		w.Event(g, corev1.EventTypeWarning, quota.CauseResourceTypeNotRegistered, c.Message)
 	}
 	updated := g.DeepCopy()
 	updated.Status.ObservedGeneration = g.Generation
@@ -100,11 +127,12 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
 	return w.UpdateStatus(ctx, updated)
 }
 
-func (w *ConditionWriter) writeRegistration(ctx context.Context, name string) error {
+func (w *ConditionWriter) writeRegistration(ctx context.Context, name string) (time.Duration, error) {
 	r, exists, err := w.Registration(name)
 	if err != nil || !exists {
-		return err
+		return 0, err
 	}
+	var again time.Duration
 	var v quota.Validity
 	var grants, claims int
 	w.Read(func(acc *accounting.Accounts) {
@@ -114,14 +142,33 @@ func (w *ConditionWriter) writeRegistration(ctx context.Context, name string) er
 	if v.Cause == quota.CauseDeleting && grants+claims > 0 {
 		v.Message += "; still used by " + plural(grants, "grant") + " and " + plural(claims, "claim") + ", which are flagged invalid"
 	}
+	if v.Valid && w.KindServed != nil {
+		// A consumer kind not served (a typo, or a CRD not installed yet):
+		// nothing of it can be a consumer; not Active until it is served.
+		gk := schema.GroupKind{Group: r.Spec.ConsumerType.APIGroup, Kind: r.Spec.ConsumerType.Kind}
+		if ok, hint, err := w.KindServed(gk); err == nil && !ok {
+			// Looked for again, less and less often (a CRD just installed
+			// is in discovery a few seconds after it is created).
+			_, again = w.schemaWaits.next("registration/"+name, r.Generation, KindNotServed, true)
+			v = quota.Validity{Reason: quota.ReasonValidationFailed, Cause: CauseConsumerTypeNotServed, Message: fmt.Sprintf(
+				"spec.consumerType: %s is not served by this API server (%s); the registration becomes Active once it is: correct the kind, or install it",
+				served.KindString(gk), hint)}
+		}
+	}
+	if again == 0 {
+		w.schemaWaits.forget("registration/" + name)
+	}
 	c := activeCondition(v, r.Generation)
 	if !conditionChanged(r.Status.Conditions, c) && r.Status.ObservedGeneration == r.Generation {
-		return nil
+		return again, nil
+	}
+	if v.Cause == CauseConsumerTypeNotServed && w.Event != nil {
+		w.Event(r, corev1.EventTypeWarning, CauseConsumerTypeNotServed, c.Message)
 	}
 	updated := r.DeepCopy()
 	updated.Status.ObservedGeneration = r.Generation
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
-	return w.UpdateStatus(ctx, updated)
+	return again, w.UpdateStatus(ctx, updated)
 }
 
 func plural(n int, word string) string {

@@ -117,3 +117,13 @@ func (e *Accounts) IsRegistered(resourceType string) bool {
 	_, ok := e.active[resourceType]
 	return ok
 }
+
+// RegisteredTypes are the resource types with an active registration.
+func (e *Accounts) RegisteredTypes() []string {
+	out := make([]string, 0, len(e.active))
+	for rt := range e.active {
+		out = append(out, rt)
+	}
+	sort.Strings(out)
+	return out
+}
