@@ -49,6 +49,10 @@ func newServeCommand() *cobra.Command {
 			engineOpts.Exporter = observe.NewExporter(metricsOpts)
 			o.QuotaMetrics = engineOpts.Exporter
 			ctx := genericapiserver.SetupSignalContext()
+			go func() {
+				<-ctx.Done()
+				quiet.Stopping()
+			}()
 			err := server.Serve(ctx, o, server.QuotaComponents(engineOpts), readyWriter{cmd.OutOrStdout(), quiet})
 			if err != nil {
 				quiet.Failed()
@@ -71,6 +75,7 @@ type readyWriter struct {
 }
 
 func (w readyWriter) Write(p []byte) (int, error) {
+	n, err := w.Writer.Write(p)
 	w.quiet.Ready()
-	return w.Writer.Write(p)
+	return n, err
 }

@@ -5,7 +5,9 @@
 // starting). `-v=1` or higher, or a format other than text, leaves logging as
 // the Kubernetes logging flags configure it.
 //
-// It never drops an error after start-up. Errors the libraries log before the
-// server is ready (races of their own controllers against namespaces not
-// created yet) are held back and counted; they are printed if start-up fails.
+// Between start-up and shutdown it never drops an error. Errors the
+// libraries log before the server is ready (races of their own controllers
+// against namespaces not created yet) and once a shutdown began (their
+// clients racing against the stopping server: "connection refused") are held
+// back; they are printed if start-up or the shutdown fails.
 package quietlog

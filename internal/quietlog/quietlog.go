@@ -2,7 +2,6 @@ package quietlog
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"runtime"
 	"strings"
@@ -27,6 +26,10 @@ type Filter struct {
 	ready   bool
 	held    []func()
 	dropped int
+	// early are quotaplane's own messages before the ready line.
+	early []func()
+	// stopping: a shutdown began; errors are held back again.
+	stopping bool
 }
 
 // Install replaces the klog logger set by the logging flags with one that
@@ -57,19 +60,49 @@ func (f *Filter) end(ready bool) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ready {
+	if f.ready || (ready && f.stopping) {
 		return
 	}
-	f.ready = true
-	switch n := len(f.held) + f.dropped; {
+	f.ready = ready
+	for _, write := range f.early {
+		write()
+	}
+	f.early = nil
+	switch {
 	case !ready:
 		for _, write := range f.held {
 			write()
 		}
-	case n > 0:
-		fmt.Fprintf(f.out, "I quotaplane: %d transient errors of the Kubernetes libraries during start-up not shown; -v=1 shows everything\n", n)
 	}
-	f.held = nil
+	f.held, f.dropped = nil, 0
+}
+
+// Stopping marks the start of a shutdown: the libraries' errors are held
+// back again (their clients race against the API server that is stopping:
+// "connection refused"), and written only if Failed is called.
+func (f *Filter) Stopping() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ready, f.stopping = false, true
+}
+
+// ownInfo handles one of quotaplane's own messages: written at once after
+// start-up, and held until the ready line before, so that the ready line
+// is the first thing a user sees.
+func (f *Filter) ownInfo(write func()) {
+	f.mu.Lock()
+	if f.ready || f.stopping {
+		f.mu.Unlock()
+		write()
+		return
+	}
+	defer f.mu.Unlock()
+	if len(f.early) < maxHeld {
+		f.early = append(f.early, write)
+	}
 }
 
 // upstreamError handles an error from outside quotaplane; write writes it.
@@ -109,7 +142,7 @@ func (s *sink) Enabled(level int) bool { return s.inner.Enabled(level) }
 
 func (s *sink) Info(level int, msg string, kv ...any) {
 	if fromOwnModule() {
-		s.inner.Info(level, msg, kv...)
+		s.f.ownInfo(func() { s.inner.Info(level, msg, kv...) })
 	}
 }
 

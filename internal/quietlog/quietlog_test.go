@@ -30,20 +30,28 @@ func TestFilter(t *testing.T) {
 	klog.Errorf("library error before ready")
 	f.Ready()
 	klog.Errorf("library error after ready")
+	f.Stopping()
+	klog.Errorf("library error while stopping")
 	klog.Flush()
 
 	got := out.String()
-	for _, want := range []string{`"own message" k="v"`, "1 transient errors of the Kubernetes libraries during start-up not shown", "library error after ready"} {
+	for _, want := range []string{`"own message" k="v"`, "library error after ready"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
-	for _, unwanted := range []string{"library chatter", "library warning", "before ready"} {
+	for _, unwanted := range []string{"library chatter", "library warning", "before ready", "while stopping", "not shown"} {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("%q shown:\n%s", unwanted, got)
 		}
 	}
 	if !strings.Contains(got, "quietlog_test.go:") {
 		t.Errorf("the caller of quotaplane's own message is not its file:\n%s", got)
+	}
+	// A shutdown that fails shows what was held back.
+	f.Failed()
+	klog.Flush()
+	if !strings.Contains(out.String(), "library error while stopping") {
+		t.Errorf("a failed shutdown hides the errors held back:\n%s", out.String())
 	}
 }
