@@ -41,12 +41,14 @@ func APIDimensions(in quota.Dimensions) []quotav1alpha1.Dimension {
 // Registration converts a ResourceRegistration.
 func Registration(r *quotav1alpha1.ResourceRegistration) quota.Registration {
 	out := quota.Registration{
-		Name:         r.Name,
-		Created:      r.CreationTimestamp.Time,
-		ResourceType: string(r.Spec.ResourceType),
-		ConsumerType: quota.GroupKind{Group: r.Spec.ConsumerType.APIGroup, Kind: r.Spec.ConsumerType.Kind},
-		BaseUnit:     r.Spec.BaseUnit,
-		Deleting:     r.DeletionTimestamp != nil,
+		Name:                 r.Name,
+		Created:              r.CreationTimestamp.Time,
+		ResourceType:         string(r.Spec.ResourceType),
+		ConsumerType:         quota.GroupKind{Group: r.Spec.ConsumerType.APIGroup, Kind: r.Spec.ConsumerType.Kind},
+		BaseUnit:             r.Spec.BaseUnit,
+		DisplayUnit:          r.Spec.DisplayUnit,
+		UnitConversionFactor: r.Spec.UnitConversionFactor,
+		Deleting:             r.DeletionTimestamp != nil,
 	}
 	if q := r.Spec.BaseUnitQuantity; q != nil {
 		out.BaseUnitQuantity = q.String()

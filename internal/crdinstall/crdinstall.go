@@ -27,7 +27,7 @@ func Install(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	crds, err := crd.All()
+	crds, err := crd.ForServe()
 	if err != nil {
 		return err
 	}

@@ -37,13 +37,13 @@ func ValidationFailedDecision(c Claim, msg string) Decision {
 
 // ExceededMessage says what was requested, what is available, the limit,
 // and for which consumer to raise it.
-func ExceededMessage(c Claim, r Request, baseUnit string, id BucketID, limit, allocated int64) string {
+func ExceededMessage(c Claim, r Request, reg Registration, id BucketID, limit, allocated int64) string {
 	where := ""
 	if id.Dims != "" {
 		where = " with " + id.Dims
 	}
-	return fmt.Sprintf("requested %d %s of %s%s for %s, but only %d of the limit %d is available (%d allocated, bucket %s); raise the limit with a ResourceGrant for %s, or release claims",
-		r.Amount, UnitName(baseUnit), r.ResourceType, where, c.Consumer, Room(limit, allocated), limit, allocated, BucketName(id), c.Consumer)
+	return fmt.Sprintf("requested %s of %s%s for %s, but only %d of the limit %d is available (%d allocated, bucket %s); raise the limit with a ResourceGrant for %s, or release claims",
+		reg.Amount(r.Amount), r.ResourceType, where, c.Consumer, Room(limit, allocated), limit, allocated, BucketName(id), c.Consumer)
 }
 
 // LevelsMessage names every level a request was checked against, which one
@@ -51,7 +51,7 @@ func ExceededMessage(c Claim, r Request, baseUnit string, id BucketID, limit, al
 // Project web has 12 of 20 available; Organization acme has 2 of 100
 // available (this limit refused); group team-data has 30 of 40 available;
 // ...". A group is shown by its limit and room only: never its members.
-func LevelsMessage(c Claim, r Request, baseUnit string, levels []LevelStatus) string {
+func LevelsMessage(c Claim, r Request, reg Registration, levels []LevelStatus) string {
 	where := ""
 	if k := r.Dims.Key(); k != "" {
 		where = " with " + k
@@ -78,8 +78,8 @@ func LevelsMessage(c Claim, r Request, baseUnit string, levels []LevelStatus) st
 	if refused.Consumer.IsGroup() {
 		raise = fmt.Sprintf("the platform administrators can raise it (ResourceGrant %s/%s), or release claims", refused.Consumer.Namespace, refused.Consumer.Name)
 	}
-	return fmt.Sprintf("requested %d %s of %s%s for %s: %s; %s",
-		r.Amount, UnitName(baseUnit), r.ResourceType, where, c.Consumer.LevelName(), strings.Join(parts, "; "), raise)
+	return fmt.Sprintf("requested %s of %s%s for %s: %s; %s",
+		reg.Amount(r.Amount), r.ResourceType, where, c.Consumer.LevelName(), strings.Join(parts, "; "), raise)
 }
 
 // GrantedMessage describes a granted claim.
@@ -92,10 +92,46 @@ func GrantedRequestMessage(r RequestResult) string {
 	return fmt.Sprintf("allocated %d of %s in bucket %s", r.Allocated, r.ResourceType, BucketName(r.Bucket))
 }
 
-// UnitName is how messages name a registration's base unit.
-func UnitName(baseUnit string) string {
-	if baseUnit == "" {
-		return "units"
+// Amount is how messages write n base units of the registration's
+// resource type: "1 project", "3 projects", "16384 MiB (16 GiB)" — in the
+// display unit too when it differs and n converts exactly.
+func (r Registration) Amount(n int64) string {
+	out := Counted(n, r.BaseUnit)
+	if r.DisplayUnit != "" && r.DisplayUnit != r.BaseUnit && r.UnitConversionFactor > 1 && n%r.UnitConversionFactor == 0 {
+		out += " (" + Counted(n/r.UnitConversionFactor, r.DisplayUnit) + ")"
 	}
-	return baseUnit
+	return out
+}
+
+// Counted writes n of a unit, the unit in the plural when n is not 1 and it
+// is a lowercase word ("project" → "projects"); symbols such as MiB or GiB
+// are never changed. An empty unit is "unit".
+func Counted(n int64, unit string) string {
+	if unit == "" {
+		unit = "unit"
+	}
+	if n != 1 && isWord(unit) {
+		switch {
+		case strings.HasSuffix(unit, "s") || strings.HasSuffix(unit, "x") || strings.HasSuffix(unit, "ch") || strings.HasSuffix(unit, "sh"):
+			unit += "es"
+		case len(unit) > 1 && strings.HasSuffix(unit, "y") && !strings.ContainsRune("aeiou", rune(unit[len(unit)-2])):
+			unit = unit[:len(unit)-1] + "ies"
+		default:
+			unit += "s"
+		}
+	}
+	return fmt.Sprintf("%d %s", n, unit)
+}
+
+// isWord: a lowercase word of letters, at least three long.
+func isWord(s string) bool {
+	if len(s) < 3 {
+		return false
+	}
+	for _, c := range s {
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
 }

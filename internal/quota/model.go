@@ -13,6 +13,10 @@ type Registration struct {
 	ResourceType string
 	ConsumerType GroupKind
 	BaseUnit     string
+	// DisplayUnit and UnitConversionFactor (base units in one display unit)
+	// are how people read amounts; messages show both.
+	DisplayUnit          string
+	UnitConversionFactor int64
 	// BaseUnitQuantity is one base unit as a Kubernetes quantity ("1Mi"),
 	// empty when the registration declares none.
 	BaseUnitQuantity string

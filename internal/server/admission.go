@@ -12,6 +12,7 @@ import (
 	kubeoptions "k8s.io/kubernetes/pkg/kubeapiserver/options"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 
+	"github.com/quotaplane/quotaplane/internal/admission/amounts"
 	"github.com/quotaplane/quotaplane/internal/admission/claimguard"
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
@@ -24,7 +25,7 @@ import (
 // built-in ResourceQuota, after every other validating step. Tenancy comes
 // first: a Project's label and ownerReference are set before a
 // ClaimCreationPolicy renders its claims.
-var quotaPlugins = []string{tenancy.PluginName, hierarchy.PluginName, registration.PluginName, claimguard.PluginName, claimpolicy.PluginName}
+var quotaPlugins = []string{tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, claimguard.PluginName, claimpolicy.PluginName}
 
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
@@ -32,6 +33,7 @@ var quotaPlugins = []string{tenancy.PluginName, hierarchy.PluginName, registrati
 func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Handle, opts *Options) {
 	systemNamespace := opts.SystemNamespace
 	tenancy.Register(o.Plugins)
+	amounts.Register(o.Plugins)
 	hierarchy.Register(o.Plugins, hierarchy.Config{Handle: handle, SystemNamespace: systemNamespace, PlatformNamespaces: opts.PlatformNamespaces, ReservedLabelPrefix: opts.ReservedLabelPrefix})
 	registration.Register(o.Plugins)
 	claimguard.Register(o.Plugins, systemNamespace, handle != nil)

@@ -57,6 +57,11 @@ type AllowanceBucketStatus struct {
 	// +optional
 	Available int64 `json:"available"`
 
+	// baseUnit is the unit limit, allocated and available are counted in:
+	// the registration's baseUnit.
+	// +optional
+	BaseUnit string `json:"baseUnit,omitempty"`
+
 	// claimCount is the number of granted claims counted in this bucket.
 	// +optional
 	ClaimCount int32 `json:"claimCount"`
@@ -93,6 +98,7 @@ type AllowanceBucketStatus struct {
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.limit`
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.available`
+// +kubebuilder:printcolumn:name="Unit",type=string,JSONPath=`.status.baseUnit`,priority=1
 // +kubebuilder:printcolumn:name="Claims",type=integer,JSONPath=`.status.claimCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type AllowanceBucket struct {

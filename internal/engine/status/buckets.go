@@ -135,6 +135,9 @@ func (w *BucketWriter) writeBucketIn(ctx context.Context, id quota.BucketID, st 
 		}
 	}
 	want := bucketStatus(stored, st)
+	if reg := w.Registration(id.ResourceType); reg != nil {
+		want.BaseUnit = reg.Spec.BaseUnit
+	}
 	w.setThresholdCondition(&want, stored, st)
 	if bucketStatusEqual(stored.Status, want) {
 		if !projected {
@@ -223,7 +226,7 @@ func bucketStatus(stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) 
 
 func bucketStatusEqual(a, b quotav1alpha1.AllowanceBucketStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.Limit != b.Limit || a.Allocated != b.Allocated || a.Available != b.Available ||
-		a.ClaimCount != b.ClaimCount || a.GrantCount != b.GrantCount || len(a.ContributingGrantRefs) != len(b.ContributingGrantRefs) || len(a.Conditions) != len(b.Conditions) {
+		a.ClaimCount != b.ClaimCount || a.BaseUnit != b.BaseUnit || a.GrantCount != b.GrantCount || len(a.ContributingGrantRefs) != len(b.ContributingGrantRefs) || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}
 	for i := range a.ContributingGrantRefs {

@@ -239,7 +239,7 @@ func TestExceededMessageSaysWhatToDo(t *testing.T) {
 	e.AddClaim(claim("b", 2, org, quota.Request{ResourceType: "x.io/p", Amount: 3, Dims: nil}))
 	e.Decide()
 	d, _ := e.Decision("b")
-	for _, want := range []string{"requested 3 unit of x.io/p", "only 2 of the limit 5 is available", "3 allocated", "ResourceGrant for Organization.resourcemanager.miloapis.com acme"} {
+	for _, want := range []string{"requested 3 units of x.io/p", "only 2 of the limit 5 is available", "3 allocated", "ResourceGrant for Organization.resourcemanager.miloapis.com acme"} {
 		if !strings.Contains(d.Message, want) {
 			t.Errorf("message %q lacks %q", d.Message, want)
 		}

@@ -99,10 +99,10 @@ func (e *Accounts) CheckBudget(g quota.Grant) quota.BudgetResult {
 		}
 		reg, _ := e.activeRegistration(a.ResourceType)
 		return quota.BudgetResult{ResourceType: a.ResourceType, Asked: asked, Left: left, Limit: limit, Given: gave,
-			Message: fmt.Sprintf("ResourceGrant %s gives %s %d %s of %s out of %s's budget, but only %d of it is left to give "+
+			Message: fmt.Sprintf("ResourceGrant %s gives %s %s of %s out of %s's budget, but only %d of it is left to give "+
 				"(the limit %d, of which %d is given to its projects by grants its owners wrote); lower the amount or another project's grant, "+
 				"or ask the platform administrators, who manage %s's own ResourceGrant, to raise it",
-				key, g.Consumer.LevelName(), asked, quota.UnitName(reg.BaseUnit), a.ResourceType, budget.LevelName(), left, limit, gave, budget.LevelName())}
+				key, g.Consumer.LevelName(), reg.Amount(asked), a.ResourceType, budget.LevelName(), left, limit, gave, budget.LevelName())}
 	}
 	return quota.BudgetResult{OK: true}
 }

@@ -230,10 +230,10 @@ func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration,
 		// and people know.
 		s := levels[0]
 		b := s.short(r)
-		res.Message = quota.ExceededMessage(c, r, reg.BaseUnit, quota.BucketID{Consumer: c.Consumer, ResourceType: r.ResourceType, Dims: b.dims.Key()}, b.limit(), b.allocated())
+		res.Message = quota.ExceededMessage(c, r, reg, quota.BucketID{Consumer: c.Consumer, ResourceType: r.ResourceType, Dims: b.dims.Key()}, b.limit(), b.allocated())
 		return res
 	}
-	res.Message = quota.LevelsMessage(c, r, reg.BaseUnit, res.Levels)
+	res.Message = quota.LevelsMessage(c, r, reg, res.Levels)
 	return res
 }
 

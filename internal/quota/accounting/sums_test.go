@@ -67,7 +67,7 @@ func TestSumsNeverWrap(t *testing.T) {
 		},
 		wantOutcomes: map[string]quota.Outcome{"almost": quota.Granted, "denied": quota.QuotaExceeded, "last": quota.Granted},
 		wantBucket:   numbers{maxAmount, maxAmount, 0},
-		wantMessage:  "requested 9223372036854775807 unit of x.io/p for Organization.resourcemanager.miloapis.com acme, but only 1 of the limit 9223372036854775807 is available (9223372036854775806 allocated",
+		wantMessage:  "requested 9223372036854775807 units of x.io/p for Organization.resourcemanager.miloapis.com acme, but only 1 of the limit 9223372036854775807 is available (9223372036854775806 allocated",
 	}, {
 		name: "restored grants past MaxInt64 saturate the allocation and leave no room",
 		run: func(e *Accounts) {
