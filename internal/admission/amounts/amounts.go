@@ -161,7 +161,7 @@ func (c *converter) convert(m map[string]any, path *field.Path, resourceType str
 		return
 	}
 	if n < c.min {
-		c.errs = append(c.errs, field.Invalid(path, v, fmt.Sprintf("must be at least %d", c.min)))
+		c.errs = append(c.errs, field.Invalid(path, v, fmt.Sprintf("should be greater than or equal to %d", c.min)))
 		return
 	}
 	m["amount"] = n

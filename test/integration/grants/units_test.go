@@ -102,7 +102,7 @@ func TestOneUnitStory(t *testing.T) {
 		{"not-whole", "memory", "1500Ki", "not a whole number of base units"},
 		{"no-unit-quantity", "projects", "2k", "declares no spec.baseUnitQuantity"},
 		{"garbage", "memory", "lots", "neither a whole number of base units nor a Kubernetes quantity"},
-		{"negative", "memory", int64(-1), "must be at least 0"},
+		{"negative", "memory", int64(-1), "should be greater than or equal to 0"},
 	} {
 		err := grant(tc.name, tc.rt, tc.amount)
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.allowances[0].buckets[0].amount") || !strings.Contains(err.Error(), tc.want) {
@@ -112,7 +112,7 @@ func TestOneUnitStory(t *testing.T) {
 			t.Errorf("refused grant %s was stored: %v", tc.name, err)
 		}
 	}
-	if err := claim("zero", "0"); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.requests[0].amount") || !strings.Contains(err.Error(), "must be at least 1") {
+	if err := claim("zero", "0"); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.requests[0].amount") || !strings.Contains(err.Error(), "should be greater than or equal to 1") {
 		t.Errorf("a claim of 0: got %v, want Invalid at spec.requests[0].amount", err)
 	}
 
