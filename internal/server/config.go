@@ -208,6 +208,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	if err != nil {
 		return nil, fmt.Errorf("building the API server configuration: %w", err)
 	}
+	genericConfig.EffectiveVersion = stampedVersion{genericConfig.EffectiveVersion}
 	serviceResolver := webhook.NewDefaultServiceResolver()
 	kubeAPIs, pluginInitializer, err := controlplaneapiserver.CreateConfig(completed, genericConfig, versionedInformers, storageFactory, serviceResolver, nil)
 	if err != nil {

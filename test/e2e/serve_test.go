@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -189,6 +190,33 @@ func TestServe(t *testing.T) {
 		}
 		if d := time.Since(began); d > 5*time.Second {
 			t.Errorf("refusal took %s", d)
+		}
+	})
+
+	t.Run("the binary and the server name the build", func(t *testing.T) {
+		out, err := exec.Command(bin, "version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("quotaplane version: %v\n%s", err, out)
+		}
+		version := strings.TrimSpace(string(out))
+		// go build in a clone stamps the revision (BuildBinary asks for it).
+		if head, err := exec.Command("git", "-C", quotatest.ModuleRoot(), "rev-parse", "HEAD").Output(); err == nil {
+			rev := strings.TrimSpace(string(head))
+			if !strings.Contains(version, "revision "+rev) || !strings.Contains(version, "dev-"+rev[:12]) {
+				t.Errorf("quotaplane version says %q; want revision %s", version, rev)
+			}
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := kubernetes.NewForConfigOrDie(cfg).Discovery().ServerVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		short := strings.Fields(version)[1]
+		if info.GitVersion != "v1.36.3+quotaplane."+short || info.Major != "1" || info.Minor != "36" {
+			t.Errorf("the server reports %s (%s.%s); want v1.36.3+quotaplane.%s, 1.36", info.GitVersion, info.Major, info.Minor, short)
 		}
 	})
 

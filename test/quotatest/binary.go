@@ -26,7 +26,7 @@ func BuildBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "quotaplane")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binPath, "./cmd/quotaplane")
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildvcs=auto", "-o", binPath, "./cmd/quotaplane")
 		cmd.Dir = moduleRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -37,6 +37,9 @@ func BuildBinary(t testing.TB) string {
 	}
 	return binPath
 }
+
+// ModuleRoot is the repository root, found from this file's location.
+func ModuleRoot() string { return moduleRoot() }
 
 // moduleRoot is the repository root, found from this file's location.
 func moduleRoot() string {
