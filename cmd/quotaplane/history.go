@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -26,33 +27,39 @@ namespace (the last 100 decisions of each consumer; refusals are kept before rou
 
   quotaplane history --data-dir .quotaplane --consumer Organization/acme
   quotaplane history --kubeconfig ~/.kube/config --object Secret/team-a/s3     # why was it refused?
-  quotaplane history --object ResourceClaim/team-a/web-app-project-claim -o json`,
+  quotaplane history --object resourceclaims/team-a/web-app-project-claim -o json
+
+By default the table fits 120 columns; -o wide adds what was requested, the buckets' numbers then and
+the policy. Kinds are written as kubectl takes them: Kind, singular, plural, short name or kind.group.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var q history.Query
+			var consumerKind, objectKind string
 			if consumer != "" {
 				kind, name, ok := strings.Cut(consumer, "/")
 				if !ok || kind == "" || name == "" {
-					return fmt.Errorf("--consumer %q: want Kind/name, for example Organization/acme", consumer)
+					return fmt.Errorf("--consumer %q: want kind/name, for example Organization/acme or organizations/acme", consumer)
 				}
-				q.ConsumerKind, q.ConsumerName = kind, name
+				consumerKind, q.ConsumerName = kind, name
 			}
 			if object != "" {
 				parts := strings.Split(object, "/")
 				switch len(parts) {
 				case 2:
-					q.ObjectKind, q.ObjectName = parts[0], parts[1]
+					objectKind, q.ObjectName = parts[0], parts[1]
 				case 3:
-					q.ObjectKind, q.ObjectNamespace, q.ObjectName = parts[0], parts[1], parts[2]
+					objectKind, q.ObjectNamespace, q.ObjectName = parts[0], parts[1], parts[2]
 				default:
-					return fmt.Errorf("--object %q: want Kind/namespace/name, or Kind/name for a cluster-scoped object", object)
+					return fmt.Errorf("--object %q: want kind/namespace/name, or kind/name for a cluster-scoped object", object)
 				}
 			}
 			if q.ConsumerName == "" && q.ObjectName == "" {
-				return fmt.Errorf("give --consumer Kind/name, --object Kind/namespace/name, or both")
+				return fmt.Errorf("give --consumer kind/name, --object kind/namespace/name, or both")
 			}
-			if output != "text" && output != "json" {
-				return fmt.Errorf("--output %q is not text or json", output)
+			switch output {
+			case "", "text", "wide", "json", "yaml":
+			default:
+				return fmt.Errorf("--output %q: want wide, json or yaml (or nothing, for a table that fits 120 columns)", output)
 			}
 			cfg, err := clientconfig.Load(clientconfig.Path(kubeconfig, dataDir))
 			if err != nil {
@@ -62,11 +69,26 @@ namespace (the last 100 decisions of each consumer; refusals are kept before rou
 			if err != nil {
 				return err
 			}
-			sel := history.LabelHistory + "=true"
+			// Kinds as kubectl takes them: Kind, singular, plural, short
+			// name, or resource.group.
+			kinds := newKindResolver(kube.Discovery())
+			if consumerKind != "" {
+				if q.ConsumerKind, err = kinds.resolve(consumerKind); err != nil {
+					return fmt.Errorf("--consumer %q: %w", consumer, err)
+				}
+			}
+			if objectKind != "" {
+				if q.ObjectKind, err = kinds.resolve(objectKind); err != nil {
+					return fmt.Errorf("--object %q: %w", object, err)
+				}
+			}
+			histories := kube.CoreV1().ConfigMaps(systemNamespace)
+			all := history.LabelHistory + "=true"
+			sel := all
 			if q.ConsumerName != "" {
 				sel += "," + history.LabelConsumerName + "=" + quotav1alpha1.ConsumerLabelValue(q.ConsumerName)
 			}
-			list, err := kube.CoreV1().ConfigMaps(systemNamespace).List(cmd.Context(), metav1.ListOptions{LabelSelector: sel})
+			list, err := histories.List(cmd.Context(), metav1.ListOptions{LabelSelector: sel})
 			if err != nil {
 				return fmt.Errorf("listing the decision histories in %s: %w", systemNamespace, err)
 			}
@@ -74,16 +96,34 @@ namespace (the last 100 decisions of each consumer; refusals are kept before rou
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			switch output {
+			case "json":
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
+			case "yaml":
+				out, err := yaml.Marshal(rows)
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(out)
+				return err
 			}
 			if len(rows) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "no decisions recorded for that")
+				everything := list
+				if sel != all {
+					if everything, err = histories.List(cmd.Context(), metav1.ListOptions{LabelSelector: all}); err != nil {
+						return fmt.Errorf("listing the decision histories in %s: %w", systemNamespace, err)
+					}
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), history.Explain(list.Items, everything.Items, q))
 				return nil
 			}
-			history.Print(cmd.OutOrStdout(), rows)
+			if output == "wide" {
+				history.Print(cmd.OutOrStdout(), rows)
+				return nil
+			}
+			history.PrintShort(cmd.OutOrStdout(), rows, history.Width, q.ConsumerName != "")
 			return nil
 		},
 	}
@@ -91,8 +131,8 @@ namespace (the last 100 decisions of each consumer; refusals are kept before rou
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig of the API server; defaults to <data-dir>/admin.kubeconfig with --data-dir, else the usual kubeconfig.")
 	fs.StringVar(&dataDir, "data-dir", "", "Data directory of a local quotaplane serve.")
 	fs.StringVar(&systemNamespace, "system-namespace", systemNamespace, "The engine's system namespace, which holds the histories.")
-	fs.StringVar(&consumer, "consumer", "", "The consumer, Kind/name (for example Organization/acme).")
-	fs.StringVar(&object, "object", "", "An object, Kind/namespace/name or Kind/name: a claim, a grant, or an object whose create was charged or refused.")
-	fs.StringVarP(&output, "output", "o", "text", "Output format: text or json.")
+	fs.StringVar(&consumer, "consumer", "", "The consumer, kind/name; the kind as kubectl takes it (Organization/acme, organizations/acme, organization.resourcemanager.miloapis.com/acme).")
+	fs.StringVar(&object, "object", "", "An object, kind/namespace/name or kind/name: a claim, a grant, or an object whose create was charged or refused (Secret/team-a/s3, machines/web/m1).")
+	fs.StringVarP(&output, "output", "o", "", "Output format: wide (every column: requests, the buckets' numbers, the policy), json or yaml; by default a table that fits 120 columns.")
 	return cmd
 }

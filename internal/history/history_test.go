@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,5 +55,29 @@ func TestConfigMapNameIsValidAndUnique(t *testing.T) {
 	}
 	if want := "quota-history-organization-acme-corp-with-a-very-"; a[:len(want)] != want {
 		t.Errorf("name %q", a)
+	}
+}
+
+// TestPrintShortFits: the default table fits its width, cutting the
+// longest cells with "…", and leaves the consumer out when the query named
+// it.
+func TestPrintShortFits(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	rows := []Row{{Consumer: Consumer{Kind: "Organization", Name: "acme-" + long}, Entry: Entry{Time: time.Now(), Event: ClaimDenied,
+		Object: ObjectRef{Kind: "ResourceClaim", Namespace: "team-" + long, Name: "big"}, Message: "requested 5 units " + long}}}
+	for _, one := range []bool{false, true} {
+		var b strings.Builder
+		PrintShort(&b, rows, Width, one)
+		for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+			if n := len([]rune(l)); n > Width {
+				t.Errorf("a line %d wide:\n%s", n, l)
+			}
+		}
+		if !strings.Contains(b.String(), "requested 5 units x") || !strings.Contains(b.String(), "…") {
+			t.Errorf("the message is not shown, cut:\n%s", b.String())
+		}
+		if got := strings.Contains(b.String(), "CONSUMER"); got == one {
+			t.Errorf("oneConsumer %v: CONSUMER column shown %v:\n%s", one, got, b.String())
+		}
 	}
 }

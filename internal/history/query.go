@@ -82,3 +82,115 @@ func dash(s string) string {
 	}
 	return s
 }
+
+// Width is the terminal width the default table fits.
+const Width = 120
+
+// PrintShort writes rows as a table that fits width columns: when, whose
+// (unless oneConsumer: the query named it), what, about which object, and
+// the message, each cut with "…" where it would not fit (Print, -o wide,
+// writes everything).
+func PrintShort(w io.Writer, rows []Row, width int, oneConsumer bool) {
+	header := []string{"TIME", "CONSUMER", "EVENT", "OBJECT", "MESSAGE"}
+	caps := []int{14, 24, 16, 34, 0} // 0: the rest
+	cells := make([][]string, 0, len(rows))
+	for _, r := range rows {
+		obj := r.Object.Kind + " " + r.Object.Name
+		if r.Object.Namespace != "" {
+			obj = r.Object.Kind + " " + r.Object.Namespace + "/" + r.Object.Name
+		}
+		cells = append(cells, []string{r.Time.Local().Format("01-02 15:04:05"), r.Consumer.Kind + " " + r.Consumer.Name,
+			r.Event, obj, dash(r.Message)})
+	}
+	if oneConsumer {
+		header, caps = slices.Delete(header, 1, 2), slices.Delete(caps, 1, 2)
+		for i := range cells {
+			cells[i] = slices.Delete(cells[i], 1, 2)
+		}
+	}
+	widths := make([]int, len(header))
+	for i, h := range header {
+		widths[i] = runeLen(h)
+		for _, c := range cells {
+			widths[i] = max(widths[i], runeLen(c[i]))
+		}
+		if caps[i] > 0 {
+			widths[i] = min(widths[i], caps[i])
+		}
+	}
+	const gap = 2
+	used := 0
+	for i := range len(header) - 1 {
+		used += widths[i] + gap
+	}
+	widths[len(header)-1] = max(width-used, 20)
+	line := func(fields []string) {
+		var b strings.Builder
+		for i, f := range fields {
+			f = cut(f, widths[i])
+			b.WriteString(f)
+			if i < len(fields)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-runeLen(f)+gap))
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	line(header)
+	for _, c := range cells {
+		line(c)
+	}
+}
+
+func runeLen(s string) int { return len([]rune(s)) }
+
+// cut shortens s to n runes, ending with "…" when it was longer.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	if n <= 1 {
+		return string(r[:n])
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// Explain says why q selected nothing from the history ConfigMaps cms (the
+// ones listed for it) out of all (every history): no history for the
+// consumer, or a history with nothing about the object.
+func Explain(cms, all []corev1.ConfigMap, q Query) string {
+	object := q.ObjectKind + " " + q.ObjectName
+	if q.ObjectNamespace != "" {
+		object = q.ObjectKind + " " + q.ObjectNamespace + "/" + q.ObjectName
+	}
+	if q.ConsumerName != "" {
+		consumer := q.ConsumerKind + " " + q.ConsumerName
+		for i := range cms {
+			c := ConsumerOf(&cms[i])
+			if c.Name != q.ConsumerName || !strings.EqualFold(c.Kind, q.ConsumerKind) {
+				continue
+			}
+			entries, _ := Decode(&cms[i])
+			return fmt.Sprintf("%s has %d decisions recorded, none about %s; check the object's kind, namespace and name, or leave out --object to see them all",
+				consumer, len(entries), object)
+		}
+		var known []string
+		for i := range all {
+			c := ConsumerOf(&all[i])
+			known = append(known, c.Kind+" "+c.Name)
+		}
+		slices.Sort(known)
+		msg := fmt.Sprintf("no decisions recorded for %s: the engine has no history for it (there is no such consumer, or nothing was decided for it yet)", consumer)
+		switch {
+		case len(known) == 0:
+			msg += "; no consumer has a history yet"
+		case len(known) <= 10:
+			msg += "; consumers with a history: " + strings.Join(known, ", ")
+		default:
+			msg += fmt.Sprintf("; %d consumers have a history, among them %s", len(known), strings.Join(known[:10], ", "))
+		}
+		return msg
+	}
+	return fmt.Sprintf("no decision in the %d consumers' histories is about %s; check its kind, namespace and name (a cluster-scoped object has none), or give its consumer with --consumer",
+		len(all), object)
+}

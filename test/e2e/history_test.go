@@ -61,6 +61,7 @@ func TestHistorySurvivesFailoverAndRestart(t *testing.T) {
 	}
 	out := runHistory(t, bin, leader, "text", "--object", "ResourceClaim/"+f.NS+"/big")
 	t.Logf("quotaplane history --object ResourceClaim/%s/big:\n%s", f.NS, out)
+	checkHistoryCLI(t, bin, leader, f.NS, f.Org.Name)
 
 	// Failover: the leader dies; the other replica reads the history and
 	// records its own decisions into it.
@@ -192,4 +193,46 @@ func filter(rows []history.Row, name string) []history.Row {
 		}
 	}
 	return out
+}
+
+// checkHistoryCLI: kinds are taken as kubectl takes them (plural, singular,
+// kind.group); the default table fits 120 columns while -o wide has every
+// column; a query that matches nothing says why, on stderr.
+func checkHistoryCLI(t *testing.T, bin string, r *quotatest.Replica, ns, org string) {
+	t.Helper()
+	for _, kind := range []string{"resourceclaims", "resourceclaim", "resourceclaims.quota.miloapis.com"} {
+		var rows []history.Row
+		if err := json.Unmarshal([]byte(runHistory(t, bin, r, "json", "--object", kind+"/"+ns+"/big")), &rows); err != nil || findEvent(rows, history.ClaimDenied) == nil {
+			t.Errorf("history --object %s/%s/big: %v, %+v; want its denial", kind, ns, err, rows)
+		}
+	}
+	short := runHistory(t, bin, r, "", "--consumer", "organizations/"+org)
+	for _, l := range strings.Split(strings.TrimRight(short, "\n"), "\n") {
+		if n := len([]rune(l)); n > history.Width {
+			t.Errorf("a line of the default table is %d columns wide:\n%s", n, l)
+		}
+	}
+	if wide := runHistory(t, bin, r, "wide", "--consumer", "organizations/"+org); !strings.Contains(wide, "BUCKET LIMIT/ALLOCATED/AVAILABLE") {
+		t.Errorf("-o wide lacks the buckets' numbers:\n%s", wide)
+	}
+	kubeconfig := filepath.Join(r.DataDir, "admin.kubeconfig")
+	run := func(args ...string) (string, string, error) {
+		cmd := exec.Command(bin, append([]string{"history", "--kubeconfig", kubeconfig}, args...)...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	if out, errOut, err := run("--consumer", "organizations/nobody-"+org); err != nil || out != "" ||
+		!strings.Contains(errOut, "no decisions recorded for Organization nobody-"+org+": the engine has no history for it") ||
+		!strings.Contains(errOut, "Organization "+org) {
+		t.Errorf("an unknown consumer: %v, stdout %q, stderr %q; want why, naming consumers that have a history", err, out, errOut)
+	}
+	if _, errOut, err := run("--consumer", "organizations/"+org, "--object", "secrets/"+ns+"/absent"); err != nil ||
+		!strings.Contains(errOut, "Organization "+org+" has") || !strings.Contains(errOut, "none about Secret "+ns+"/absent") {
+		t.Errorf("an object never decided: %v, stderr %q", err, errOut)
+	}
+	if _, errOut, err := run("--consumer", "widgetz/x"); err == nil || !strings.Contains(errOut, `serves no kind or resource named "widgetz"`) {
+		t.Errorf("an unknown kind: %v, stderr %q", err, errOut)
+	}
 }

@@ -10,8 +10,6 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -29,16 +27,6 @@ const (
 	resultUnauthorized  = "unauthorized"
 )
 
-var (
-	admissionResults = metrics.NewCounterVec(&metrics.CounterOpts{
-		Name: "milo_quota_admission_results_total",
-		Help: "Creates judged by a ClaimCreationPolicy at admission, by policy and result: granted, denied, fail_open " +
-			"(admitted without a decision, failurePolicy: Ignore), undecided (refused, retry), invalid_object, invalid_claim, name_taken, unauthorized.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"policy", "result"})
-	registerOnce sync.Once
-)
-
 // reporter tells operators and clients what admission did that they must
 // know: every result counted, denials and fail-open admissions as Warning
 // Events on the policy — through an event recorder whose correlator
@@ -51,7 +39,6 @@ type reporter struct {
 }
 
 func newReporter(p *Plugin) *reporter {
-	registerOnce.Do(func() { legacyregistry.MustRegister(admissionResults) })
 	return &reporter{p: p}
 }
 
@@ -72,7 +59,6 @@ func (r *reporter) events() record.EventRecorder {
 }
 
 func (r *reporter) result(policy, result string) {
-	admissionResults.WithLabelValues(policy, result).Inc()
 	r.countResult(policy, result)
 }
 
