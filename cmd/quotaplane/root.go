@@ -22,6 +22,10 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
+	// A bad flag says where the flags are; subcommands inherit this.
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w; '%s --help' lists the flags", err, c.CommandPath())
+	})
 	root.AddCommand(newServeCommand(), newControllerCommand(), newCRDsCommand(), newRBACCommand(), newVerifyCommand(), newHistoryCommand(), newVersionCommand())
 	return root
 }

@@ -5,9 +5,13 @@
 // starting). `-v=1` or higher, or a format other than text, leaves logging as
 // the Kubernetes logging flags configure it.
 //
+// The ready line is the first thing it writes: quotaplane's own lines
+// before it are held (each formatted when logged, with its time and caller)
+// and written right after it, or at once with an error of quotaplane's own.
 // Between start-up and shutdown it never drops an error. Errors the
 // libraries log before the server is ready (races of their own controllers
 // against namespaces not created yet) and once a shutdown began (their
-// clients racing against the stopping server: "connection refused") are held
-// back; they are printed if start-up or the shutdown fails.
+// clients racing against the stopping server: "connection refused") are not
+// shown: a failure is said by quotaplane's own one-line error, and -v=1
+// shows everything.
 package quietlog

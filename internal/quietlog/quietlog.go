@@ -15,43 +15,48 @@ import (
 // ownModule prefixes the functions whose informational messages are shown.
 const ownModule = "github.com/quotaplane/quotaplane/"
 
-// maxHeld bounds the start-up errors held back.
-const maxHeld = 200
+// maxHeld bounds what is held back, in bytes.
+const maxHeld = 256 << 10
 
-// Filter decides which log lines are written.
+// Filter decides which log lines are written, and when.
 type Filter struct {
 	out io.Writer
+	// gate holds quotaplane's own lines until the ready line is written,
+	// so that it is the first thing a user reads; each line is formatted
+	// when it is logged, with its own time and caller.
+	gate *gate
+	// held receives the libraries' errors while they are held back.
+	held *bounded
 
-	mu      sync.Mutex
-	ready   bool
-	held    []func()
-	dropped int
-	// early are quotaplane's own messages before the ready line.
-	early []func()
-	// stopping: a shutdown began; errors are held back again.
+	mu       sync.Mutex
+	ready    bool
 	stopping bool
 }
 
 // Install replaces the klog logger set by the logging flags with one that
 // filters it, when that logger writes klog's text format; otherwise it does
-// nothing and returns nil. out receives the summary of what was held back.
+// nothing and returns nil. out receives every line written (the logging
+// flags' destination is replaced: quietlog is only used at the default
+// verbosity, where they name none).
 func Install(out io.Writer) *Filter {
-	base := klog.Background()
-	writer, ok := base.GetSink().(textlogger.KlogBufferWriter)
-	if !ok {
+	if _, ok := klog.Background().GetSink().(textlogger.KlogBufferWriter); !ok {
 		return nil
 	}
-	f := &Filter{out: out}
-	s := &sink{f: f, inner: base.GetSink(), writer: writer}
+	f := &Filter{out: out, gate: &gate{out: out}, held: &bounded{max: maxHeld}}
+	shown := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(f.gate))).GetSink()
+	held := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(f.held))).GetSink()
+	s := &sink{f: f, inner: shown, writer: shown.(textlogger.KlogBufferWriter), held: held, heldWriter: held.(textlogger.KlogBufferWriter)}
 	klog.SetLoggerWithOptions(logr.New(s), klog.ContextualLogger(true), klog.WriteKlogBuffer(s.WriteKlogBuffer))
 	return f
 }
 
-// Ready marks the end of start-up: upstream errors are written from now on,
-// and those held back are counted in one line.
+// Ready marks the end of start-up: quotaplane's own lines held until now
+// are written, the libraries' transient start-up errors are dropped, and
+// their errors are written from now on.
 func (f *Filter) Ready() { f.end(true) }
 
-// Failed writes the errors held back, when start-up did not complete.
+// Failed writes quotaplane's own lines held back: start-up, or a shutdown,
+// failed.
 func (f *Filter) Failed() { f.end(false) }
 
 func (f *Filter) end(ready bool) {
@@ -60,26 +65,19 @@ func (f *Filter) end(ready bool) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ready || (ready && f.stopping) {
+	if ready && (f.ready || f.stopping) {
 		return
 	}
 	f.ready = ready
-	for _, write := range f.early {
-		write()
-	}
-	f.early = nil
-	switch {
-	case !ready:
-		for _, write := range f.held {
-			write()
-		}
-	}
-	f.held, f.dropped = nil, 0
+	f.gate.open()
+	// The libraries' errors held back are not shown even then: the error
+	// that ended start-up says what failed in one line; -v=1 shows them.
+	f.held.take()
 }
 
 // Stopping marks the start of a shutdown: the libraries' errors are held
 // back again (their clients race against the API server that is stopping:
-// "connection refused"), and written only if Failed is called.
+// "connection refused"); -v=1 shows them.
 func (f *Filter) Stopping() {
 	if f == nil {
 		return
@@ -89,42 +87,73 @@ func (f *Filter) Stopping() {
 	f.ready, f.stopping = false, true
 }
 
-// ownInfo handles one of quotaplane's own messages: written at once after
-// start-up, and held until the ready line before, so that the ready line
-// is the first thing a user sees.
-func (f *Filter) ownInfo(write func()) {
+// passUpstream: the libraries' errors are written now, not held.
+func (f *Filter) passUpstream() bool {
 	f.mu.Lock()
-	if f.ready || f.stopping {
-		f.mu.Unlock()
-		write()
-		return
-	}
 	defer f.mu.Unlock()
-	if len(f.early) < maxHeld {
-		f.early = append(f.early, write)
-	}
+	return f.ready
 }
 
-// upstreamError handles an error from outside quotaplane; write writes it.
-func (f *Filter) upstreamError(write func()) {
-	f.mu.Lock()
-	if f.ready {
-		f.mu.Unlock()
-		write()
+// gate buffers what is written until it is opened, then passes it on.
+type gate struct {
+	mu     sync.Mutex
+	out    io.Writer
+	opened bool
+	buf    bytes.Buffer
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.opened {
+		return g.out.Write(p)
+	}
+	if g.buf.Len() < maxHeld {
+		g.buf.Write(p)
+	}
+	return len(p), nil
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.opened {
 		return
 	}
-	defer f.mu.Unlock()
-	if len(f.held) < maxHeld {
-		f.held = append(f.held, write)
-	} else {
-		f.dropped++
+	g.opened = true
+	_, _ = g.out.Write(g.buf.Bytes())
+	g.buf.Reset()
+}
+
+// bounded keeps at most max bytes written to it.
+type bounded struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (b *bounded) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len()+len(p) <= b.max {
+		b.buf.Write(p)
 	}
+	return len(p), nil
+}
+
+func (b *bounded) take() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := bytes.Clone(b.buf.Bytes())
+	b.buf.Reset()
+	return out
 }
 
 type sink struct {
-	f      *Filter
-	inner  logr.LogSink
-	writer textlogger.KlogBufferWriter
+	f *Filter
+	// inner writes what is shown; held what is held back.
+	inner, held        logr.LogSink
+	writer, heldWriter textlogger.KlogBufferWriter
 }
 
 var (
@@ -136,38 +165,51 @@ var (
 func (s *sink) Init(info logr.RuntimeInfo) {
 	info.CallDepth++ // this sink's frame
 	s.inner.Init(info)
+	s.held.Init(info)
 }
 
 func (s *sink) Enabled(level int) bool { return s.inner.Enabled(level) }
 
 func (s *sink) Info(level int, msg string, kv ...any) {
 	if fromOwnModule() {
-		s.f.ownInfo(func() { s.inner.Info(level, msg, kv...) })
+		s.inner.Info(level, msg, kv...)
 	}
 }
 
 func (s *sink) Error(err error, msg string, kv ...any) {
 	if fromOwnModule() {
+		// An error of quotaplane's own before ready (a start-up that
+		// stalls): everything held of its own is shown with it, at once.
+		s.f.gate.open()
 		s.inner.Error(err, msg, kv...)
 		return
 	}
-	s.f.upstreamError(func() { s.inner.Error(err, msg, kv...) })
+	if s.f.passUpstream() {
+		s.inner.Error(err, msg, kv...)
+		return
+	}
+	s.held.Error(err, msg, kv...)
+}
+
+func (s *sink) derive(inner, held logr.LogSink) *sink {
+	return &sink{f: s.f, inner: inner, held: held, writer: s.writer, heldWriter: s.heldWriter}
 }
 
 func (s *sink) WithValues(kv ...any) logr.LogSink {
-	return &sink{f: s.f, inner: s.inner.WithValues(kv...), writer: s.writer}
+	return s.derive(s.inner.WithValues(kv...), s.held.WithValues(kv...))
 }
 
 func (s *sink) WithName(name string) logr.LogSink {
-	return &sink{f: s.f, inner: s.inner.WithName(name), writer: s.writer}
+	return s.derive(s.inner.WithName(name), s.held.WithName(name))
 }
 
 func (s *sink) WithCallDepth(depth int) logr.LogSink {
 	cd, ok := s.inner.(logr.CallDepthLogSink)
-	if !ok {
+	hcd, hok := s.held.(logr.CallDepthLogSink)
+	if !ok || !hok {
 		return s
 	}
-	return &sink{f: s.f, inner: cd.WithCallDepth(depth), writer: s.writer}
+	return s.derive(cd.WithCallDepth(depth), hcd.WithCallDepth(depth))
 }
 
 // WriteKlogBuffer receives the lines of klog's printf-style calls, which
@@ -179,9 +221,13 @@ func (s *sink) WriteKlogBuffer(data []byte) {
 	}
 	switch data[0] {
 	case 'E':
-		line := bytes.Clone(data) // klog reuses its buffers
-		s.f.upstreamError(func() { s.writer.WriteKlogBuffer(line) })
+		if s.f.passUpstream() {
+			s.writer.WriteKlogBuffer(data)
+		} else {
+			s.heldWriter.WriteKlogBuffer(data)
+		}
 	case 'F':
+		s.f.gate.open() // the process ends: nothing is held
 		s.writer.WriteKlogBuffer(data)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -84,6 +85,38 @@ type completedConfig struct {
 // start, starts the embedded etcd (the API server configuration needs a
 // serving etcd) and configures the API server. The API does not serve yet;
 // call Abort when the server will not be run.
+// etcdProbeTimeout bounds how long serve waits for an external etcd to
+// answer before it says so and stops.
+const etcdProbeTimeout = 10 * time.Second
+
+// probeEtcd asks the external etcd for its status, so that one that does
+// not answer is one clear line, not a storage factory's timeout.
+func probeEtcd(ctx context.Context, opts CompletedOptions) error {
+	servers := strings.Join(opts.EtcdServers, ",")
+	what := fmt.Sprintf("start it, or correct --etcd-servers (%s)", servers)
+	if opts.EtcdCAFile != "" || opts.EtcdCertFile != "" {
+		what += " and --etcd-cafile, --etcd-certfile, --etcd-keyfile"
+	}
+	tlsConfig, err := opts.etcdClientTLS()
+	if err != nil {
+		return fmt.Errorf("the etcd client certificates: %w; %s", err, what)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: opts.EtcdServers, TLS: tlsConfig, DialTimeout: etcdProbeTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd at %s: %w; %s", servers, err, what)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, etcdProbeTimeout)
+	defer cancel()
+	var last error
+	for _, ep := range opts.EtcdServers {
+		if _, last = cli.Status(ctx, ep); last == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("etcd at %s did not answer within %s (%v); %s", servers, etcdProbeTimeout, last, what)
+}
+
 // deleteCollectionWorkers delete the items of one collection in parallel.
 const deleteCollectionWorkers = 8
 
@@ -147,6 +180,11 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		servers = []string{c.etcd.ClientURL()}
 	}
 	c.EtcdServers = servers
+	if len(opts.EtcdServers) > 0 {
+		if err := probeEtcd(ctx, opts); err != nil {
+			return nil, err
+		}
+	}
 	// quotaplane verify --data-dir reads admission's journal from here.
 	if err := record.WriteEtcdFile(opts.DataDir, record.EtcdLocation{Servers: servers, Prefix: opts.EtcdPrefix,
 		CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile}); err != nil {

@@ -15,12 +15,12 @@ type dataDirLock struct{ f *os.File }
 
 func lockDataDir(dir string) (*dataDirLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating data directory %s: %w", dir, err)
+		return nil, fmt.Errorf("cannot create the data directory %s (%v); choose a directory you can write with --data-dir", dir, err)
 	}
 	path := filepath.Join(dir, "quotaplane.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return nil, fmt.Errorf("cannot write in the data directory %s (%v); choose a directory you can write with --data-dir", dir, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(path)

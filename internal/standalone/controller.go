@@ -2,7 +2,6 @@ package standalone
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,11 +12,11 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/quotaplane/quotaplane/config/crd"
+	"github.com/quotaplane/quotaplane/internal/clientconfig"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
@@ -37,18 +36,15 @@ func NewOptions() *Options {
 
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server to run against (required).")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server to run against; as kubectl, $KUBECONFIG or ~/.kube/config when not given, and in a pod its service account.")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Address serving /metrics and /healthz; empty turns it off.")
 }
 
 // Run runs the engine until ctx is done.
 func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
-	if o.Kubeconfig == "" {
-		return errors.New("--kubeconfig is required: name the kubeconfig of the API server to run against")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	cfg, err := clientconfig.Load(o.Kubeconfig)
 	if err != nil {
-		return fmt.Errorf("reading --kubeconfig %s: %w", o.Kubeconfig, err)
+		return err
 	}
 	if err := checkCRDs(ctx, apiextensionsclient.NewForConfigOrDie(cfg)); err != nil {
 		return err

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -65,51 +66,39 @@ func TestServeStartsQuietly(t *testing.T) {
 func linesBeforeReady(t *testing.T, bin string, args ...string) (before, stopping []string) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
+	// One pipe for both streams, as a terminal shows them: the order of
+	// the lines is the order they were written in.
+	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	w.Close()
 	var mu sync.Mutex
 	var lines []string
 	signalled := false
 	readyAt := -1
 	ready := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s := bufio.NewScanner(stderr)
+		defer r.Close()
+		s := bufio.NewScanner(r)
 		s.Buffer(make([]byte, 1<<20), 1<<20)
 		for s.Scan() {
 			mu.Lock()
 			switch {
+			case readyAt < 0 && strings.Contains(s.Text(), "quotaplane is serving"):
+				readyAt = len(lines)
+				close(ready)
 			case readyAt < 0:
 				lines = append(lines, s.Text())
 			case signalled:
 				stopping = append(stopping, s.Text())
-			}
-			mu.Unlock()
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		s := bufio.NewScanner(stdout)
-		first := true
-		for s.Scan() {
-			mu.Lock()
-			if first && strings.Contains(s.Text(), "quotaplane is serving") {
-				readyAt = len(lines)
-				first = false
-				close(ready)
-			} else if readyAt < 0 {
-				lines = append(lines, s.Text())
 			}
 			mu.Unlock()
 		}

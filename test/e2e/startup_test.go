@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -49,5 +50,58 @@ func TestServeOnABusyPort(t *testing.T) {
 	}
 	if lines := strings.Count(out, "\n") + 1; lines > 2 {
 		t.Errorf("stderr has %d lines, want the error alone:\n%s", lines, out)
+	}
+}
+
+// TestServeStartupFailures: every start-up failure is one line saying what
+// failed and what to do, with a non-zero exit and no stack trace: a data
+// directory that cannot be written, an etcd that does not answer, bad flags.
+func TestServeStartupFailures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := func() string { return strconv.Itoa(freePort(t)) }
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"data dir not writable", []string{"--data-dir", filepath.Join(file, "data"), "--secure-port", port()},
+			[]string{"cannot create the data directory " + filepath.Join(file, "data"), "--data-dir"}},
+		{"etcd unreachable", []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--secure-port", port(), "--etcd-servers", "https://127.0.0.1:1"},
+			[]string{"etcd at https://127.0.0.1:1 did not answer", "--etcd-servers"}},
+		{"unknown flag", []string{"--secure-prot", "6443"}, []string{"unknown flag: --secure-prot", "'quotaplane serve --help' lists the flags"}},
+		{"bad value", []string{"--secure-port", "abc"}, []string{`invalid argument "abc" for "--secure-port"`, "--help"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, append([]string{"serve"}, tc.args...)...)
+			var stderr, stdout bytes.Buffer
+			cmd.Stderr, cmd.Stdout = &stderr, &stdout
+			err := cmd.Run()
+			if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() == 0 {
+				t.Fatalf("serve %v: %v; want a non-zero exit\nstderr:\n%s", tc.args, err, stderr.String())
+			}
+			out := strings.TrimSpace(stderr.String())
+			if lines := strings.Count(out, "\n") + 1; lines != 1 {
+				t.Errorf("stderr has %d lines, want one:\n%s", lines, out)
+			}
+			for _, bad := range []string{"panic", "goroutine ", ".go:"} {
+				if strings.Contains(out, bad) {
+					t.Errorf("stderr shows %q:\n%s", bad, out)
+				}
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("stderr does not say %q:\n%s", want, out)
+				}
+			}
+		})
 	}
 }
