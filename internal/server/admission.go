@@ -54,7 +54,8 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Ha
 }
 
 // enabledAdmissionPlugins are the upstream admission plugins that make sense
-// without pods and nodes. Every other upstream plugin is off by default.
+// without nodes (Pods are stored, never run). Every other upstream plugin is
+// off by default.
 var enabledAdmissionPlugins = sets.New(
 	lifecycle.PluginName,
 	serviceaccount.PluginName,

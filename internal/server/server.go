@@ -76,6 +76,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating storage providers: %w", err)
 	}
+	providers[0] = withWorkloads{providers[0]}
 	if err := native.InstallAPIs(providers...); err != nil {
 		return nil, fmt.Errorf("installing the built-in APIs: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // tokenGetter lets service-account tokens authenticate on a control plane
-// that has no pods or nodes.
+// that has no nodes and runs no pods.
 type tokenGetter struct {
 	secrets         corelisters.SecretLister
 	serviceAccounts corelisters.ServiceAccountLister

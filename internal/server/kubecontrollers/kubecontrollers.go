@@ -23,6 +23,7 @@ import (
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	namespacecontroller "k8s.io/kubernetes/pkg/controller/namespace"
 	resourcequotacontroller "k8s.io/kubernetes/pkg/controller/resourcequota"
+	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 	quotacore "k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
 	quotainstall "k8s.io/kubernetes/pkg/quota/v1/install"
 )
@@ -38,10 +39,13 @@ const (
 )
 
 // servedByGenericControlPlane lists the quota evaluators with special logic
-// whose resources the generic control plane serves. Pods, services,
-// persistent volume claims and DRA claims are not served, so their evaluators
-// stay off (they would otherwise watch resources that do not exist).
-func servedByGenericControlPlane(gvr schema.GroupVersionResource) bool { return false }
+// whose resources serve serves: Pods and PersistentVolumeClaims (added to
+// the generic control plane's core group). Services and DRA claims are not
+// served, so their evaluators stay off (they would otherwise watch resources
+// that do not exist).
+func servedByGenericControlPlane(gvr schema.GroupVersionResource) bool {
+	return gvr.Group == "" && (gvr.Resource == "pods" || gvr.Resource == "persistentvolumeclaims")
+}
 
 // run runs the controllers against the API server reached through cfg until
 // ctx is done, and returns once they have stopped (or after stopTimeout).
@@ -97,6 +101,14 @@ func run(ctx context.Context, cfg *rest.Config) error {
 		return fmt.Errorf("creating the resource quota controller: %w", err)
 	}
 
+	// Every namespace's "default" ServiceAccount, which the ServiceAccount
+	// admission plugin gives a Pod that names none.
+	serviceAccounts, err := serviceaccountcontroller.NewServiceAccountsController(logger, shared.Core().V1().ServiceAccounts(),
+		shared.Core().V1().Namespaces(), client, serviceaccountcontroller.DefaultServiceAccountsControllerOptions())
+	if err != nil {
+		return fmt.Errorf("creating the service account controller: %w", err)
+	}
+
 	shared.Start(ctx.Done())
 	metadataInformers.Start(ctx.Done())
 	close(informersStarted)
@@ -107,6 +119,7 @@ func run(ctx context.Context, cfg *rest.Config) error {
 	wg.Go(func() { gc.Sync(ctx, client.Discovery(), discoveryPeriod) })
 	wg.Go(func() { namespaces.Run(ctx, 10) })
 	wg.Go(func() { quotas.Run(ctx, 10) })
+	wg.Go(func() { serviceAccounts.Run(ctx, 1) })
 	wg.Go(func() { quotas.Sync(ctx, quotaDiscovery, discoveryPeriod) })
 	logger.V(2).Info("Started the garbage collector, namespace and resource quota controllers")
 	<-ctx.Done()
