@@ -177,6 +177,9 @@ func (s *sink) Info(level int, msg string, kv ...any) {
 }
 
 func (s *sink) Error(err error, msg string, kv ...any) {
+	if isInputNoise(msg) {
+		return
+	}
 	if fromOwnModule() {
 		// An error of quotaplane's own before ready (a start-up that
 		// stalls): everything held of its own is shown with it, at once.
@@ -230,6 +233,15 @@ func (s *sink) WriteKlogBuffer(data []byte) {
 		s.f.gate.open() // the process ends: nothing is held
 		s.writer.WriteKlogBuffer(data)
 	}
+}
+
+// isInputNoise: an error the libraries log for a request that is refused
+// anyway, with its own clear answer to the client: the field manager cannot
+// type an object whose field has the wrong type ("[SHOULD NOT HAPPEN] failed
+// to update managedFields" — it does happen, for every such request). Bad
+// input is the client's to see, not the operator's; -v=1 shows it.
+func isInputNoise(msg string) bool {
+	return strings.Contains(msg, "failed to update managedFields")
 }
 
 // fromOwnModule reports whether the logging call was made by quotaplane's

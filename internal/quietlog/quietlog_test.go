@@ -2,6 +2,7 @@ package quietlog_test
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
@@ -30,6 +31,7 @@ func TestFilter(t *testing.T) {
 	klog.Errorf("library error before ready")
 	f.Ready()
 	klog.Errorf("library error after ready")
+	klog.ErrorS(errors.New("expected list"), "[SHOULD NOT HAPPEN] failed to update managedFields")
 	f.Stopping()
 	klog.Errorf("library error while stopping")
 	klog.Flush()
@@ -40,7 +42,7 @@ func TestFilter(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
-	for _, unwanted := range []string{"library chatter", "library warning", "before ready", "while stopping", "not shown"} {
+	for _, unwanted := range []string{"library chatter", "library warning", "before ready", "while stopping", "not shown", "SHOULD NOT HAPPEN"} {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("%q shown:\n%s", unwanted, got)
 		}
