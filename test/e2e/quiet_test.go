@@ -32,7 +32,25 @@ func TestServeStartsQuietly(t *testing.T) {
 	quotatest.Exclusive(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 
-	before, stopping := linesBeforeReady(t, bin, "--data-dir", dataDir, "--secure-port", strconv.Itoa(freePort(t)))
+	// While it runs, a client sends a claim whose field has the wrong type:
+	// refused with a clear answer, and nothing for the operator to read.
+	badInput := func() {
+		if _, err := exec.LookPath("kubectl"); err != nil {
+			t.Log("kubectl is not installed: the bad-input request is not sent")
+			return
+		}
+		out, _ := kubectl(t, filepath.Join(dataDir, "admin.kubeconfig"), `{"apiVersion":"quota.miloapis.com/v1alpha1","kind":"ResourceClaim",
+"metadata":{"name":"bad","namespace":"default"},"spec":{"consumerRef":{"kind":"Organization","name":"o"},"requests":"x"}}`, "create", "-f", "-")
+		if !strings.Contains(out, "spec.requests in body must be of type array") {
+			t.Errorf("a claim with requests: \"x\" was answered %q", out)
+		}
+	}
+	before, running, stopping := serveLines(t, bin, badInput, "--data-dir", dataDir, "--secure-port", strconv.Itoa(freePort(t)))
+	for _, l := range running {
+		if strings.Contains(l, "SHOULD NOT HAPPEN") {
+			t.Errorf("bad input logged: %s", l)
+		}
+	}
 	var errorLines []string
 	for _, l := range stopping {
 		if len(l) > 1 && l[0] == 'E' && l[1] >= '0' && l[1] <= '9' || strings.HasPrefix(l, "Error:") {
@@ -64,6 +82,13 @@ func TestServeStartsQuietly(t *testing.T) {
 // returns what it wrote from then on; a shutdown that does not exit 0 fails
 // the test.
 func linesBeforeReady(t *testing.T, bin string, args ...string) (before, stopping []string) {
+	before, _, stopping = serveLines(t, bin, nil, args...)
+	return before, stopping
+}
+
+// serveLines is linesBeforeReady that also runs during once serve is ready
+// and returns the lines written while it ran.
+func serveLines(t *testing.T, bin string, during func(), args ...string) (before, whileRunning, stopping []string) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	// One pipe for both streams, as a terminal shows them: the order of
@@ -99,6 +124,8 @@ func linesBeforeReady(t *testing.T, bin string, args ...string) (before, stoppin
 				lines = append(lines, s.Text())
 			case signalled:
 				stopping = append(stopping, s.Text())
+			default:
+				whileRunning = append(whileRunning, s.Text())
 			}
 			mu.Unlock()
 		}
@@ -110,6 +137,9 @@ func linesBeforeReady(t *testing.T, bin string, args ...string) (before, stoppin
 		wg.Wait()
 		_ = cmd.Wait()
 		t.Fatalf("serve was not ready within 2 minutes; it printed:\n%s", strings.Join(lines, "\n"))
+	}
+	if during != nil {
+		during()
 	}
 	// Whatever it logs while it settles belongs to neither part.
 	time.Sleep(3 * time.Second)
@@ -132,5 +162,5 @@ func linesBeforeReady(t *testing.T, bin string, args ...string) (before, stoppin
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return append([]string(nil), lines[:readyAt]...), append([]string(nil), stopping...)
+	return append([]string(nil), lines[:readyAt]...), append([]string(nil), whileRunning...), append([]string(nil), stopping...)
 }
