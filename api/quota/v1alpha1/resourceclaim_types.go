@@ -165,6 +165,10 @@ type ResourceClaimStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].reason`
 // +kubebuilder:printcolumn:name="First Resource",type=string,JSONPath=`.spec.requests[0].resourceType`
 // +kubebuilder:printcolumn:name="Amount",type=integer,JSONPath=`.spec.requests[0].amount`
+// +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`,priority=1
+// +kubebuilder:printcolumn:name="Object Kind",type=string,JSONPath=`.spec.resourceRef.kind`,priority=1
+// +kubebuilder:printcolumn:name="Object",type=string,JSONPath=`.spec.resourceRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ResourceClaim struct {
 	metav1.TypeMeta   `json:",inline"`

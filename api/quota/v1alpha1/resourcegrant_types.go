@@ -88,6 +88,8 @@ type ResourceGrantStatus struct {
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
 // +kubebuilder:printcolumn:name="First Resource",type=string,JSONPath=`.spec.allowances[0].resourceType`
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
+// +kubebuilder:printcolumn:name="First Amount",type=integer,JSONPath=`.spec.allowances[0].buckets[0].amount`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ResourceGrant struct {
 	metav1.TypeMeta   `json:",inline"`

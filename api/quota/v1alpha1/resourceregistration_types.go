@@ -163,6 +163,8 @@ type ResourceRegistrationStatus struct {
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerType.kind`
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
+// +kubebuilder:printcolumn:name="Base Unit",type=string,JSONPath=`.spec.baseUnit`,priority=1
+// +kubebuilder:printcolumn:name="Display Unit",type=string,JSONPath=`.spec.displayUnit`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ResourceRegistration struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -116,17 +116,38 @@ func TestOneUnitStory(t *testing.T) {
 		t.Errorf("a claim of 0: got %v, want Invalid at spec.requests[0].amount", err)
 	}
 
-	// kubectl get allowancebuckets -o wide: the Unit column.
+	// kubectl get … -o wide: the Unit column of buckets; what claims,
+	// grants and registrations add.
 	kc := kubernetes.NewForConfigOrDie(srv.Config)
-	raw, err := kc.CoreV1().RESTClient().Get().AbsPath("/apis/quota.miloapis.com/v1alpha1/namespaces", b.Namespace, "allowancebuckets").
-		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
+	tableOf := func(ns, resource string) metav1.Table {
+		path := []string{"/apis/quota.miloapis.com/v1alpha1"}
+		if ns != "" {
+			path = append(path, "namespaces", ns)
+		}
+		raw, err := kc.CoreV1().RESTClient().Get().AbsPath(append(path, resource)...).
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var table metav1.Table
+		if err := json.Unmarshal(raw, &table); err != nil {
+			t.Fatal(err)
+		}
+		return table
 	}
-	var table metav1.Table
-	if err := json.Unmarshal(raw, &table); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct{ ns, resource, column string }{
+		{f.NS, "resourceclaims", "Object Kind"}, {f.NS, "resourceclaims", "Message"},
+		{f.NS, "resourcegrants", "First Amount"}, {"", "resourceregistrations", "Base Unit"},
+	} {
+		found := false
+		for _, c := range tableOf(tc.ns, tc.resource).ColumnDefinitions {
+			found = found || c.Name == tc.column && c.Priority == 1
+		}
+		if !found {
+			t.Errorf("%s -o wide has no column %q", tc.resource, tc.column)
+		}
 	}
+	table := tableOf(b.Namespace, "allowancebuckets")
 	unit := -1
 	for i, c := range table.ColumnDefinitions {
 		if c.Name == "Unit" {
