@@ -109,11 +109,16 @@ func TestOrganizationBurst(t *testing.T) {
 		t.Fatalf("deleting the %d organizations at once, after %s: %v", burst, time.Since(began).Round(time.Millisecond), err)
 	}
 	t.Logf("the delete of the collection of %d organizations returned in %s", burst, time.Since(began).Round(time.Millisecond))
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	// Each organization waits for its namespace, which the namespace
+	// controller empties resource type by resource type (about 100 API
+	// calls each): 1m35s alone on the 2-core machine, over 5 minutes once
+	// beside the other packages of .ci/run. The bound is on correctness
+	// (nothing is left), not speed; docs/benchmarks.md §6 has the figures.
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 12*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := dyn.Resource(organizations).List(ctx, metav1.ListOptions{LabelSelector: "bench=" + f.ID})
 		return err == nil && len(l.Items) == 0, nil
 	}); err != nil {
-		t.Fatalf("organizations still there 5 minutes after they were deleted: %v", err)
+		t.Fatalf("organizations still there 12 minutes after they were deleted: %v", err)
 	}
 	grants := &quotav1alpha1.ResourceGrantList{}
 	if err := f.C.List(ctx, grants, client.MatchingLabels{"bench": f.ID + "-policy"}); err != nil || len(grants.Items) != 0 {

@@ -23,11 +23,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 )
 
 // PluginName is the admission plugin's name.
@@ -51,6 +53,8 @@ type Plugin struct {
 	systemNamespace string
 	dynamic         dynamic.Interface
 	kube            kubernetes.Interface
+	schemasOnce     sync.Once
+	schemas         *triggerschema.Resolver
 	authorizer      authorizer.Authorizer
 	namespaces      corelisters.NamespaceLister
 	namespacesReady func() bool
@@ -119,6 +123,9 @@ func (p *Plugin) ValidateInitialization() error {
 type compiledKey struct {
 	name       string
 	generation int64
+	// typed: compiled against the trigger kind's schema (a generation the
+	// engine has not judged yet).
+	typed bool
 }
 
 type compiledEntry struct {
@@ -127,19 +134,48 @@ type compiledEntry struct {
 }
 
 // compile compiles one version of a policy, once.
-func (p *Plugin) compile(cp *quotav1alpha1.ClaimCreationPolicy) (*policy.Compiled, error) {
-	k := compiledKey{cp.Name, cp.Generation}
+func (p *Plugin) compile(cp *quotav1alpha1.ClaimCreationPolicy, typed bool) (*policy.Compiled, error) {
+	k := compiledKey{cp.Name, cp.Generation, typed}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if e, ok := p.compiled[k]; ok {
+		p.mu.Unlock()
 		return e.compiled, e.err
 	}
-	// Admission compiles without the trigger's schema: the engine judged
-	// the cost of what it enforces (status.enforced); an unjudged
-	// generation is bounded by policy.CostLimit at evaluation.
-	c, err := policy.Compile(cp, policy.Options{})
+	p.mu.Unlock()
+	// A generation the engine judged is compiled without the trigger's
+	// schema: the engine checked its fields and cost against every served
+	// version (status.enforced). One it has not judged yet is checked here
+	// against the schema of the version it names, so that a misspelt field
+	// is not enforced for the moment before the engine says so (the last
+	// valid generation is, meanwhile); what is not checked is bounded by
+	// policy.CostLimit at evaluation.
+	var o policy.Options
+	if typed {
+		o.TriggerSchema = p.triggerSchema(cp.Spec.Trigger.Resource)
+	}
+	c, err := policy.Compile(cp, o)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.compiled[k] = &compiledEntry{compiled: c, err: err}
 	return c, err
+}
+
+// triggerSchema is the schema of a trigger kind's version, nil when it
+// cannot be read (then nothing is checked against it).
+func (p *Plugin) triggerSchema(tr quotav1alpha1.TriggerResource) *spec.Schema {
+	p.schemasOnce.Do(func() {
+		if p.kube != nil {
+			p.schemas = triggerschema.New(p.kube.Discovery(), 0)
+		}
+	})
+	if p.schemas == nil {
+		return nil
+	}
+	s, err := p.schemas.Resolve(tr.APIVersion, tr.Kind)
+	if err != nil {
+		return nil
+	}
+	return s
 }
 
 // forget drops the compiled versions of a policy that are not in force.

@@ -52,8 +52,9 @@ type policyIndex struct {
 //   - the current generation judged valid: it;
 //   - judged invalid: the last valid generation recorded in
 //     status.enforced (a policy never valid is not enforced);
-//   - not judged yet: the current generation when it compiles here, the
-//     last valid one otherwise.
+//   - not judged yet: the current generation when it compiles here, its
+//     fields checked against the schema of the version it names; the last
+//     valid one otherwise.
 //
 // The last valid version is stored in the policy's status, so a restart
 // never switches enforcement off.
@@ -61,8 +62,8 @@ func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce
 	if cp.Spec.Disabled {
 		return nil
 	}
-	current := func() *inForce {
-		c, err := p.compile(cp)
+	current := func(typed bool) *inForce {
+		c, err := p.compile(cp, typed)
 		if err != nil {
 			return nil
 		}
@@ -76,7 +77,7 @@ func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce
 		}
 		old := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Generation: e.Generation},
 			Spec: quotav1alpha1.ClaimCreationPolicySpec{Trigger: e.Trigger, Target: e.Target, FailurePolicy: e.FailurePolicy}}
-		c, err := p.compile(old)
+		c, err := p.compile(old, false)
 		if err != nil {
 			return nil
 		}
@@ -87,11 +88,11 @@ func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce
 	judged := ready != nil && ready.ObservedGeneration == cp.Generation && cp.Status.ObservedGeneration == cp.Generation
 	switch {
 	case judged && ready.Status == metav1.ConditionTrue:
-		return current()
+		return current(false)
 	case judged:
 		return lastValid()
 	}
-	if f := current(); f != nil {
+	if f := current(true); f != nil {
 		return f
 	}
 	return lastValid()
