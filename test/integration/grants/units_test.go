@@ -116,6 +116,35 @@ func TestOneUnitStory(t *testing.T) {
 		t.Errorf("a claim of 0: got %v, want Invalid at spec.requests[0].amount", err)
 	}
 
+	// A grant template takes the same forms.
+	gcp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": quotav1alpha1.SchemeGroupVersion.String(), "kind": "GrantCreationPolicy",
+		"metadata": map[string]any{"name": f.ID + "-memory"},
+		"spec": map[string]any{
+			"trigger": map[string]any{"resource": map[string]any{"apiVersion": quota.OrganizationGroup + "/v1alpha1", "kind": "Organization"},
+				"constraints": []any{map[string]any{"expression": "false"}}},
+			"target": map[string]any{"resourceGrantTemplate": map[string]any{
+				"metadata": map[string]any{"name": "memory", "namespace": "organization-{{ trigger.metadata.name }}"},
+				"spec": map[string]any{
+					"consumerRef": map[string]any{"apiGroup": quota.OrganizationGroup, "kind": "Organization", "name": "{{ trigger.metadata.name }}"},
+					"allowances":  []any{map[string]any{"resourceType": string(f.RT("memory")), "buckets": []any{map[string]any{"amount": "2Gi"}}}},
+				},
+			}},
+		},
+	}}
+	gcps := dyn.Resource(quotav1alpha1.SchemeGroupVersion.WithResource("grantcreationpolicies"))
+	if _, err := gcps.Create(ctx, gcp, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a grant template of 2Gi: %v", err)
+	}
+	t.Cleanup(func() { _ = gcps.Delete(context.Background(), gcp.GetName(), metav1.DeleteOptions{}) })
+	stored := &quotav1alpha1.GrantCreationPolicy{}
+	if err := f.C.Get(ctx, client.ObjectKey{Name: gcp.GetName()}, stored); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored.Spec.Target.ResourceGrantTemplate.Spec.Allowances[0].Buckets[0].Amount; got != 2048 {
+		t.Errorf("a template's 2Gi stored as %d, want 2048", got)
+	}
+
 	// kubectl get … -o wide: the Unit column of buckets; what claims,
 	// grants and registrations add.
 	kc := kubernetes.NewForConfigOrDie(srv.Config)
