@@ -143,8 +143,10 @@ func (w *ConditionWriter) writeRegistration(ctx context.Context, name string) (t
 		v.Message += "; still used by " + plural(grants, "grant") + " and " + plural(claims, "claim") + ", which are flagged invalid"
 	}
 	if v.Valid && w.KindServed != nil {
-		// A consumer kind not served (a typo, or a CRD not installed yet):
-		// nothing of it can be a consumer; not Active until it is served.
+		// A consumer kind not served (a typo, or a CRD not installed yet)
+		// is reported: not Active until it is served. The accounts are
+		// left as they are, so that verify, which reads no discovery,
+		// computes the same numbers.
 		gk := schema.GroupKind{Group: r.Spec.ConsumerType.APIGroup, Kind: r.Spec.ConsumerType.Kind}
 		if ok, hint, err := w.KindServed(gk); err == nil && !ok {
 			// Looked for again, less and less often (a CRD just installed
