@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -115,11 +116,13 @@ func (c *controller) syncTrigger(ctx context.Context, k key) error {
 		return c.createGrant(ctx, st, k, want, ref)
 	}
 	c.setPending(k, nil)
-	if equality.Semantic.DeepEqual(keep.Spec, want.Spec) && mapsEqual(keep.Labels, want.Labels) && mapsEqual(keep.Annotations, want.Annotations) {
+	owners := withTriggerOwner(keep.OwnerReferences, ref, keep.Namespace)
+	if equality.Semantic.DeepEqual(keep.Spec, want.Spec) && mapsEqual(keep.Labels, want.Labels) && mapsEqual(keep.Annotations, want.Annotations) &&
+		equality.Semantic.DeepEqual(keep.OwnerReferences, owners) {
 		return nil
 	}
 	updated := keep.DeepCopy()
-	updated.Spec, updated.Labels, updated.Annotations = want.Spec, want.Labels, want.Annotations
+	updated.Spec, updated.Labels, updated.Annotations, updated.OwnerReferences = want.Spec, want.Labels, want.Annotations, owners
 	err = c.client.Update(ctx, updated)
 	grantWrites.WithLabelValues("update", result(err)).Inc()
 	if apierrors.IsInvalid(err) {
@@ -137,7 +140,7 @@ func (c *controller) syncTrigger(ctx context.Context, k key) error {
 func (c *controller) createGrant(ctx context.Context, st *activePolicy, k key, want *render.Grant, ref *corev1.ObjectReference) error {
 	g := &quotav1alpha1.ResourceGrant{
 		ObjectMeta: metav1.ObjectMeta{Name: want.Name, GenerateName: want.GenerateName, Namespace: want.Namespace,
-			Labels: want.Labels, Annotations: want.Annotations},
+			Labels: want.Labels, Annotations: want.Annotations, OwnerReferences: withTriggerOwner(nil, ref, want.Namespace)},
 		Spec: want.Spec,
 	}
 	if want.Name == "" {
@@ -247,6 +250,28 @@ func (c *controller) namespaceProblem(ns string) string {
 func triggerRef(st *activePolicy, u *unstructured.Unstructured) *corev1.ObjectReference {
 	return &corev1.ObjectReference{APIVersion: st.gvk.GroupVersion().String(), Kind: st.gvk.Kind,
 		Namespace: u.GetNamespace(), Name: u.GetName(), UID: types.UID(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
+}
+
+// withTriggerOwner is owners with the trigger object as the controller
+// owner of a grant in namespace ns, as the reference implementation sets
+// it, when an ownerReference can name it (a cluster-scoped trigger, or one
+// in the grant's namespace). blockOwnerDeletion stays false: the grant
+// engine needs no finalizer rights on trigger kinds, and the policy's own
+// cleanup deletes the grants of a deleted trigger.
+func withTriggerOwner(owners []metav1.OwnerReference, ref *corev1.ObjectReference, ns string) []metav1.OwnerReference {
+	if ref.Namespace != "" && ref.Namespace != ns {
+		return owners
+	}
+	want := metav1.OwnerReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}
+	out := make([]metav1.OwnerReference, 0, len(owners)+1)
+	for _, o := range owners {
+		if o.UID == want.UID || (o.Controller != nil && *o.Controller) {
+			continue // at most one controller: the trigger
+		}
+		out = append(out, o)
+	}
+	return append(out, want)
 }
 
 func cacheKey(k key) string {

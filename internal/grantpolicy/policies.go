@@ -24,6 +24,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/render"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // activePolicy is a Ready, enabled policy generation the engine acts on.
@@ -113,7 +114,7 @@ func (c *controller) syncPolicy(ctx context.Context, name string) error {
 func (c *controller) evaluate(p *quotav1alpha1.GrantCreationPolicy) (metav1.Condition, *activePolicy, time.Duration) {
 	res := p.Spec.Trigger.Resource
 	ready := metav1.Condition{Type: quotav1alpha1.PolicyConditionReady, Status: metav1.ConditionTrue, Reason: policy.ReasonReady,
-		ObservedGeneration: p.Generation, Message: fmt.Sprintf("a grant is kept for each %s whose constraints hold", res.Kind)}
+		ObservedGeneration: p.Generation, Message: quota.PolicyReadyMessage}
 	invalid := func(msg string) (metav1.Condition, *activePolicy, time.Duration) {
 		ready.Status, ready.Reason = metav1.ConditionFalse, policy.ReasonValidationFailed
 		ready.Message = msg + "; the grants this policy made are kept, and none is made until this is fixed"
@@ -545,22 +546,31 @@ func (c *controller) syncedCondition(p *quotav1alpha1.GrantCreationPolicy, activ
 	return cond
 }
 
-func (c *controller) writePolicyStatus(ctx context.Context, p *quotav1alpha1.GrantCreationPolicy, conds ...metav1.Condition) error {
-	changed := p.Status.ObservedGeneration != p.Generation
-	for _, cond := range conds {
-		old := meta.FindStatusCondition(p.Status.Conditions, cond.Type)
-		if old == nil || old.Status != cond.Status || old.Reason != cond.Reason || old.Message != cond.Message || old.ObservedGeneration != cond.ObservedGeneration {
-			changed = true
-		}
+// writePolicyStatus writes the policy's Ready condition, the only one in its
+// conditions as in the reference implementation, and beside them
+// status.grantsSynced (dropping a GrantsSynced condition an older
+// quotaplane wrote into the list).
+func (c *controller) writePolicyStatus(ctx context.Context, p *quotav1alpha1.GrantCreationPolicy, ready, synced metav1.Condition) error {
+	changed := p.Status.ObservedGeneration != p.Generation ||
+		meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.GrantPolicyConditionGrantsSynced) != nil
+	if old := meta.FindStatusCondition(p.Status.Conditions, ready.Type); conditionChanged(old, ready) {
+		changed = true
+	}
+	if conditionChanged(p.Status.GrantsSynced, synced) {
+		changed = true
 	}
 	if !changed {
 		return nil
 	}
 	updated := p.DeepCopy()
 	updated.Status.ObservedGeneration = p.Generation
-	for _, cond := range conds {
-		meta.SetStatusCondition(&updated.Status.Conditions, cond)
+	meta.RemoveStatusCondition(&updated.Status.Conditions, quotav1alpha1.GrantPolicyConditionGrantsSynced)
+	meta.SetStatusCondition(&updated.Status.Conditions, ready)
+	synced.LastTransitionTime = metav1.Now()
+	if old := p.Status.GrantsSynced; old != nil && old.Status == synced.Status {
+		synced.LastTransitionTime = old.LastTransitionTime
 	}
+	updated.Status.GrantsSynced = &synced
 	if err := c.client.Status().Update(ctx, updated); err != nil {
 		return fmt.Errorf("writing the status of GrantCreationPolicy %s: %w", p.Name, err)
 	}
@@ -574,4 +584,8 @@ func (c *controller) writePolicyStatus(ctx context.Context, p *quotav1alpha1.Gra
 		}
 	}
 	return nil
+}
+
+func conditionChanged(old *metav1.Condition, c metav1.Condition) bool {
+	return old == nil || old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message || old.ObservedGeneration != c.ObservedGeneration
 }

@@ -71,7 +71,7 @@ func TestCostEstimate(t *testing.T) {
 		{"one all over a map", "trigger.data.all(k, k.startsWith('app-'))", "", true, ""},
 		{"one all over a map's values", "trigger.data.all(k, trigger.data[k].size() < 1024)", "", true, ""},
 		{"one exists over a list", "trigger.metadata.finalizers.exists(f, f == 'x')", "", true, ""},
-		{"one map over labels in a template", "", "cm-{{ trigger.metadata.labels.map(k, k).size() }}", true, ""},
+		{"one map over labels in a template", "", "cm-{{ string(trigger.metadata.labels.map(k, k).size()) }}", true, ""},
 		{"user groups", "user.groups.exists(g, g == 'admins')", "", true, ""},
 		{"a number as text in a template", "", "cm-{{ string(trigger.data.size()) + '-x' }}", true, ""},
 		{"plain fields", "trigger.metadata.name.startsWith('a') && !trigger.immutable", "{{ trigger.metadata.name }}", true, ""},

@@ -119,6 +119,7 @@ func newEnv(t *apiservercel.DeclType) (*cel.Env, error) {
 			cel.Variable("trigger", trigger),
 			cel.Variable("user", cel.MapType(cel.StringType, cel.DynType)),
 			cel.Variable("requestInfo", cel.MapType(cel.StringType, cel.DynType)),
+			hasPathFunction,
 		},
 		DeclTypes: decls,
 		ProgramOptions: []cel.ProgramOption{
@@ -477,7 +478,7 @@ func Compile(p *quotav1alpha1.ClaimCreationPolicy, o Options) (*Compiled, error)
 				return nil, invalid(CauseInvalidLiteral, amountField, fmt.Errorf("must be positive, is %d", rq.amount))
 			}
 		default:
-			if rq.amountExpr, err = comp.template(amountField, r.Amount.StrVal); err != nil {
+			if rq.amountExpr, err = comp.amountTemplate(amountField, r.Amount.StrVal); err != nil {
 				return nil, err
 			}
 			if rq.amountExpr.isLiteral() {

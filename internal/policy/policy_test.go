@@ -97,7 +97,7 @@ func FuzzTemplate(f *testing.F) {
 			return
 		}
 		out, err := tp.render(map[string]any{"trigger": map[string]any{}, "user": map[string]any{}, "requestInfo": map[string]any{}})
-		if err == nil && tp.isLiteral() && out != s {
+		if err == nil && tp.isLiteral() && !strings.Contains(s, "{{") && out != s {
 			t.Fatalf("literal %q rendered %q", s, out)
 		}
 	})

@@ -22,48 +22,125 @@ type template struct {
 	literal []string      // len(exprs)+1 pieces of text
 	exprs   []cel.Program // between them
 	source  string
+	// anyResult: a segment may yield any value (an amount's number); else
+	// each must yield a string, as in the reference implementation.
+	anyResult bool
 }
 
-// template parses text with {{ CEL }} segments; a segment may start with a
-// dot ({{ .trigger.x }} is {{ trigger.x }}). The error names field.
-func (c *compiler) template(field, s string) (*template, error) {
-	t := &template{source: s}
-	rest := s
-	for {
-		i := strings.Index(rest, "{{")
-		if i < 0 {
-			if strings.Contains(rest, "}}") {
-				return nil, invalid(CauseTemplateInvalid, field, fmt.Errorf(`"}}" at offset %d has no "{{" before it`, len(s)-len(rest)+strings.Index(rest, "}}")))
+// segment is a piece of a template: literal text, or a CEL expression.
+type segment struct {
+	text string
+	expr bool
+}
+
+// splitTemplate splits s into literal text and {{ CEL }} expressions with
+// the reference implementation's grammar: "{{" opens an expression and the
+// first "}}" outside a quoted string closes it (so {{ "a}}b" }} is one
+// expression); a run of three or more "{" is literal text ({{{x}}} is
+// literal), as is a "}}" outside an expression; an empty or whitespace-only
+// expression is dropped; an expression or a string in it that is not
+// closed is an error.
+func splitTemplate(s string) ([]segment, error) {
+	var out []segment
+	var lit strings.Builder
+	for i := 0; i < len(s); {
+		if !strings.HasPrefix(s[i:], "{{") {
+			lit.WriteByte(s[i])
+			i++
+			continue
+		}
+		n := 0
+		for i+n < len(s) && s[i+n] == '{' {
+			n++
+		}
+		if n >= 3 {
+			lit.WriteString(s[i : i+n])
+			i += n
+			continue
+		}
+		j, quote, quoteAt := i+2, byte(0), 0
+		for ; j < len(s); j++ {
+			c := s[j]
+			if quote != 0 {
+				switch c {
+				case '\\':
+					j++
+				case quote:
+					quote = 0
+				}
+				continue
 			}
-			t.literal = append(t.literal, rest)
-			return t, nil
+			if c == '"' || c == '\'' {
+				quote, quoteAt = c, j
+				continue
+			}
+			if strings.HasPrefix(s[j:], "}}") {
+				break
+			}
 		}
-		if j := strings.Index(rest[:i], "}}"); j >= 0 {
-			return nil, invalid(CauseTemplateInvalid, field, fmt.Errorf(`"}}" at offset %d has no "{{" before it`, len(s)-len(rest)+j))
+		if j >= len(s) {
+			if quote != 0 {
+				return nil, fmt.Errorf("the string opened with %c at offset %d inside {{ }} is not closed", quote, quoteAt)
+			}
+			return nil, fmt.Errorf(`"{{" at offset %d is not closed with "}}"`, i)
 		}
-		j := strings.Index(rest[i:], "}}")
-		if j < 0 {
-			return nil, invalid(CauseTemplateInvalid, field, fmt.Errorf(`"{{" at offset %d is not closed with "}}"`, len(s)-len(rest)+i))
+		if expr := strings.TrimSpace(s[i+2 : j]); expr != "" {
+			if lit.Len() > 0 {
+				out = append(out, segment{text: lit.String()})
+				lit.Reset()
+			}
+			out = append(out, segment{text: expr, expr: true})
 		}
-		t.literal = append(t.literal, rest[:i])
-		inner := rest[i+2 : i+j]
-		if k := strings.Index(inner, "{{"); k >= 0 {
-			return nil, invalid(CauseTemplateInvalid, field, fmt.Errorf(`"{{" at offset %d is inside another {{ }}`, len(s)-len(rest)+i+2+k))
+		i = j + 2
+	}
+	if lit.Len() > 0 || len(out) == 0 {
+		out = append(out, segment{text: lit.String()})
+	}
+	return out, nil
+}
+
+// template parses text with {{ CEL }} segments whose values are strings; a
+// segment may start with a dot ({{ .trigger.x }} is {{ trigger.x }}). The
+// error names field.
+func (c *compiler) template(field, s string) (*template, error) {
+	return c.compileTemplate(field, s, false)
+}
+
+// amountTemplate is template for an amount, whose segments may yield
+// numbers.
+func (c *compiler) amountTemplate(field, s string) (*template, error) {
+	return c.compileTemplate(field, s, true)
+}
+
+func (c *compiler) compileTemplate(field, s string, anyResult bool) (*template, error) {
+	t := &template{source: s, anyResult: anyResult}
+	segs, err := splitTemplate(s)
+	if err != nil {
+		return nil, invalid(CauseTemplateInvalid, field, err)
+	}
+	var lit strings.Builder
+	for _, sg := range segs {
+		if !sg.expr {
+			lit.WriteString(sg.text)
+			continue
 		}
-		expr := leadingDot(strings.TrimSpace(inner))
-		if expr == "" {
-			return nil, invalid(CauseTemplateInvalid, field, fmt.Errorf("empty {{ }} at offset %d", len(s)-len(rest)+i))
-		}
-		prg, _, cause, err := c.expr(expr)
+		expr := leadingDot(sg.text)
+		prg, ast, cause, err := c.expr(expr)
 		if err != nil {
 			if cause == "" {
 				cause = CauseTemplateInvalid
 			}
 			return nil, invalid(cause, field, fmt.Errorf("{{ %s }}: %w", expr, err))
 		}
+		if out := ast.OutputType(); !anyResult && !out.IsEquivalentType(cel.StringType) && !out.IsEquivalentType(cel.DynType) {
+			return nil, invalid(CauseTemplateInvalid, field, fmt.Errorf("{{ %s }} returns %s, and a template segment must return a string; convert it, for example {{ string(%s) }}", expr, out, expr))
+		}
+		t.literal = append(t.literal, lit.String())
+		lit.Reset()
 		t.exprs = append(t.exprs, prg)
-		rest = rest[i+j+2:]
 	}
+	t.literal = append(t.literal, lit.String())
+	return t, nil
 }
 
 // leadingDot drops the dot of {{ .trigger.x }}, the Go-template spelling
@@ -88,24 +165,17 @@ func (t *template) render(vars map[string]any) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("evaluating %q: %w", t.source, err)
 		}
+		if s, ok := v.Value().(string); ok {
+			b.WriteString(s)
+			continue
+		}
+		if !t.anyResult {
+			return "", fmt.Errorf("evaluating %q: a segment returned %s %v, and a template segment must return a string; convert it with string(...)", t.source, v.Type().TypeName(), v.Value())
+		}
 		b.WriteString(format(v))
 	}
 	b.WriteString(t.literal[len(t.literal)-1])
 	return b.String(), nil
-}
-
-func format(v ref.Val) string {
-	switch x := v.Value().(type) {
-	case string:
-		return x
-	case float64:
-		if x == math.Trunc(x) {
-			return strconv.FormatInt(int64(x), 10)
-		}
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	default:
-		return fmt.Sprint(x)
-	}
 }
 
 // metadataTemplate is the metadata of a rendered object.
@@ -130,7 +200,7 @@ func (c *compiler) metadata(path *field.Path, md quotav1alpha1.TemplateMetadata)
 	m := &metadataTemplate{}
 	var err error
 	if md.Name != "" && md.GenerateName != "" {
-		return nil, invalid(CauseInvalidLiteral, path.Child("generateName").String(), errors.New("is set together with metadata.name; set one of them"))
+		return nil, invalid(CauseInvalidLiteral, path.Child("generateName").String(), errors.New("metadata.name and metadata.generateName are mutually exclusive: set one of them"))
 	}
 	for _, f := range []struct {
 		name  string
@@ -151,7 +221,14 @@ func (c *compiler) metadata(path *field.Path, md quotav1alpha1.TemplateMetadata)
 		if f.src == "" {
 			continue
 		}
+		if strings.TrimSpace(f.src) == "" {
+			return nil, invalid(CauseInvalidLiteral, p, fmt.Errorf("value cannot be empty: %q is only spaces; remove the field or give it a value", f.src))
+		}
+		if t.isLiteral() && f.name == "generateName" && !strings.HasSuffix(f.src, "-") {
+			return nil, invalid(CauseInvalidLiteral, p, fmt.Errorf("generateName must end with '-': %q would run into the generated suffix; write %q", f.src, f.src+"-"))
+		}
 		if t.isLiteral() {
+			// The text as written (braces and all), as the reference judges it.
 			if msgs := f.judge(f.src); len(msgs) > 0 {
 				return nil, invalid(CauseInvalidLiteral, p, fmt.Errorf("%q is not a valid %s: %s", f.src, f.name, strings.Join(msgs, "; ")))
 			}
@@ -251,9 +328,20 @@ func renderPairs(pairs []pairTemplate, vars map[string]any) (map[string]string, 
 type consumerTemplate struct {
 	group, kind     string
 	name, namespace *template
+	// absent: the template names no consumer (optional in claim templates,
+	// as in the reference implementation): the consumer is the project
+	// whose control plane the request came to. Rendered as an empty
+	// consumerRef, which admission refuses at the root.
+	absent bool
 }
 
 func (c *compiler) consumer(path *field.Path, ref quotav1alpha1.TemplateConsumerRef) (*consumerTemplate, error) {
+	if ref == (quotav1alpha1.TemplateConsumerRef{}) {
+		return &consumerTemplate{absent: true}, nil
+	}
+	if strings.TrimSpace(ref.Name) == "" {
+		return nil, invalid(CauseInvalidLiteral, path.Child("name").String(), errors.New("value cannot be empty: name the consumer charged, for example {{ trigger.metadata.name }}"))
+	}
 	t := &consumerTemplate{group: ref.APIGroup, kind: ref.Kind}
 	var err error
 	if t.name, err = c.template(path.Child("name").String(), ref.Name); err != nil {
@@ -266,6 +354,9 @@ func (c *compiler) consumer(path *field.Path, ref quotav1alpha1.TemplateConsumer
 }
 
 func (t *consumerTemplate) render(vars map[string]any) (quotav1alpha1.ConsumerRef, error) {
+	if t.absent {
+		return quotav1alpha1.ConsumerRef{}, nil
+	}
 	out := quotav1alpha1.ConsumerRef{APIGroup: t.group, Kind: t.kind}
 	var err error
 	if out.Name, err = t.name.render(vars); err != nil {
@@ -311,4 +402,19 @@ func renderDimensions(dims []pairTemplate, vars map[string]any) ([]quotav1alpha1
 		out = append(out, quotav1alpha1.Dimension{Key: k, Value: v})
 	}
 	return out, nil
+}
+
+// format writes an amount segment's value: integers as integers.
+func format(v ref.Val) string {
+	switch x := v.Value().(type) {
+	case string:
+		return x
+	case float64:
+		if x == math.Trunc(x) {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		return fmt.Sprint(x)
+	}
 }

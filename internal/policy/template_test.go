@@ -178,10 +178,14 @@ func TestTemplateRefused(t *testing.T) {
 		{"claim label value", claimMD(quotav1alpha1.TemplateMetadata{Labels: map[string]string{"app": "not a value"}}), CauseInvalidLiteral, claim + "metadata.labels[app]"},
 		{"claim annotation key", claimMD(quotav1alpha1.TemplateMetadata{Annotations: map[string]string{"a/b/c": "x"}}), CauseInvalidLiteral, claim + "metadata.annotations[a/b/c]"},
 		{"claim unclosed {{", claimMD(quotav1alpha1.TemplateMetadata{Name: "p-{{ trigger.metadata.name"}), CauseTemplateInvalid, claim + "metadata.name"},
-		{"claim }} without {{", claimMD(quotav1alpha1.TemplateMetadata{GenerateName: "p-trigger.metadata.name }}"}), CauseTemplateInvalid, claim + "metadata.generateName"},
-		{"claim }} before {{", claimMD(quotav1alpha1.TemplateMetadata{Namespace: "}}{{ trigger.metadata.name }}"}), CauseTemplateInvalid, claim + "metadata.namespace"},
+		// A stray "}}" is literal text, as in the reference implementation,
+		// which no name may hold.
+		{"claim }} without {{", claimMD(quotav1alpha1.TemplateMetadata{GenerateName: "p-trigger.metadata.name }}"}), CauseInvalidLiteral, claim + "metadata.generateName"},
+		{"claim }} before {{", claimMD(quotav1alpha1.TemplateMetadata{Namespace: "}}{{ trigger.metadata.name }}"}), CauseInvalidLiteral, claim + "metadata.namespace"},
 		{"claim nested {{", claimMD(quotav1alpha1.TemplateMetadata{Name: "{{ {{ trigger.metadata.name }} }}"}), CauseTemplateInvalid, claim + "metadata.name"},
-		{"claim empty {{ }}", claimMD(quotav1alpha1.TemplateMetadata{Labels: map[string]string{"app": "{{ }}"}}), CauseTemplateInvalid, claim + "metadata.labels[app]"},
+		// An empty {{ }} is dropped, as in the reference; the text as
+		// written is no label value.
+		{"claim empty {{ }}", claimMD(quotav1alpha1.TemplateMetadata{Labels: map[string]string{"app": "{{ }}"}}), CauseInvalidLiteral, claim + "metadata.labels[app]"},
 		{"claim label value does not compile", claimMD(quotav1alpha1.TemplateMetadata{Labels: map[string]string{"app": "{{ trigger.metadata. }}"}}), CauseTemplateInvalid, claim + "metadata.labels[app]"},
 		{"claim annotation value does not compile", claimMD(quotav1alpha1.TemplateMetadata{Annotations: map[string]string{"note": "{{ usr.name }}"}}), CauseTemplateInvalid, claim + "metadata.annotations[note]"},
 		{"claim label key does not compile", claimMD(quotav1alpha1.TemplateMetadata{Labels: map[string]string{"{{ 1 + }}": "x"}}), CauseTemplateInvalid, claim + "metadata.labels[{{ 1 + }}]"},

@@ -93,10 +93,27 @@ type BucketID struct {
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// BucketName is the deterministic object name of a bucket:
-// <consumer kind>-<consumer name>-<resource>-<hash>, at most 253 characters.
-// The hash covers the whole identity, so distinct buckets never collide.
+// BucketName is the deterministic object name of a bucket, the reference
+// implementation's: bucket-<hex sha256 of resource type, consumer kind and
+// consumer name>, for every bucket without dimensions whose consumer is
+// cluster scoped and of the core or the resourcemanager.miloapis.com group
+// (those groups share no kind, so the three parts identify the bucket).
+// Any other bucket's hash also covers the consumer's group and namespace
+// and the dimensions, so distinct buckets never collide.
 func BucketName(id BucketID) string {
+	in := id.ResourceType + id.Consumer.Kind + id.Consumer.Name
+	if id.Dims != "" || id.Consumer.Namespace != "" || (id.Consumer.APIGroup != "" && id.Consumer.APIGroup != OrganizationGroup) {
+		in = strings.Join([]string{in, id.Consumer.APIGroup, id.Consumer.Namespace, id.Dims}, "\x00")
+	}
+	sum := sha256.Sum256([]byte(in))
+	return "bucket-" + hex.EncodeToString(sum[:])
+}
+
+// LegacyBucketName is the name quotaplane gave a bucket before it took the
+// reference's names: <consumer kind>-<consumer name>-<resource>-<hash>. The
+// engine renames a bucket stored under it, and labels every bucket with
+// LegacyBucketLabelValue so that the old name still finds it.
+func LegacyBucketName(id BucketID) string {
 	sum := sha256.Sum256([]byte(strings.Join([]string{id.Consumer.APIGroup, id.Consumer.Kind, id.Consumer.Namespace, id.Consumer.Name, id.ResourceType, id.Dims}, "\x00")))
 	resource := id.ResourceType
 	if i := strings.LastIndex(resource, "/"); i >= 0 {
@@ -110,6 +127,18 @@ func BucketName(id BucketID) string {
 		return s
 	}
 	return fmt.Sprintf("%s-%s-%s-%s", clean(id.Consumer.Kind, 40), clean(id.Consumer.Name, 120), clean(resource, 60), hex.EncodeToString(sum[:5]))
+}
+
+// LegacyBucketLabelValue is the value of the quota.miloapis.com/legacy-name
+// label: the legacy name when it fits a label value (63 characters), else
+// its first characters and its hash, which alone tells buckets apart.
+func LegacyBucketLabelValue(id BucketID) string {
+	n := LegacyBucketName(id)
+	if len(n) <= 63 {
+		return n
+	}
+	hash := n[len(n)-10:]
+	return strings.Trim(n[:52], "-") + "-" + hash
 }
 
 // Placement decides where a consumer's buckets live so that a tenant can

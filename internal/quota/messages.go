@@ -82,9 +82,27 @@ func LevelsMessage(c Claim, r Request, reg Registration, levels []LevelStatus) s
 		reg.Amount(r.Amount), r.ResourceType, where, c.Consumer.LevelName(), strings.Join(parts, "; "), raise)
 }
 
-// GrantedMessage describes a granted claim.
-func GrantedMessage(c Claim, d Decision) string {
-	return fmt.Sprintf("all %d requests are allocated to %s", len(d.Requests), c.Consumer)
+// RefusalPrefix starts every quota refusal's message: the reference
+// implementation's words, which its clients match on; quotaplane's detail
+// (what was asked, what is left, what to do) follows.
+const RefusalPrefix = "Insufficient quota resources available"
+
+// The messages of the conditions that say all is well are the reference
+// implementation's, word for word, for the clients that match on them;
+// quotaplane's detail is in the allocations' messages, the buckets and
+// Events.
+const (
+	// GrantActiveMessage is the message of a grant's Active=True.
+	GrantActiveMessage = "ResourceGrant is active"
+	// RegistrationActiveMessage is the message of a registration's Active=True.
+	RegistrationActiveMessage = "The registration is active and resource grants and claims can now be created for this resource type."
+	// PolicyReadyMessage is the message of a policy's Ready=True.
+	PolicyReadyMessage = "Policy is ready and active"
+)
+
+// GrantedMessage is the message of a granted claim's Granted=True.
+func GrantedMessage(d Decision) string {
+	return fmt.Sprintf("All %d resource requests have been granted", len(d.Requests))
 }
 
 // GrantedRequestMessage describes a granted request.

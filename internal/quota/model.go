@@ -175,6 +175,8 @@ func (b BucketStatus) OverLimit() bool { return !b.Unlimited && b.Allocated > b.
 type GrantContribution struct {
 	Namespace, Name string
 	Amount          int64
+	// Generation is the grant's metadata.generation the amount is from.
+	Generation int64
 }
 
 // Validity is the outcome of validating a grant or a registration.

@@ -125,7 +125,7 @@ func TestExternalEtcdWithTLS(t *testing.T) {
 		t.Errorf("read back data %q; want %q", got.Data, want)
 	}
 	err = c.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: f.NS}})
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "insufficient quota") {
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "Insufficient quota resources available") {
 		t.Fatalf("second Secret: %v; want a quota denial", err)
 	}
 }

@@ -98,7 +98,7 @@ func TestAdmissionSurvivesKill(t *testing.T) {
 			}
 			continue
 		}
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "insufficient quota") {
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "Insufficient quota resources available") {
 			t.Fatalf("create %d after the restart: %v; want success or a quota denial", i, err)
 		}
 		break

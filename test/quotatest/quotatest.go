@@ -292,8 +292,8 @@ func (f *Fixture) Decided(name string) metav1.Condition {
 		if err := f.C.Get(ctx, types.NamespacedName{Namespace: f.NS, Name: name}, c); err != nil {
 			return false, nil
 		}
-		got := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
-		if got == nil || got.Status == metav1.ConditionUnknown {
+		got := quotav1alpha1.ClaimDecision(c.Status.Conditions)
+		if got == nil {
 			return false, nil
 		}
 		cond = *got
@@ -442,8 +442,8 @@ func CountDecided(t testing.TB, f *Fixture, want int, timeout time.Duration) (gr
 		granted = 0
 		decided := 0
 		for _, c := range list.Items {
-			cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
-			if cond == nil || cond.Status == metav1.ConditionUnknown {
+			cond := quotav1alpha1.ClaimDecision(c.Status.Conditions)
+			if cond == nil {
 				continue
 			}
 			decided++
@@ -494,8 +494,8 @@ func WatchDecided(t testing.TB, cfg *rest.Config, f *Fixture, want int, timeout 
 		if !ok {
 			continue
 		}
-		cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
-		if cond == nil || cond.Status == metav1.ConditionUnknown {
+		cond := quotav1alpha1.ClaimDecision(c.Status.Conditions)
+		if cond == nil {
 			continue
 		}
 		decided[c.UID] = cond.Status == metav1.ConditionTrue

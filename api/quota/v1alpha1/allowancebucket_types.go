@@ -37,6 +37,11 @@ type ContributingGrantRef struct {
 	// amount is what this grant adds to the limit.
 	// +required
 	Amount int64 `json:"amount"`
+
+	// lastObservedGeneration is the grant's generation these numbers were
+	// taken from.
+	// +optional
+	LastObservedGeneration int64 `json:"lastObservedGeneration"`
 }
 
 // AllowanceBucketStatus holds the live numbers of a bucket.
@@ -93,14 +98,17 @@ type AllowanceBucketStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=bucket;abucket,categories=quota
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.limit`
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.available`
-// +kubebuilder:printcolumn:name="Unit",type=string,JSONPath=`.status.baseUnit`,priority=1
 // +kubebuilder:printcolumn:name="Claims",type=integer,JSONPath=`.status.claimCount`
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Unit",type=string,JSONPath=`.status.baseUnit`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.kind`
+// +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.name`
+// +kubebuilder:selectablefield:JSONPath=`.spec.resourceType`
 type AllowanceBucket struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

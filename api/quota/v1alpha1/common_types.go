@@ -66,10 +66,10 @@ type Dimension struct {
 	Value string `json:"value"`
 }
 
-// ResourceType names a quotable resource type, conventionally
-// <service group>/<resource>[/<aspect>], for example
-// resourcemanager.miloapis.com/projects.
+// ResourceType names a quotable resource type: any string of 1-253
+// characters, as the reference implementation takes. The convention, which
+// admission recommends with a warning, is <service group>/<resource>[/<aspect>],
+// for example resourcemanager.miloapis.com/projects.
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=253
-// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)+$`
 type ResourceType string

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // Condition types and reasons of the quota kinds. docs/conditions.md says
 // what each means and what to do about it.
 const (
@@ -15,7 +17,9 @@ const (
 	// registrations (unregistered type, consumer type mismatch, resourceRef
 	// kind not allowed, duplicate resource type).
 	ClaimReasonValidationFailed = "ValidationFailed"
-	// ClaimReasonPendingEvaluation: Granted=Unknown; not decided yet.
+	// ClaimReasonPendingEvaluation: Granted=False; not decided yet. A new
+	// claim starts so (the CRD's default), as in the reference
+	// implementation; ClaimDecision tells it from a refusal.
 	ClaimReasonPendingEvaluation = "PendingEvaluation"
 
 	// GrantConditionActive is True when a grant counts towards its consumer's limits.
@@ -78,3 +82,19 @@ const (
 	// it made are kept, and none is made, changed or removed.
 	GrantPolicyReasonNotReconciling = "NotReconciling"
 )
+
+// ClaimDecision returns the Granted condition of a decided claim, nil while
+// it is undecided (no condition, Unknown, or PendingEvaluation).
+func ClaimDecision(conds []metav1.Condition) *metav1.Condition {
+	for i := range conds {
+		c := &conds[i]
+		if c.Type != ClaimConditionGranted {
+			continue
+		}
+		if c.Status == metav1.ConditionUnknown || c.Reason == ClaimReasonPendingEvaluation {
+			return nil
+		}
+		return c
+	}
+	return nil
+}

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"regexp"
 	"strings"
 )
@@ -54,7 +56,46 @@ const (
 	// LabelProjectedFrom marks a group bucket's copy in a member's
 	// namespace: its value is the namespace of the group's own bucket.
 	LabelProjectedFrom = "quota.miloapis.com/projected-from"
+	// LabelLegacyName is the name quotaplane gave a bucket before it took
+	// the reference implementation's bucket-<sha256> names (shortened with
+	// its hash when longer than a label value): -l finds it by that name.
+	LabelLegacyName = "quota.miloapis.com/legacy-name"
 )
+
+// Labels and annotations the reference implementation's clients read on the
+// ResourceClaims a ClaimCreationPolicy makes.
+const (
+	// LabelAutoCreated is "true" on every claim a policy made.
+	LabelAutoCreated = "quota.miloapis.com/auto-created"
+	// LabelPolicy is the name of the policy that made the claim.
+	LabelPolicy = "quota.miloapis.com/policy"
+	// LabelGVK is the claimed object's <group>.<version>.<kind>, the group
+	// "core" for the core group.
+	LabelGVK = "quota.miloapis.com/gvk"
+	// AnnotationCreatedBy names what made the claim: ClaimCreatedBy.
+	AnnotationCreatedBy = "quota.miloapis.com/created-by"
+	// ClaimCreatedBy is the reference implementation's value of
+	// AnnotationCreatedBy, kept for its clients.
+	ClaimCreatedBy = "claim-creation-plugin"
+	// AnnotationResourceName is the claimed object's name.
+	AnnotationResourceName = "quota.miloapis.com/resource-name"
+)
+
+// LabelValue is s when it is a valid label value, else its first characters
+// and a hash of all of it (names run to 253 characters, label values to 63).
+func LabelValue(s string) string {
+	if len(s) <= 63 && labelValue.MatchString(s) {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	prefix := labelUnsafe.ReplaceAllString(s, "_")
+	if len(prefix) > 52 {
+		prefix = prefix[:52]
+	}
+	return strings.Trim(prefix, "._-") + "-" + hex.EncodeToString(sum[:5])
+}
+
+var labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
 
 var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 

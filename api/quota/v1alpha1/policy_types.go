@@ -143,9 +143,12 @@ type ClaimTemplateRequest struct {
 
 // ResourceClaimTemplateSpec is the spec of the claims a policy creates.
 type ResourceClaimTemplateSpec struct {
-	// consumerRef is the consumer charged.
-	// +required
-	ConsumerRef TemplateConsumerRef `json:"consumerRef"`
+	// consumerRef is the consumer charged. Optional, as in the reference
+	// implementation: when omitted, the consumer is the project whose
+	// control plane the request came to; a create at the root under a
+	// policy without one is refused, naming the policy.
+	// +optional
+	ConsumerRef TemplateConsumerRef `json:"consumerRef,omitzero"`
 
 	// requests are the amounts claimed.
 	// +required
@@ -201,6 +204,7 @@ type ClaimCreationPolicySpec struct {
 
 	// disabled turns the policy off without deleting it.
 	// +optional
+	// +kubebuilder:default=false
 	Disabled bool `json:"disabled,omitempty"`
 
 	// failurePolicy is Fail (default) or Ignore: what to do when a create
@@ -301,10 +305,15 @@ type EnforcedClaimPolicy struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=ccp,categories=quota
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Trigger",type=string,JSONPath=`.spec.trigger.resource.kind`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.trigger.resource.kind`
 // +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Enforced",type=integer,JSONPath=`.status.enforced.generation`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:selectablefield:JSONPath=`.spec.trigger.resource.kind`
+// +kubebuilder:selectablefield:JSONPath=`.spec.trigger.resource.apiVersion`
+// +kubebuilder:selectablefield:JSONPath=`.spec.disabled`
 type ClaimCreationPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -425,6 +434,7 @@ type GrantCreationPolicySpec struct {
 
 	// disabled turns the policy off without deleting it.
 	// +optional
+	// +kubebuilder:default=false
 	Disabled bool `json:"disabled,omitempty"`
 }
 
@@ -433,12 +443,15 @@ type GrantCreationPolicySpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gcp,categories=quota
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Trigger",type=string,JSONPath=`.spec.trigger.resource.kind`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.trigger.resource.kind`
 // +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.conditions[?(@.type=="GrantsSynced")].status`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="GrantsSynced")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.grantsSynced.status`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.grantsSynced.reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:selectablefield:JSONPath=`.spec.trigger.resource.kind`
+// +kubebuilder:selectablefield:JSONPath=`.spec.trigger.resource.apiVersion`
+// +kubebuilder:selectablefield:JSONPath=`.spec.disabled`
 type GrantCreationPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -449,7 +462,21 @@ type GrantCreationPolicy struct {
 
 	// status is the observed state of the policy.
 	// +optional
-	Status PolicyStatus `json:"status,omitempty"`
+	Status GrantCreationPolicyStatus `json:"status,omitempty"`
+}
+
+// GrantCreationPolicyStatus is the observed state of a GrantCreationPolicy:
+// its one condition, Ready, as in the reference implementation, and beside
+// it whether every grant it renders exists as rendered.
+type GrantCreationPolicyStatus struct {
+	PolicyStatus `json:",inline"`
+
+	// grantsSynced says whether every grant the Ready policy renders exists
+	// as rendered; its reason names what holds a grant back
+	// (docs/grant-policies.md). Kept out of conditions so that a client
+	// comparing the conditions with the reference's sees the same list.
+	// +optional
+	GrantsSynced *metav1.Condition `json:"grantsSynced,omitempty"`
 }
 
 // GrantCreationPolicyList is a list of GrantCreationPolicies.

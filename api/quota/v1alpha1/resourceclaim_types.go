@@ -160,16 +160,22 @@ type ResourceClaimStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=rclaim;claim,categories=quota
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
 // +kubebuilder:printcolumn:name="Granted",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].status`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].reason`
-// +kubebuilder:printcolumn:name="First Resource",type=string,JSONPath=`.spec.requests[0].resourceType`
-// +kubebuilder:printcolumn:name="Amount",type=integer,JSONPath=`.spec.requests[0].amount`
+// +kubebuilder:printcolumn:name="Resource",type=string,JSONPath=`.spec.requests[0].resourceType`,priority=1
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Amount",type=integer,JSONPath=`.spec.requests[0].amount`,priority=1
 // +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`,priority=1
 // +kubebuilder:printcolumn:name="Object Kind",type=string,JSONPath=`.spec.resourceRef.kind`,priority=1
 // +kubebuilder:printcolumn:name="Object",type=string,JSONPath=`.spec.resourceRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.kind`
+// +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.name`
+// +kubebuilder:selectablefield:JSONPath=`.spec.resourceRef.apiGroup`
+// +kubebuilder:selectablefield:JSONPath=`.spec.resourceRef.kind`
+// +kubebuilder:selectablefield:JSONPath=`.spec.resourceRef.name`
+// +kubebuilder:selectablefield:JSONPath=`.spec.resourceRef.namespace`
 type ResourceClaim struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -178,8 +184,11 @@ type ResourceClaim struct {
 	// +required
 	Spec ResourceClaimSpec `json:"spec"`
 
-	// status is the decision on the claim.
+	// status is the decision on the claim. A new claim reads Granted=False,
+	// reason PendingEvaluation, until it is decided, as in the reference
+	// implementation.
 	// +optional
+	// +kubebuilder:default={conditions: {{type: "Granted", status: "False", reason: "PendingEvaluation", message: "Awaiting capacity evaluation", lastTransitionTime: "1970-01-01T00:00:00Z"}}}
 	Status ResourceClaimStatus `json:"status,omitempty"`
 }
 

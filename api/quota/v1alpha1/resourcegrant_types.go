@@ -84,13 +84,16 @@ type ResourceGrantStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=rgrant;grant,categories=quota
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
-// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
-// +kubebuilder:printcolumn:name="First Resource",type=string,JSONPath=`.spec.allowances[0].resourceType`
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
+// +kubebuilder:printcolumn:name="Consumer Group",type=string,JSONPath=`.spec.consumerRef.apiGroup`,priority=1
+// +kubebuilder:printcolumn:name="Consumer Type",type=string,JSONPath=`.spec.consumerRef.kind`,priority=1
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`,priority=1
+// +kubebuilder:printcolumn:name="First Resource",type=string,JSONPath=`.spec.allowances[0].resourceType`,priority=1
 // +kubebuilder:printcolumn:name="First Amount",type=integer,JSONPath=`.spec.allowances[0].buckets[0].amount`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.kind`
+// +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.name`
 type ResourceGrant struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

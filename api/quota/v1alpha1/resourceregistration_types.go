@@ -36,9 +36,9 @@ type ClaimingResource struct {
 }
 
 // ResourceRegistrationSpec defines a quotable resource type.
-// +kubebuilder:validation:XValidation:rule="self.resourceType == oldSelf.resourceType",message="resourceType is immutable; create a new ResourceRegistration instead",fieldPath=".resourceType"
-// +kubebuilder:validation:XValidation:rule="self.consumerType == oldSelf.consumerType",message="consumerType is immutable; create a new ResourceRegistration instead",fieldPath=".consumerType"
-// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="type is immutable; create a new ResourceRegistration instead",fieldPath=".type"
+// +kubebuilder:validation:XValidation:rule="self.resourceType == oldSelf.resourceType",message="spec.resourceType is immutable; create a new ResourceRegistration instead",fieldPath=".resourceType"
+// +kubebuilder:validation:XValidation:rule="self.consumerType == oldSelf.consumerType",message="spec.consumerType is immutable; create a new ResourceRegistration instead",fieldPath=".consumerType"
+// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="spec.type is immutable; create a new ResourceRegistration instead",fieldPath=".type"
 type ResourceRegistrationSpec struct {
 	// consumerType is the kind of object that receives grants and is charged
 	// by claims of this resource type, for example an Organization.
@@ -100,14 +100,13 @@ type ResourceRegistrationSpec struct {
 	BaseUnitQuantity *resource.Quantity `json:"baseUnitQuantity,omitempty"`
 
 	// claimingResources lists the kinds whose objects may claim this
-	// resource. Each kind may appear once.
-	// +required
-	// +listType=map
-	// +listMapKey=apiGroup
-	// +listMapKey=kind
-	// +kubebuilder:validation:MinItems=1
+	// resource. Each kind may appear once (admission refuses a duplicate,
+	// naming its first occurrence). Empty: no object claims it; claims are
+	// written by hand.
+	// +optional
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=20
-	ClaimingResources []ClaimingResource `json:"claimingResources"`
+	ClaimingResources []ClaimingResource `json:"claimingResources,omitempty"`
 
 	// thresholds are the fractions of a limit, in percent, at which the
 	// buckets of this resource type report that they are filling up: their
@@ -159,13 +158,16 @@ type ResourceRegistrationStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=rreg;registration,categories=quota
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
-// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerType.kind`
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
+// +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`,priority=1
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerType.kind`,priority=1
 // +kubebuilder:printcolumn:name="Base Unit",type=string,JSONPath=`.spec.baseUnit`,priority=1
 // +kubebuilder:printcolumn:name="Display Unit",type=string,JSONPath=`.spec.displayUnit`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:selectablefield:JSONPath=`.spec.consumerType.kind`
+// +kubebuilder:selectablefield:JSONPath=`.spec.consumerType.apiGroup`
+// +kubebuilder:selectablefield:JSONPath=`.spec.resourceType`
 type ResourceRegistration struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

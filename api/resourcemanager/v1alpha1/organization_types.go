@@ -18,8 +18,10 @@ const (
 // OrganizationSpec is what an organization is.
 type OrganizationSpec struct {
 	// type is Personal or Standard. Grant and claim policies may read it to
-	// give each type its own quota; it may change.
+	// give each type its own quota. It is immutable, as in the reference
+	// implementation: create a new organization to change it.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.type is immutable; create a new Organization of the other type instead"
 	Type OrganizationType `json:"type"`
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 )
 
@@ -71,7 +72,7 @@ type Plugin struct {
 	mu       sync.Mutex
 	compiled map[compiledKey]*compiledEntry
 
-	claims  *policy.ClaimValidator
+	claims  *claims.ClaimValidator
 	reports *reporter
 }
 
@@ -111,7 +112,7 @@ func (p *Plugin) ValidateInitialization() error {
 	if p.dynamic == nil || p.handle == nil || p.authorizer == nil || p.namespaces == nil {
 		return fmt.Errorf("%s needs a dynamic client, an authorizer, the namespace informer and the engine handle", PluginName)
 	}
-	v, err := policy.NewClaimValidator()
+	v, err := claims.NewClaimValidator()
 	if err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func (p *Plugin) validateCreate(ctx context.Context, a admission.Attributes, o a
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	in := policy.Input{Object: obj, User: userMap(a), RequestInfo: requestInfoMap(a), Units: p.units}
+	in := policy.Input{Object: obj, User: userMap(a), RequestInfo: requestInfoMap(ctx, a), Units: p.units}
 	var claims []*quotav1alpha1.ResourceClaim
 	var applying []*inForce
 	for _, f := range policies {

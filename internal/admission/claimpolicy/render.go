@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -36,10 +39,17 @@ type target struct {
 }
 
 func (p *Plugin) claimForObject(f *inForce, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
-	c := policy.NewClaim(policy.ClaimSource{Policy: f.name, Generation: f.generation, Kind: tg.kind, Resource: tg.resource,
+	c := claims.NewClaim(claims.ClaimSource{Policy: f.name, Generation: f.generation, Kind: tg.kind, Resource: tg.resource,
 		Namespace: a.GetNamespace(), Object: obj, SystemNamespace: p.systemNamespace}, r)
 	ns := c.Namespace
 	kind := tg.kind
+	if c.Spec.ConsumerRef.Kind == "" {
+		// The reference resolves the consumer from the project control
+		// plane the request came to; this request came to the root.
+		return nil, apierrors.NewInternalError(fmt.Errorf(
+			"ClaimCreationPolicy %s (generation %d) has no spec.target.resourceClaimTemplate.spec.consumerRef, so it charges the project whose control plane a request comes to, and this %s was created at the root control plane, which belongs to no project; the %s was not created: give the policy a consumerRef to use it here (this is not a quota denial)",
+			f.name, f.generation, kind.Kind, kind.Kind))
+	}
 	if errs := p.claims.Validate(c); len(errs) > 0 {
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) renders, for this %s, a ResourceClaim the API server would refuse: %v; the %s was not created: fix the policy's spec.target.resourceClaimTemplate (this is not a quota denial)",
@@ -95,16 +105,16 @@ func denialMessage(kind, name string, res admit.AdmitResult) string {
 	for _, d := range res.Decisions {
 		for _, r := range d.Requests {
 			if r.Reason == quota.ReasonQuotaExceeded {
-				return fmt.Sprintf("insufficient quota to create %s %s: %s", kind, name, d.Message)
+				return fmt.Sprintf("%s: %s", quota.RefusalPrefix, d.Message)
 			}
 		}
 	}
 	for _, d := range res.Decisions {
 		if d.Outcome != quota.Granted && d.Outcome != quota.Pending {
-			return fmt.Sprintf("insufficient quota to create %s %s: %s", kind, name, d.Message)
+			return fmt.Sprintf("%s: %s", quota.RefusalPrefix, d.Message)
 		}
 	}
-	return fmt.Sprintf("insufficient quota to create %s %s", kind, name)
+	return fmt.Sprintf("%s to create %s %s", quota.RefusalPrefix, kind, name)
 }
 
 func userMap(a admission.Attributes) map[string]any {
@@ -119,11 +129,20 @@ func userMap(a admission.Attributes) map[string]any {
 	return map[string]any{"name": u.GetName(), "uid": u.GetUID(), "groups": append([]string(nil), u.GetGroups()...), "extra": extra}
 }
 
-func requestInfoMap(a admission.Attributes) map[string]any {
+func requestInfoMap(ctx context.Context, a admission.Attributes) map[string]any {
 	r := a.GetResource()
-	return map[string]any{
+	m := map[string]any{
 		"verb": strings.ToLower(string(a.GetOperation())), "namespace": a.GetNamespace(), "name": a.GetName(),
 		"apiGroup": r.Group, "apiVersion": r.Version, "resource": r.Resource, "subresource": a.GetSubresource(),
 		"dryRun": a.IsDryRun(),
+		// As the reference implementation has them, from the request line.
+		"isResourceRequest": true, "path": "", "parts": []string{},
 	}
+	if ri, ok := genericapirequest.RequestInfoFrom(ctx); ok {
+		m["isResourceRequest"], m["path"] = ri.IsResourceRequest, ri.Path
+		if ri.Parts != nil {
+			m["parts"] = ri.Parts
+		}
+	}
+	return m
 }

@@ -47,7 +47,7 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 		return apierrors.NewInternalError(err)
 	}
 	newU := &unstructured.Unstructured{Object: newObj}
-	user, info := userMap(a), requestInfoMap(a)
+	user, info := userMap(a), requestInfoMap(ctx, a)
 	var changes []admit.PolicyChange
 	var applying []*inForce
 	for _, f := range policies {
@@ -176,11 +176,11 @@ func updateDenialMessage(kind, name string, res admit.UpdateResult) string {
 			}
 			cell := quota.Cell{Consumer: r.Bucket.Consumer, ResourceType: r.ResourceType}
 			before, after := amountOf(c.Old, cell), amountOf(c.New, cell)
-			return fmt.Sprintf("insufficient quota to update %s %s: ClaimCreationPolicy %s would change %s of %s from %d to %d (%d more): %s; the update was not stored",
-				kind, name, c.Policy, r.ResourceType, consumerText(r.Bucket.Consumer), before, after, after-before, r.Message)
+			return fmt.Sprintf("%s: to update %s %s, ClaimCreationPolicy %s would change %s of %s from %d to %d (%d more): %s; the update was not stored",
+				quota.RefusalPrefix, kind, name, c.Policy, r.ResourceType, consumerText(r.Bucket.Consumer), before, after, after-before, r.Message)
 		}
 	}
-	return fmt.Sprintf("insufficient quota to update %s %s", kind, name)
+	return fmt.Sprintf("%s to update %s %s", quota.RefusalPrefix, kind, name)
 }
 
 func amountOf(h map[quota.Cell]int64, c quota.Cell) int64 {

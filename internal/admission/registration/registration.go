@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -75,10 +76,18 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			})
 		}
 	}
+	if errs := duplicateClaimingResources(obj); len(errs) > 0 {
+		return apierrors.NewInvalid(quotav1alpha1.SchemeGroupVersion.WithKind("ResourceRegistration").GroupKind(), a.GetName(), errs)
+	}
 	p.warnUnservedKinds(ctx, obj)
 	rt, _, _ := unstructured.NestedString(obj.Object, "spec", "resourceType")
 	if rt == "" {
 		return nil // the schema reports the missing field
+	}
+	if !strings.Contains(rt, "/") {
+		// Any string is accepted, as the reference implementation accepts
+		// it; the convention keeps types of different services apart.
+		warning.AddWarning(ctx, "", fmt.Sprintf("spec.resourceType %q has no group: the recommended form is <service group>/<resource>, for example compute.example.com/%s, so that services' resource types cannot collide", rt, rt))
 	}
 	list, err := p.Client().Resource(registrations).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -96,6 +105,30 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		}
 	}
 	return nil
+}
+
+// duplicateClaimingResources refuses a kind listed twice in
+// spec.claimingResources, in the reference implementation's words.
+func duplicateClaimingResources(obj *unstructured.Unstructured) field.ErrorList {
+	claiming, _, _ := unstructured.NestedSlice(obj.Object, "spec", "claimingResources")
+	var errs field.ErrorList
+	first := map[string]int{}
+	for i, c := range claiming {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(m, "apiGroup")
+		kind, _, _ := unstructured.NestedString(m, "kind")
+		key := group + "/" + kind
+		if at, seen := first[key]; seen {
+			errs = append(errs, field.Duplicate(field.NewPath("spec", "claimingResources").Index(i),
+				fmt.Sprintf("duplicate claiming resource '%s' (first occurrence at index %d); list each kind once", key, at)))
+			continue
+		}
+		first[key] = i
+	}
+	return errs
 }
 
 // positiveQuantity checks a base unit quantity: what one base unit is must be

@@ -21,6 +21,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
@@ -72,7 +73,7 @@ type Charger struct {
 	// SystemNamespace holds claims of cluster-scoped objects.
 	SystemNamespace string
 
-	validator *policy.ClaimValidator
+	validator *claims.ClaimValidator
 	mu        sync.Mutex
 	// passes keep counts across the attempts of one pass (objects found
 	// busy are charged by a later attempt).
@@ -127,7 +128,7 @@ func (c *Charger) Reconcile(ctx context.Context, name string) error {
 		return nil
 	}
 	if c.validator == nil {
-		if c.validator, err = policy.NewClaimValidator(); err != nil {
+		if c.validator, err = claims.NewClaimValidator(); err != nil {
 			return err
 		}
 	}
@@ -292,7 +293,7 @@ func (c *Charger) claimFor(ctx context.Context, name string, generation int64, c
 	if !applies {
 		return nil, ""
 	}
-	claim := policy.NewClaim(policy.ClaimSource{Policy: name, Generation: generation, Kind: gvk, Resource: gvr,
+	claim := claims.NewClaim(claims.ClaimSource{Policy: name, Generation: generation, Kind: gvk, Resource: gvr,
 		Namespace: obj.GetNamespace(), Object: obj, SystemNamespace: c.SystemNamespace}, rendered)
 	if errs := c.validator.Validate(claim); len(errs) > 0 {
 		return nil, "the policy renders a claim the API server would refuse: " + errs.ToAggregate().Error()

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -231,12 +230,12 @@ func (h *Recorder) claimDecided(old, c *quotav1alpha1.ResourceClaim) {
 	if h.off() {
 		return
 	}
-	cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
-	if cond == nil || cond.Status == metav1.ConditionUnknown {
+	cond := quotav1alpha1.ClaimDecision(c.Status.Conditions)
+	if cond == nil {
 		return
 	}
 	if old != nil {
-		if prev := meta.FindStatusCondition(old.Status.Conditions, quotav1alpha1.ClaimConditionGranted); prev != nil &&
+		if prev := quotav1alpha1.ClaimDecision(old.Status.Conditions); prev != nil &&
 			prev.Status == cond.Status && prev.Reason == cond.Reason {
 			return
 		}

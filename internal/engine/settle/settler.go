@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -122,6 +124,10 @@ func ownerOf(p *record.PendingClaim, gvr schema.GroupVersionResource) []metav1.O
 	return []metav1.OwnerReference{{
 		APIVersion: schema.GroupVersion{Group: gvr.Group, Version: gvr.Version}.String(),
 		Kind:       ref.Kind, Name: ref.Name, UID: types.UID(p.ObjectUID),
+		// As the reference implementation writes them: the claim is owned
+		// by its object but is not its controller, and does not hold up the
+		// object's foreground deletion.
+		Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(false),
 	}}
 }
 

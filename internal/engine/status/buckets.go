@@ -68,6 +68,9 @@ func (w *BucketWriter) Reconcile(ctx context.Context, id quota.BucketID) error {
 		return err
 	}
 	if !exists {
+		if err := w.deleteMisplacedBuckets(ctx, quota.LegacyBucketName(id), nil, false); err != nil {
+			return err
+		}
 		return w.deleteBucketIn(ctx, id, ns, name)
 	}
 	for i, p := range places {
@@ -75,7 +78,9 @@ func (w *BucketWriter) Reconcile(ctx context.Context, id quota.BucketID) error {
 			return err
 		}
 	}
-	return nil
+	// A bucket written under its legacy name (before quotaplane took the
+	// reference implementation's names) goes once its successor is written.
+	return w.deleteMisplacedBuckets(ctx, quota.LegacyBucketName(id), nil, false)
 }
 
 // deleteBucketIn deletes the stored bucket of a bucket that no longer exists.
@@ -196,6 +201,7 @@ func bucketLabels(id quota.BucketID) map[string]string {
 		quotav1alpha1.LabelConsumerName: quotav1alpha1.ConsumerLabelValue(id.Consumer.Name),
 		quotav1alpha1.LabelResourceType: quotav1alpha1.ConsumerLabelValue(id.ResourceType),
 		quotav1alpha1.LabelManagedBy:    quotav1alpha1.ManagedByQuotaplane,
+		quotav1alpha1.LabelLegacyName:   quota.LegacyBucketLabelValue(id),
 	}
 }
 
@@ -212,7 +218,7 @@ func bucketStatus(stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) 
 		Conditions:         append([]metav1.Condition(nil), stored.Status.Conditions...),
 	}
 	for _, g := range st.Grants {
-		out.ContributingGrantRefs = append(out.ContributingGrantRefs, quotav1alpha1.ContributingGrantRef{Name: g.Name, Namespace: g.Namespace, Amount: g.Amount})
+		out.ContributingGrantRefs = append(out.ContributingGrantRefs, quotav1alpha1.ContributingGrantRef{Name: g.Name, Namespace: g.Namespace, Amount: g.Amount, LastObservedGeneration: g.Generation})
 	}
 	cond := metav1.Condition{Type: quotav1alpha1.BucketConditionOverLimit, Status: metav1.ConditionFalse, Reason: "WithinLimit",
 		Message: fmt.Sprintf("%d of %d allocated", st.Allocated, st.Limit), ObservedGeneration: stored.Generation}

@@ -79,13 +79,13 @@ func ClaimStatus(stored *quotav1alpha1.ResourceClaim, c quota.Claim, d quota.Dec
 	cond := metav1.Condition{Type: quotav1alpha1.ClaimConditionGranted, ObservedGeneration: stored.Generation}
 	switch d.Outcome {
 	case quota.Granted:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, quotav1alpha1.ClaimReasonQuotaAvailable, quota.GrantedMessage(c, d)
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, quotav1alpha1.ClaimReasonQuotaAvailable, quota.GrantedMessage(d)
 	case quota.QuotaExceeded:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.ClaimReasonQuotaExceeded, d.Message+"; the claim holds nothing and is decided again when its buckets gain room"
 	case quota.ValidationFailed:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.ClaimReasonValidationFailed, d.Message
 	default:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, quotav1alpha1.ClaimReasonPendingEvaluation, d.Message
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.ClaimReasonPendingEvaluation, d.Message
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if d.Outcome == quota.Granted {

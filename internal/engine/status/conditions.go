@@ -193,7 +193,7 @@ func (w *ConditionWriter) writePolicy(ctx context.Context, name string) (time.Du
 		return 0, err
 	}
 	c := metav1.Condition{Type: quotav1alpha1.PolicyConditionReady, Status: metav1.ConditionTrue, Reason: policy.ReasonReady,
-		Message: fmt.Sprintf("enforced on creates of %s", cp.Spec.Trigger.Resource.Kind), ObservedGeneration: cp.Generation}
+		Message: quota.PolicyReadyMessage, ObservedGeneration: cp.Generation}
 	opts, state := w.Schemas(ctx, cp.Spec.Trigger.Resource)
 	enforcedNow := cp.Status.Enforced != nil && cp.Status.Enforced.Generation == cp.Generation
 	wait, again := w.schemaWaits.next(name, cp.Generation, state, enforcedNow || cp.Spec.Disabled)

@@ -49,6 +49,7 @@ func TriggerIndexValue(policy, namespace, name string) string {
 func OwnLabels(policy, kind, namespace, name string) map[string]string {
 	l := map[string]string{
 		quotav1alpha1.GrantPolicyLabel:            LabelValue(policy),
+		quotav1alpha1.LabelPolicy:                 LabelValue(policy),
 		quotav1alpha1.GrantPolicyLabelTriggerKind: kind,
 		quotav1alpha1.GrantPolicyLabelTriggerName: LabelValue(name),
 	}

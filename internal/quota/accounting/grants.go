@@ -24,7 +24,7 @@ func (e *Accounts) ValidateGrant(g quota.Grant) quota.Validity {
 			return v
 		}
 	}
-	return quota.Validity{Valid: true, Reason: quota.ReasonGrantActive, Message: "grant is valid and counts towards its consumer's limits"}
+	return quota.Validity{Valid: true, Reason: quota.ReasonGrantActive, Message: quota.GrantActiveMessage}
 }
 
 // UpsertGrant adds or replaces a grant. An invalid grant contributes nothing.
@@ -70,7 +70,7 @@ func (e *Accounts) applyGrant(uid string, g quota.Grant) {
 		for _, gb := range a.Buckets {
 			b := e.bucketFor(s, gb.Dims)
 			c := b.grants[uid]
-			c.Namespace, c.Name = g.Namespace, g.Name
+			c.Namespace, c.Name, c.Generation = g.Namespace, g.Name, g.Generation
 			c.Amount = quota.AddSat(c.Amount, gb.Amount)
 			b.setGrant(uid, c)
 			e.touch(s, gb.Dims.Key())

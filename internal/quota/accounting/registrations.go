@@ -71,7 +71,7 @@ func (e *Accounts) RegistrationValidity(name string) quota.Validity {
 	case e.active[r.ResourceType] != name:
 		return quota.Validity{Reason: quota.ReasonValidationFailed, Cause: quota.CauseDuplicateResourceType, Message: fmt.Sprintf("resource type %s is already registered by ResourceRegistration %s; delete this duplicate", r.ResourceType, e.active[r.ResourceType])}
 	}
-	return quota.Validity{Valid: true, Reason: quota.ReasonRegistrationActive, Message: fmt.Sprintf("%s is registered for %s consumers", r.ResourceType, r.ConsumerType)}
+	return quota.Validity{Valid: true, Reason: quota.ReasonRegistrationActive, Message: quota.RegistrationActiveMessage}
 }
 
 // activeRegistration returns the active registration of a resource type.

@@ -292,7 +292,7 @@ func TestContention(t *testing.T) {
 				switch {
 				case err == nil:
 					admitted++
-				case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "insufficient quota"):
+				case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "Insufficient quota resources available"):
 					others = append(others, err)
 				}
 			}()

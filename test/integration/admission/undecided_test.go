@@ -79,7 +79,7 @@ func TestUndecidedCreates(t *testing.T) {
 	if !apierrors.IsTimeout(refusal) || !strings.Contains(refusal.Error(), "cannot be decided right now") || !strings.Contains(refusal.Error(), "retry") {
 		t.Fatalf("want a 504 saying quota cannot be decided now and to retry, got %v", refusal)
 	}
-	if strings.Contains(refusal.Error(), "insufficient quota") {
+	if strings.Contains(refusal.Error(), "Insufficient quota resources available") {
 		t.Fatalf("an undecided create is reported as a quota denial: %v", refusal)
 	}
 	if delay, ok := apierrors.SuggestsClientDelay(refusal); !ok || delay <= 0 {

@@ -136,6 +136,14 @@ func (w *world) waitConditionSaying(p *quotav1alpha1.GrantCreationPolicy, condTy
 			return false, nil
 		}
 		got = meta.FindStatusCondition(p.Status.Conditions, condType)
+		if condType == quotav1alpha1.GrantPolicyConditionGrantsSynced {
+			// Kept beside the conditions, which hold Ready alone as in the
+			// reference implementation.
+			if meta.FindStatusCondition(p.Status.Conditions, condType) != nil {
+				return false, fmt.Errorf("GrantsSynced is among the conditions: %+v", p.Status.Conditions)
+			}
+			got = p.Status.GrantsSynced
+		}
 		return got != nil && got.Status == status && got.Reason == reason && got.ObservedGeneration == p.Generation &&
 			p.Status.ObservedGeneration == p.Generation && strings.Contains(got.Message, saying), nil
 	})

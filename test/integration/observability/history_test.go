@@ -70,7 +70,7 @@ func TestHistoryAnswersWhyAnObjectWasRefused(t *testing.T) {
 	readHistory(t, history.Query{ConsumerKind: f.Org.Kind, ConsumerName: f.Org.Name, ObjectKind: "Secret", ObjectNamespace: f.NS, ObjectName: "s1"}, hasEvent(history.ClaimGranted))
 
 	err := c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s2", Namespace: f.NS}})
-	if err == nil || !strings.Contains(err.Error(), "insufficient quota") {
+	if err == nil || !strings.Contains(err.Error(), "Insufficient quota resources available") {
 		t.Fatalf("the third Secret was not refused for quota: %v", err)
 	}
 	// What admission reports for that refusal.

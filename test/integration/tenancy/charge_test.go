@@ -73,7 +73,7 @@ func TestOwnerChargesTheirOrganizationForProjects(t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("a third project in beta, over its limit of 2: want 403, got %v", err)
 	}
-	mustContain(t, err, "insufficient quota", "Organization.resourcemanager.miloapis.com "+beta.Name, "limit 2")
+	mustContain(t, err, "Insufficient quota resources available", "Organization.resourcemanager.miloapis.com "+beta.Name, "limit 2")
 
 	err = owner.Create(ctx, project(uniq("intruder"), acme.Name))
 	if !apierrors.IsForbidden(err) {

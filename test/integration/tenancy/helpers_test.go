@@ -144,8 +144,9 @@ func decided(t *testing.T, c client.Client, claim *quotav1alpha1.ResourceClaim) 
 		if err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
 			return false, nil
 		}
-		got = meta.FindStatusCondition(claim.Status.Conditions, quotav1alpha1.ClaimConditionGranted)
-		return got != nil && got.Status != metav1.ConditionUnknown, nil
+		got = quotav1alpha1.ClaimDecision(claim.Status.Conditions)
+		return got != nil, nil
+
 	})
 	if err != nil {
 		t.Fatalf("claim %s/%s was not decided within 30s", claim.Namespace, claim.Name)

@@ -38,7 +38,7 @@ func TestResize(t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("resizing 6 → 12 with 4 available: want 403, got %v", err)
 	}
-	for _, want := range []string{"insufficient quota to update Gadget m1", "from 6 to 12", "(6 more)", "only 4 of the limit 10 is available", w.Org.Name, string(w.RT("cpus"))} {
+	for _, want := range []string{"Insufficient quota resources available: to update Gadget m1", "from 6 to 12", "(6 more)", "only 4 of the limit 10 is available", w.Org.Name, string(w.RT("cpus"))} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("denial %q lacks %q", err.Error(), want)
 		}

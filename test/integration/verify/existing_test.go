@@ -65,8 +65,8 @@ func TestExistingObjectsAreCharged(t *testing.T) {
 	f.WaitBucket(quotatest.N(2, 5, 0), "secrets")
 
 	err := c.Create(context.Background(), &corev1.Secret{ObjectMeta: metavOf(f.NS, "after")})
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "insufficient quota") {
-		t.Fatalf("a create while the bucket is over its limit: want 403 insufficient quota, got %v", err)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "Insufficient quota resources available") {
+		t.Fatalf("a create while the bucket is over its limit: want 403 Insufficient quota resources available, got %v", err)
 	}
 	waitEvent(t, f, p.Name, "ExistingObjectsOverLimit", "5 charged")
 	wantDiscrepancies(t, audit(t, srv, false), nil)

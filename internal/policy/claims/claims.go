@@ -1,4 +1,4 @@
-package policy
+package claims
 
 import (
 	"crypto/sha256"
@@ -18,6 +18,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/config/crd"
+	"github.com/quotaplane/quotaplane/internal/policy"
 )
 
 // ClaimSource is the object a policy's claim is made for, and the version of
@@ -45,7 +46,7 @@ type ClaimSource struct {
 // policy, fixed before the claim exists), tied to its object and policy by
 // quotaplane's annotations, which the template's never replace. Admission
 // and the engine's charging of existing objects make claims only through it.
-func NewClaim(src ClaimSource, r *Rendered) *quotav1alpha1.ResourceClaim {
+func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim {
 	ns := r.Namespace
 	if ns == "" {
 		ns = src.Namespace
@@ -68,8 +69,14 @@ func NewClaim(src ClaimSource, r *Rendered) *quotav1alpha1.ResourceClaim {
 	}
 	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{
 		Namespace: ns, Name: name,
-		Labels: map[string]string{},
+		Labels: map[string]string{
+			quotav1alpha1.LabelAutoCreated: "true",
+			quotav1alpha1.LabelPolicy:      quotav1alpha1.LabelValue(src.Policy),
+			quotav1alpha1.LabelGVK:         quotav1alpha1.LabelValue(gvkLabel(src.Kind)),
+		},
 		Annotations: map[string]string{
+			quotav1alpha1.AnnotationCreatedBy:        quotav1alpha1.ClaimCreatedBy,
+			quotav1alpha1.AnnotationResourceName:     src.Object.GetName(),
 			quotav1alpha1.AnnotationPolicy:           src.Policy,
 			quotav1alpha1.AnnotationPolicyGeneration: strconv.FormatInt(src.Generation, 10),
 			quotav1alpha1.AnnotationResource:         quotav1alpha1.FormatResource(src.Resource),
@@ -77,7 +84,9 @@ func NewClaim(src ClaimSource, r *Rendered) *quotav1alpha1.ResourceClaim {
 		},
 	}, Spec: r.Spec}
 	for k, v := range r.Labels {
-		c.Labels[k] = v
+		if _, ours := c.Labels[k]; !ours {
+			c.Labels[k] = v
+		}
 	}
 	for k, v := range r.Annotations {
 		if _, ours := c.Annotations[k]; !ours {
@@ -86,6 +95,16 @@ func NewClaim(src ClaimSource, r *Rendered) *quotav1alpha1.ResourceClaim {
 	}
 	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: src.Kind.Group, Kind: src.Kind.Kind, Name: src.Object.GetName(), Namespace: src.Namespace}
 	return c
+}
+
+// gvkLabel is the reference implementation's quota.miloapis.com/gvk value:
+// <group>.<version>.<kind>, "core" for the core group.
+func gvkLabel(gvk schema.GroupVersionKind) string {
+	g := gvk.Group
+	if g == "" {
+		g = "core"
+	}
+	return g + "." + gvk.Version + "." + gvk.Kind
 }
 
 // ClaimValidator checks a claim as the API server checks a ResourceClaim

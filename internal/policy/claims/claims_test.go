@@ -1,4 +1,4 @@
-package policy
+package claims
 
 import (
 	"strings"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy"
 )
 
 func testClaim() *quotav1alpha1.ResourceClaim {
@@ -79,7 +80,7 @@ func TestNewClaim(t *testing.T) {
 	obj := &metav1.ObjectMeta{Name: "w1", UID: types.UID("uid-1")}
 	src := ClaimSource{Policy: "widgets", Generation: 3, Kind: schema.GroupVersionKind{Group: "adv.example.com", Version: "v1", Kind: "Widget"},
 		Resource: schema.GroupVersionResource{Group: "adv.example.com", Version: "v1", Resource: "widgets"}, Namespace: "apps", Object: obj, SystemNamespace: "quotaplane-system"}
-	r := &Rendered{Spec: quotav1alpha1.ResourceClaimSpec{Requests: []quotav1alpha1.ResourceRequest{{ResourceType: "example.com/widgets", Amount: 1}}},
+	r := &policy.Rendered{Spec: quotav1alpha1.ResourceClaimSpec{Requests: []quotav1alpha1.ResourceRequest{{ResourceType: "example.com/widgets", Amount: 1}}},
 		Annotations: map[string]string{quotav1alpha1.AnnotationResourceUID: "forged", "team": "a"}}
 	c := NewClaim(src, r)
 	if c.Namespace != "apps" || !strings.HasPrefix(c.Name, "widget-w1-") || c.Name != NewClaim(src, r).Name {

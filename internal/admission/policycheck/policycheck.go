@@ -1,0 +1,96 @@
+package policycheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy"
+)
+
+// PluginName is the admission plugin's name.
+const PluginName = "QuotaPolicyValidation"
+
+// Register adds the plugin to plugins.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}, nil
+	})
+}
+
+type plugin struct{ *admission.Handler }
+
+var (
+	_            admission.ValidationInterface = &plugin{}
+	claimPolicy                                = quotav1alpha1.Resource("claimcreationpolicies")
+	grantPolicy                                = quotav1alpha1.Resource("grantcreationpolicies")
+)
+
+// Validate refuses a policy whose spec can never work.
+func (p *plugin) Validate(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	gr := a.GetResource().GroupResource()
+	if a.GetSubresource() != "" || (gr != claimPolicy && gr != grantPolicy) {
+		return nil
+	}
+	obj, ok := a.GetObject().(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	var err error
+	switch gr {
+	case claimPolicy:
+		err = check(a, obj, &quotav1alpha1.ClaimCreationPolicy{}, func(o *quotav1alpha1.ClaimCreationPolicy) error {
+			_, err := policy.Compile(o, policy.Options{})
+			return err
+		}, func(o *quotav1alpha1.ClaimCreationPolicy) any { return o.Spec })
+	case grantPolicy:
+		err = check(a, obj, &quotav1alpha1.GrantCreationPolicy{}, func(o *quotav1alpha1.GrantCreationPolicy) error {
+			_, err := policy.CompileGrant(o, policy.Options{})
+			return err
+		}, func(o *quotav1alpha1.GrantCreationPolicy) any { return o.Spec })
+	}
+	return err
+}
+
+// check compiles the policy when its spec is new (a create, or an update
+// that changes the spec: an update of its metadata alone, such as removing
+// a finalizer, is never refused) and refuses it on the field at fault.
+func check[T runtime.Object](a admission.Attributes, obj *unstructured.Unstructured, into T, compile func(T) error, spec func(T) any) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, into); err != nil {
+		return nil // the schema reports what does not decode
+	}
+	if a.GetOperation() == admission.Update {
+		if old, ok := a.GetOldObject().(*unstructured.Unstructured); ok {
+			prev := into.DeepCopyObject().(T)
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(old.Object, prev); err == nil && equality.Semantic.DeepEqual(spec(prev), spec(into)) {
+				return nil
+			}
+		}
+	}
+	err := compile(into)
+	if err == nil {
+		return nil
+	}
+	var pe *policy.Error
+	if !errors.As(err, &pe) {
+		return apierrors.NewInternalError(fmt.Errorf("validating %s %s: %w", a.GetKind().Kind, a.GetName(), err))
+	}
+	path, _ := parsePath(pe.Field)
+	var bad any = field.OmitValueType{}
+	if v := valueAt(obj, pe.Field); v != nil {
+		bad = v
+	}
+	return apierrors.NewInvalid(a.GetKind().GroupKind(), a.GetName(), field.ErrorList{
+		{Type: field.ErrorTypeInvalid, Field: path.String(), BadValue: bad,
+			Detail: fmt.Sprintf("%v (%s); the policy was not stored: fix the field and apply it again", pe.Err, pe.Cause)},
+	})
+}
