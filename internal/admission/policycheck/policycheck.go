@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -30,9 +30,9 @@ func Register(plugins *admission.Plugins) {
 type plugin struct{ *admission.Handler }
 
 var (
-	_            admission.ValidationInterface = &plugin{}
-	claimPolicy                                = quotav1alpha1.Resource("claimcreationpolicies")
-	grantPolicy                                = quotav1alpha1.Resource("grantcreationpolicies")
+	_           admission.ValidationInterface = &plugin{}
+	claimPolicy                               = quotav1alpha1.Resource("claimcreationpolicies")
+	grantPolicy                               = quotav1alpha1.Resource("grantcreationpolicies")
 )
 
 // Validate refuses a policy whose spec can never work.
