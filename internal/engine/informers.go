@@ -193,9 +193,20 @@ func (t *term) startInformers(ctx context.Context) error {
 // when the garbage collector cannot, and writes its status when due.
 func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 	t.objects.Observe(t.ctx, c)
-	if t.cache.ClaimAdded(c) {
+	if t.cache.ClaimAdded(c) || namesLegacyBucket(c) {
 		t.claimQueue.Add(string(c.UID))
 	}
+}
+
+// namesLegacyBucket: the claim's status names a bucket by the name an older
+// quotaplane gave it; the decision is written again with today's name.
+func namesLegacyBucket(c *quotav1alpha1.ResourceClaim) bool {
+	for _, a := range c.Status.Allocations {
+		if a.AllocatingBucket != "" && !strings.HasPrefix(a.AllocatingBucket, "bucket-") {
+			return true
+		}
+	}
+	return false
 }
 
 // claimUpdated only matters when the stored status drifted from the

@@ -324,7 +324,11 @@ func (c *compiler) constraints(cons []quotav1alpha1.Constraint) (*constraints, e
 			}
 			return nil, invalid(cause, field, err)
 		}
-		if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
+		// As in the reference implementation, a constraint must be a bool
+		// by its form, not only when the object happens to hold one.
+		if t := ast.OutputType(); t == cel.DynType {
+			return nil, invalid(CauseConstraintNotBool, field, fmt.Errorf("must return bool, returns a field's value (dyn); compare it, for example %s == true", con.Expression))
+		} else if t != cel.BoolType {
 			return nil, invalid(CauseConstraintNotBool, field, fmt.Errorf("must return bool, returns %s", t))
 		}
 		out.programs = append(out.programs, prg)

@@ -87,6 +87,12 @@ func ClaimStatus(stored *quotav1alpha1.ResourceClaim, c quota.Claim, d quota.Dec
 	default:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.ClaimReasonPendingEvaluation, d.Message
 	}
+	if old := meta.FindStatusCondition(status.Conditions, cond.Type); old != nil && old.Reason == quotav1alpha1.ClaimReasonPendingEvaluation && cond.Reason != old.Reason {
+		// Deciding is a transition, though the initial Granted=False
+		// (PendingEvaluation, the CRD's default) shares its status with a
+		// refusal.
+		meta.RemoveStatusCondition(&status.Conditions, cond.Type)
+	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if d.Outcome == quota.Granted {
 		status.DecisionSeal = s.Seal(stored)
