@@ -572,6 +572,15 @@ func (f *Fixture) WaitPolicyReady(p *quotav1alpha1.ClaimCreationPolicy, status m
 // before it is created.
 func (f *Fixture) Policy(name, apiVersion, kind, rt string, amount intstr.IntOrString, mutate ...func(*quotav1alpha1.ClaimCreationPolicy)) *quotav1alpha1.ClaimCreationPolicy {
 	f.T.Helper()
+	p := f.PolicyObject(name, apiVersion, kind, rt, amount, mutate...)
+	if err := f.C.Create(context.Background(), p); err != nil {
+		f.T.Fatal(err)
+	}
+	return p
+}
+
+// PolicyObject is the policy Policy creates, not created.
+func (f *Fixture) PolicyObject(name, apiVersion, kind, rt string, amount intstr.IntOrString, mutate ...func(*quotav1alpha1.ClaimCreationPolicy)) *quotav1alpha1.ClaimCreationPolicy {
 	p := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-" + name}}
 	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: apiVersion, Kind: kind}
 	p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", f.NS)}}
@@ -581,9 +590,6 @@ func (f *Fixture) Policy(name, apiVersion, kind, rt string, amount intstr.IntOrS
 	}
 	for _, m := range mutate {
 		m(p)
-	}
-	if err := f.C.Create(context.Background(), p); err != nil {
-		f.T.Fatal(err)
 	}
 	return p
 }

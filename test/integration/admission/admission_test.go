@@ -176,12 +176,14 @@ func TestFalseConstraintCreatesNoClaim(t *testing.T) {
 	w.expectQuotaDenial(w.secret("paid-1", "tier", "paid"), 1, 0, 1)
 }
 
+// TestBrokenTemplateNeverDenies: a policy whose template cannot compile is
+// refused at create, naming the field, and so never denies a create.
 func TestBrokenTemplateNeverDenies(t *testing.T) {
 	w := newWorld(t, 1)
-	p := w.Policy("broken", "v1", "Secret", "secrets", intstr.FromString("{{ trigger.spec.size + }}"))
-	c := w.WaitPolicyReady(p, metav1.ConditionFalse)
-	if c.Reason != "ValidationFailed" || !strings.HasPrefix(c.Message, "spec.target.resourceClaimTemplate.spec.requests[0].amount: ") {
-		t.Errorf("Ready condition %+v should name the broken template", c)
+	p := w.PolicyObject("broken", "v1", "Secret", "secrets", intstr.FromString("{{ trigger.spec.size + }}"))
+	err := w.C.Create(context.Background(), p)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.target.resourceClaimTemplate.spec.requests[0].amount: Invalid value") {
+		t.Fatalf("a policy with a broken template: want 422 naming the amount, got %v", err)
 	}
 	for i := range 3 {
 		if err := w.secret(fmt.Sprintf("s%d", i)); err != nil {

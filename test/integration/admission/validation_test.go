@@ -10,6 +10,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -75,8 +76,8 @@ func TestPolicyCostJudgedOnTheTriggerSchema(t *testing.T) {
 }
 
 // TestInvalidLiteralsRefusedWhenJudged: a claim template's literal name
-// that no claim may have makes the policy ValidationFailed, naming the
-// field, rather than failing every create later.
+// that no claim may have is refused at create, naming the field, rather
+// than failing every create later.
 func TestInvalidLiteralsRefusedWhenJudged(t *testing.T) {
 	w := newWorld(t, 1)
 	for _, tc := range []struct {
@@ -88,12 +89,12 @@ func TestInvalidLiteralsRefusedWhenJudged(t *testing.T) {
 		{"both", func(m *quotav1alpha1.TemplateMetadata) { m.Name, m.GenerateName = "a", "b-" }, "spec.target.resourceClaimTemplate.metadata.generateName: "},
 		{"unbalanced", func(m *quotav1alpha1.TemplateMetadata) { m.Labels = map[string]string{"by": "{{ user.name"} }, "spec.target.resourceClaimTemplate.metadata.labels[by]: "},
 	} {
-		p := w.Policy("literal-"+tc.name, "v1", "Secret", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
+		p := w.PolicyObject("literal-"+tc.name, "v1", "Secret", "secrets", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
 			tc.edit(&p.Spec.Target.ResourceClaimTemplate.Metadata)
 		})
-		c := w.WaitPolicyReady(p, metav1.ConditionFalse)
-		if c.Reason != "ValidationFailed" || !strings.HasPrefix(c.Message, tc.field) {
-			t.Errorf("%s: Ready %s %q, want ValidationFailed naming %s", tc.name, c.Reason, c.Message, tc.field)
+		err := w.C.Create(context.Background(), p)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field+"Invalid value") {
+			t.Errorf("%s: want 422 naming %s, got %v", tc.name, tc.field, err)
 		}
 	}
 	if err := w.secret("free"); err != nil {

@@ -65,6 +65,16 @@ func (w *world) namespace(name string) {
 // it is created.
 func (w *world) tierPolicy(name, tier, rt string, amount int64, mutate ...func(*quotav1alpha1.GrantCreationPolicy)) *quotav1alpha1.GrantCreationPolicy {
 	w.T.Helper()
+	p := w.tierPolicyObject(name, tier, rt, amount, mutate...)
+	if err := w.C.Create(context.Background(), p); err != nil {
+		w.T.Fatal(err)
+	}
+	w.T.Cleanup(func() { _ = w.C.Delete(context.Background(), p) })
+	return p
+}
+
+// tierPolicyObject is the policy tierPolicy creates, not created.
+func (w *world) tierPolicyObject(name, tier, rt string, amount int64, mutate ...func(*quotav1alpha1.GrantCreationPolicy)) *quotav1alpha1.GrantCreationPolicy {
 	p := &quotav1alpha1.GrantCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: w.ID + "-" + name}}
 	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "ConfigMap"}
 	p.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{
@@ -80,10 +90,6 @@ func (w *world) tierPolicy(name, tier, rt string, amount int64, mutate ...func(*
 	for _, m := range mutate {
 		m(p)
 	}
-	if err := w.C.Create(context.Background(), p); err != nil {
-		w.T.Fatal(err)
-	}
-	w.T.Cleanup(func() { _ = w.C.Delete(context.Background(), p) })
 	return p
 }
 

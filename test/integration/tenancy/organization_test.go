@@ -130,13 +130,13 @@ func TestCreatorIsRecordedByTheServer(t *testing.T) {
 	// An update that leaves it out (kubectl replace of the manifest) keeps it.
 	kept, err := update(func(o *rmv1alpha1.Organization) {
 		delete(o.Annotations, rmv1alpha1.CreatorAnnotation)
-		o.Spec.Type = rmv1alpha1.OrganizationTypePersonal
+		o.Labels = map[string]string{"team": "a"}
 	})
 	if err != nil {
 		t.Fatalf("an update without the creator annotation: %v", err)
 	}
-	if got := kept.Annotations[rmv1alpha1.CreatorAnnotation]; got != user || kept.Spec.Type != rmv1alpha1.OrganizationTypePersonal {
-		t.Errorf("after an update without it, creator %q (want %q kept), type %s (want Personal)", got, user, kept.Spec.Type)
+	if got := kept.Annotations[rmv1alpha1.CreatorAnnotation]; got != user || kept.Labels["team"] != "a" {
+		t.Errorf("after an update without it, creator %q (want %q kept), labels %v (want team=a)", got, user, kept.Labels)
 	}
 }
 
