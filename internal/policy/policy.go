@@ -327,9 +327,9 @@ func (c *compiler) constraints(cons []quotav1alpha1.Constraint) (*constraints, e
 		// As in the reference implementation, a constraint must be a bool
 		// by its form, not only when the object happens to hold one.
 		if t := ast.OutputType(); t == cel.DynType {
-			return nil, invalid(CauseConstraintNotBool, field, fmt.Errorf("must return bool, returns a field's value (dyn); compare it, for example %s == true", con.Expression))
+			return nil, invalid(CauseConstraintNotBool, field, fmt.Errorf("expression must return bool, got dyn (a field's value); compare it, for example %s == true", con.Expression))
 		} else if t != cel.BoolType {
-			return nil, invalid(CauseConstraintNotBool, field, fmt.Errorf("must return bool, returns %s", t))
+			return nil, invalid(CauseConstraintNotBool, field, fmt.Errorf("expression must return bool, got %s", t))
 		}
 		out.programs = append(out.programs, prg)
 		out.exprs = append(out.exprs, con.Expression)

@@ -128,7 +128,8 @@ func (c *compiler) compileTemplate(field, s string, anyResult bool) (*template, 
 		prg, ast, cause, err := c.expr(expr)
 		if err != nil {
 			if cause == "" {
-				cause = CauseTemplateInvalid
+				// The reference's words for an expression that does not compile.
+				return nil, invalid(CauseTemplateInvalid, field, fmt.Errorf("CEL syntax validation failed: {{ %s }}: %w", expr, err))
 			}
 			return nil, invalid(cause, field, fmt.Errorf("{{ %s }}: %w", expr, err))
 		}
@@ -230,7 +231,7 @@ func (c *compiler) metadata(path *field.Path, md quotav1alpha1.TemplateMetadata)
 		if t.isLiteral() {
 			// The text as written (braces and all), as the reference judges it.
 			if msgs := f.judge(f.src); len(msgs) > 0 {
-				return nil, invalid(CauseInvalidLiteral, p, fmt.Errorf("%q is not a valid %s: %s", f.src, f.name, strings.Join(msgs, "; ")))
+				return nil, invalid(CauseInvalidLiteral, p, fmt.Errorf("invalid Kubernetes %s: %q is not a valid %s: %s", f.name, f.src, f.name, strings.Join(msgs, "; ")))
 			}
 			continue
 		}

@@ -92,9 +92,10 @@ func TestReferencePolicyInputsAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := &quotav1alpha1.ResourceClaim{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: f.NS, Name: "m1-cx"}, claim); err != nil {
-		t.Fatalf("the claim named by the reference's grammar (m1-cx): %v", err)
-	}
+	eventually(t, "the claim named by the reference's grammar (m1-cx)", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: f.NS, Name: "m1-cx"}, claim)
+		return err == nil, err
+	})
 	path := "/api/v1/namespaces/" + f.NS + "/configmaps"
 	for k, want := range map[string]string{
 		"example.com/literal": "{{{not an expression}}}", "example.com/sized": "sized",

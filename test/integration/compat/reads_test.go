@@ -31,10 +31,12 @@ func TestWhatReferenceClientsRead(t *testing.T) {
 	}
 
 	// The claim: labels, annotation, owner, message.
+	// The claim is written just after the create is admitted.
 	claims := &quotav1alpha1.ResourceClaimList{}
-	if err := c.List(ctx, claims, client.InNamespace(f.NS), client.MatchingLabels{quotav1alpha1.LabelPolicy: p.Name, quotav1alpha1.LabelAutoCreated: "true"}); err != nil || len(claims.Items) != 1 {
-		t.Fatalf("claims labelled auto-created=true, policy=%s: %d (%v), want 1", p.Name, len(claims.Items), err)
-	}
+	eventually(t, "one claim labelled auto-created=true, policy="+p.Name, func(ctx context.Context) (bool, error) {
+		err := c.List(ctx, claims, client.InNamespace(f.NS), client.MatchingLabels{quotav1alpha1.LabelPolicy: p.Name, quotav1alpha1.LabelAutoCreated: "true"})
+		return err == nil && len(claims.Items) == 1, err
+	})
 	claim := &claims.Items[0]
 	if got := claim.Labels[quotav1alpha1.LabelGVK]; got != "core.v1.Secret" {
 		t.Errorf("label %s = %q, want core.v1.Secret", quotav1alpha1.LabelGVK, got)
@@ -64,12 +66,13 @@ func TestWhatReferenceClientsRead(t *testing.T) {
 
 	// contributingGrantRefs follow the grant's generation.
 	g := &quotav1alpha1.ResourceGrant{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: f.NS, Name: "g"}, g); err != nil {
-		t.Fatal(err)
-	}
-	if a := meta.FindStatusCondition(g.Status.Conditions, quotav1alpha1.GrantConditionActive); a == nil || a.Message != "ResourceGrant is active" {
-		t.Errorf("an active grant's condition is %+v", a)
-	}
+	eventually(t, "an active grant says \"ResourceGrant is active\"", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: f.NS, Name: "g"}, g); err != nil {
+			return false, err
+		}
+		a := meta.FindStatusCondition(g.Status.Conditions, quotav1alpha1.GrantConditionActive)
+		return a != nil && a.Status == metav1.ConditionTrue && a.Message == "ResourceGrant is active", fmt.Errorf("%+v", a)
+	})
 	f.UpdateGrant(g, func(g *quotav1alpha1.ResourceGrant) { g.Spec.Allowances[0].Buckets[0].Amount = 4 })
 	eventually(t, "contributingGrantRefs at the grant's new generation", func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: f.BucketNS, Name: name}, b); err != nil {
