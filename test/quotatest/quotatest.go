@@ -78,7 +78,7 @@ func (f *Fixture) waitAdmission(gvr schema.GroupVersionResource, obj client.Obje
 		f.T.Fatal("waiting on admission needs a fixture whose client NewClient made")
 	}
 	cfg := rest.CopyConfig(v.(*rest.Config))
-	warned := &warningRecorder{}
+	warned := &Warnings{}
 	cfg.WarningHandler = warned
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -98,35 +98,39 @@ func (f *Fixture) waitAdmission(gvr schema.GroupVersionResource, obj client.Obje
 	}
 	var last error
 	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		warned.reset()
+		warned.Reset()
 		_, last = dyn.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return last == nil && warned.contains(warningText) == want, nil
+		return last == nil && warned.Contains(warningText) == want, nil
 	})
 	if err != nil {
 		f.T.Fatalf("admission still answers a dry run of %s %s/%s with error %v and warnings %q after 30s; waited for %q present=%v",
-			gvr.Resource, obj.GetNamespace(), obj.GetName(), last, warned.all(), warningText, want)
+			gvr.Resource, obj.GetNamespace(), obj.GetName(), last, warned.All(), warningText, want)
 	}
 }
 
-// warningRecorder collects the warnings a server sends.
-type warningRecorder struct {
+// Warnings collects the warnings a server sends a client (set it as the
+// client's rest.Config.WarningHandler).
+type Warnings struct {
 	mu  sync.Mutex
 	got []string
 }
 
-func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+// HandleWarningHeader implements rest.WarningHandler.
+func (w *Warnings) HandleWarningHeader(_ int, _ string, text string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.got = append(w.got, text)
 }
 
-func (w *warningRecorder) reset() {
+// Reset forgets the warnings seen.
+func (w *Warnings) Reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.got = nil
 }
 
-func (w *warningRecorder) contains(s string) bool {
+// Contains reports whether a warning contains s.
+func (w *Warnings) Contains(s string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, g := range w.got {
@@ -137,10 +141,16 @@ func (w *warningRecorder) contains(s string) bool {
 	return false
 }
 
-func (w *warningRecorder) all() []string {
+// All are the warnings seen.
+func (w *Warnings) All() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.got...)
+}
+
+// String is the warnings seen, one a line.
+func (w *Warnings) String() string {
+	return strings.Join(w.All(), "\n")
 }
 
 var counter atomic.Int64

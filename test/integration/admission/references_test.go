@@ -27,7 +27,7 @@ import (
 // warnings the server sent with the answer.
 func createWarned(t *testing.T, obj client.Object, kind, resource string) []string {
 	t.Helper()
-	w := &warnings{}
+	w := &quotatest.Warnings{}
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.WarningHandler = w
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
@@ -45,7 +45,7 @@ func createWarned(t *testing.T, obj client.Object, kind, resource string) []stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w.got
+	return w.All()
 }
 
 func hasWarning(got []string, parts ...string) bool {

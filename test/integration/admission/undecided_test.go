@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,7 +91,7 @@ func TestUndecidedCreates(t *testing.T) {
 	// Fail-open: admitted, without a claim — and said so: a warning to the
 	// client, a Warning Event on the policy, the fail_open result of the
 	// admission metric, and a record quotaplane verify reads.
-	warned := &warnings{}
+	warned := &quotatest.Warnings{}
 	wcfg := rest.CopyConfig(s.Config)
 	wcfg.WarningHandler = warned
 	wkube := kubernetes.NewForConfigOrDie(wcfg)
@@ -139,22 +138,4 @@ func TestUndecidedCreates(t *testing.T) {
 	if after := len(w.claims()); after != before {
 		t.Errorf("a fail-open create made a claim while undecided: %d claims, had %d", after, before)
 	}
-}
-
-// warnings collects the warnings a server sends.
-type warnings struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.got = append(w.got, text)
-}
-
-func (w *warnings) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.got, "\n")
 }

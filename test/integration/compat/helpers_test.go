@@ -3,11 +3,9 @@ package compat
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,33 +17,10 @@ import (
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
-// warnings collects the warnings the server sends a client.
-type warnings struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seen = append(w.seen, text)
-}
-
-func (w *warnings) saying(s string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, t := range w.seen {
-		if strings.Contains(t, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // clientWithWarnings is an admin client whose warnings are kept.
-func clientWithWarnings(t *testing.T) (client.Client, *warnings) {
+func clientWithWarnings(t *testing.T) (client.Client, *quotatest.Warnings) {
 	t.Helper()
-	w := &warnings{}
+	w := &quotatest.Warnings{}
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.WarningHandler = w
 	return quotatest.NewClient(t, cfg), w
@@ -116,5 +91,3 @@ func mustContain(t *testing.T, err error, parts ...string) {
 		}
 	}
 }
-
-var _ = fmt.Sprintf

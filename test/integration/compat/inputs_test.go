@@ -34,8 +34,8 @@ func TestReferenceResourceTypeAccepted(t *testing.T) {
 	if err := c.Create(ctx, reg); err != nil {
 		t.Fatalf("registering resource type %q (accepted by the reference): %v", rt, err)
 	}
-	if !warned.saying("has no group") {
-		t.Errorf("registering %q: no warning recommending <group>/<resource>; got %q", rt, warned.seen)
+	if !warned.Contains("has no group") {
+		t.Errorf("registering %q: no warning recommending <group>/<resource>; got %q", rt, warned.All())
 	}
 	f.WaitCondition(reg, quotav1alpha1.RegistrationConditionActive, metav1.ConditionTrue)
 	g := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: "cpu", Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{
