@@ -295,6 +295,9 @@ func (c *Charger) claimFor(ctx context.Context, name string, generation int64, c
 	}
 	claim := claims.NewClaim(claims.ClaimSource{Policy: name, Generation: generation, Kind: gvk, Resource: gvr,
 		Namespace: obj.GetNamespace(), Object: obj, SystemNamespace: c.SystemNamespace}, rendered)
+	if claim.Spec.ConsumerRef.Kind == "" {
+		return nil, "the policy has no spec.target.resourceClaimTemplate.spec.consumerRef, and an object at the root control plane belongs to no project to charge: give the policy a consumerRef"
+	}
 	if errs := c.validator.Validate(claim); len(errs) > 0 {
 		return nil, "the policy renders a claim the API server would refuse: " + errs.ToAggregate().Error()
 	}

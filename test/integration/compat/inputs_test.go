@@ -106,7 +106,12 @@ func TestReferencePolicyInputsAccepted(t *testing.T) {
 		}
 	}
 
-	// No consumerRef: stored and Ready; at the root, refused naming it.
+	// No consumerRef: stored and Ready; at the root, refused naming it. An
+	// object that existed before it cannot be charged either, and the
+	// policy's status says so.
+	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "noref-0", Namespace: f.NS}}); err != nil {
+		t.Fatal(err)
+	}
 	noRef := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-noref"}}
 	noRef.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "ConfigMap"}
 	noRef.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q && trigger.metadata.name.startsWith('noref')", f.NS)}}
@@ -115,6 +120,13 @@ func TestReferencePolicyInputsAccepted(t *testing.T) {
 		t.Fatalf("a policy without consumerRef (accepted by the reference): %v", err)
 	}
 	f.WaitCondition(noRef, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
+	eventually(t, "the existing object reported not charged for want of a consumerRef", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(noRef), noRef); err != nil {
+			return false, err
+		}
+		e := noRef.Status.ExistingObjects
+		return e != nil && e.NotCharged == 1 && strings.Contains(e.Message, "has no spec.target.resourceClaimTemplate.spec.consumerRef"), fmt.Errorf("%+v", e)
+	})
 	eventually(t, "a create at the root under a policy without consumerRef is refused naming it", func(ctx context.Context) (bool, error) {
 		err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "noref-1", Namespace: f.NS}}, client.DryRunAll)
 		if err == nil {
