@@ -202,7 +202,7 @@ func (t *term) claimAdded(c *quotav1alpha1.ResourceClaim) {
 // quotaplane gave it; the decision is written again with today's name.
 func namesLegacyBucket(c *quotav1alpha1.ResourceClaim) bool {
 	for _, a := range c.Status.Allocations {
-		if a.AllocatingBucket != "" && !strings.HasPrefix(a.AllocatingBucket, "bucket-") {
+		if a.AllocatingBucket != "" && !quota.IsBucketName(a.AllocatingBucket) {
 			return true
 		}
 	}

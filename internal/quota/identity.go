@@ -109,6 +109,18 @@ func BucketName(id BucketID) string {
 	return "bucket-" + hex.EncodeToString(sum[:])
 }
 
+// IsBucketName reports whether name has the form BucketName gives:
+// bucket-<64 hex digits>. No legacy name has it (a legacy name ends in a
+// dash and 10 hex digits after at least two more dashes).
+func IsBucketName(name string) bool {
+	h, ok := strings.CutPrefix(name, "bucket-")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
+
 // LegacyBucketName is the name quotaplane gave a bucket before it took the
 // reference's names: <consumer kind>-<consumer name>-<resource>-<hash>. The
 // engine renames a bucket stored under it, and labels every bucket with
