@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/rest"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
@@ -34,6 +36,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
+	"github.com/quotaplane/quotaplane/internal/server/planeserve"
 )
 
 // Component is started once the API server serves and the quota CRDs are
@@ -53,6 +56,8 @@ type Config struct {
 	etcd     *etcd.Server // nil with an external etcd
 	// storage is the quota engine's own etcd client (admission's grants).
 	storage *clientv3.Client
+	// planes knows the control planes of Organizations and Projects.
+	planes *planeserve.Registry
 	// EtcdServers are the etcd endpoints the server uses (the embedded one's
 	// when nothing else was given).
 	EtcdServers []string
@@ -75,6 +80,7 @@ type completedConfig struct {
 	files   pki.Files
 	etcd    *etcd.Server
 	storage *clientv3.Client
+	planes  *planeserve.Registry
 
 	aggregator    aggregatorapiserver.CompletedConfig
 	controlPlane  controlplaneapiserver.CompletedConfig
@@ -191,23 +197,27 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		return nil, err
 	}
 
+	// The engine writes admission's grants straight into etcd, fenced by its
+	// ledger (docs/admission.md), and the control planes' cleaner removes a
+	// deleted owner's plane data (docs/control-planes.md): one client.
+	tlsConfig, err := opts.etcdClientTLS()
+	if err != nil {
+		return nil, err
+	}
+	c.storage, err = clientv3.New(clientv3.Config{Endpoints: servers, TLS: tlsConfig, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to etcd: %w", err)
+	}
 	if opts.QuotaEngine != nil {
-		// The engine writes admission's grants straight into etcd, fenced by
-		// its ledger (docs/admission.md): it needs a client of its own.
-		tlsConfig, err := opts.etcdClientTLS()
-		if err != nil {
-			return nil, err
-		}
-		c.storage, err = clientv3.New(clientv3.Config{Endpoints: servers, TLS: tlsConfig, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			return nil, fmt.Errorf("connecting the quota engine to etcd: %w", err)
-		}
 		opts.QuotaEngine.UseStorage(&admit.Storage{Client: c.storage, Prefix: opts.EtcdPrefix})
 	}
+	c.planes = planeserve.NewRegistry(opts.SystemNamespace)
+	planeStorage := &planeserve.Storage{SystemNamespace: opts.SystemNamespace}
 
 	ko := cpoptions.NewOptions()
 	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options)
 	ko.Admission.GenericAdmission.DefaultOffPlugins = defaultOffAdmissionPlugins()
+	ko.Admission.GenericAdmission.Decorators = append(ko.Admission.GenericAdmission.Decorators, planeserve.AdmissionDecorator(c.planes))
 	ko.SecureServing.BindAddress = opts.bindIP
 	ko.SecureServing.BindPort = opts.SecurePort
 	ko.SecureServing.Listener = opts.Listener
@@ -252,6 +262,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	if err != nil {
 		return nil, fmt.Errorf("configuring the built-in APIs: %w", err)
 	}
+	kubeAPIs.Generic.RESTOptionsGetter = planeStorage.OptionsGetter(kubeAPIs.Generic.RESTOptionsGetter)
 	c.controlPlane = kubeAPIs
 	authInfoResolver := webhook.NewDefaultAuthenticationInfoResolverWrapper(kubeAPIs.ProxyTransport, kubeAPIs.Generic.EgressSelector, kubeAPIs.Generic.LoopbackClientConfig, kubeAPIs.Generic.TracerProvider)
 	c.apiExtensions, err = controlplaneapiserver.CreateAPIExtensionsConfig(*kubeAPIs.Generic, kubeAPIs.VersionedInformers, pluginInitializer, completed, 3, serviceResolver, authInfoResolver)
@@ -262,10 +273,20 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	if err != nil {
 		return nil, fmt.Errorf("configuring the aggregator: %w", err)
 	}
+	c.apiExtensions.GenericConfig.RESTOptionsGetter = planeStorage.OptionsGetter(c.apiExtensions.GenericConfig.RESTOptionsGetter)
+	c.apiExtensions.ExtraConfig.CRDRESTOptionsGetter = planeStorage.OptionsGetter(c.apiExtensions.ExtraConfig.CRDRESTOptionsGetter)
 	c.aggregator.ExtraConfig.DisableRemoteAvailableConditionController = true
+	c.aggregator.GenericConfig.RESTOptionsGetter = planeStorage.OptionsGetter(c.aggregator.GenericConfig.RESTOptionsGetter)
 	if opts.QuotaEngine != nil {
 		c.aggregator.GenericConfig.BuildHandlerChainFunc = reportCreateOutcomes(opts.QuotaEngine, c.aggregator.GenericConfig.BuildHandlerChainFunc)
 	}
+	// Requests to control planes: the path within the plane before every
+	// filter, the plane's owner resolved after authorization.
+	chain := c.aggregator.GenericConfig.BuildHandlerChainFunc
+	c.aggregator.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, cfg *genericapiserver.Config) http.Handler {
+		return planeserve.Outer(chain(planeserve.Inner(c.planes, h), cfg))
+	}
+	c.aggregator.GenericConfig.Authorization.Authorizer = &planeserve.Authorizer{Root: c.aggregator.GenericConfig.Authorization.Authorizer, Registry: c.planes}
 	return c, nil
 }
 
@@ -293,6 +314,7 @@ func (c *Config) Complete() CompletedConfig {
 		files:         c.files,
 		etcd:          c.etcd,
 		storage:       c.storage,
+		planes:        c.planes,
 		aggregator:    c.aggregator.Complete(),
 		controlPlane:  c.controlPlane.Complete(),
 		apiExtensions: c.apiExtensions.Complete(),

@@ -23,6 +23,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
+	"github.com/quotaplane/quotaplane/internal/server/planeserve"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
 )
 
@@ -91,7 +92,15 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	mux.Unregister("/metrics")
 	mux.Handle("/metrics", c.Options.QuotaMetrics.Handler(legacyregistry.HandlerWithReset(), statemetrics.WriteState))
 	le := c.Options.KubeControllers
+	cleaner := &planeserve.Cleaner{Registry: c.planes, Etcd: c.storage, Prefix: c.Options.EtcdPrefix}
 	components := append([]Component{
+		func(ctx context.Context, loopback *rest.Config) error {
+			if err := c.planes.Start(ctx, loopback); err != nil {
+				return err
+			}
+			cleaner.Start(ctx)
+			return nil
+		},
 		kubecontrollers.Start(le),
 		tenancy.Start(tenancy.Options{Namespace: le.Namespace, Identity: le.Identity,
 			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}),

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
 // projectReconciler keeps a Project's organization label and ownerReference
@@ -67,6 +70,13 @@ func (r *projectReconciler) reconcile(ctx context.Context, name string) (time.Du
 		if err := r.ensureMetadata(ctx, p, org); err != nil {
 			return 0, err
 		}
+		conflict, err := r.ensureNamespace(ctx, p, org)
+		if err != nil {
+			return 0, err
+		}
+		if conflict != "" {
+			ready = metav1.Condition{Type: rmv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: rmv1alpha1.OrganizationReasonNamespaceConflict, Message: conflict}
+		}
 	}
 	ready.ObservedGeneration = p.Generation
 	status := p.Status.DeepCopy()
@@ -117,6 +127,37 @@ func (r *projectReconciler) finalize(ctx context.Context, p *rmv1alpha1.Project)
 	}
 	klog.FromContext(ctx).V(2).Info("Nothing is charged to the deleted project any more; removed its finalizer", "project", klog.KObj(p))
 	return 0, nil
+}
+
+// ensureNamespace makes the project's namespace at the root, where its
+// control plane's quota objects are kept (docs/control-planes.md): labelled
+// with its organization and controlled by the project, so that it goes with
+// it. It returns why not when a namespace of that name is someone else's.
+func (r *projectReconciler) ensureNamespace(ctx context.Context, p *rmv1alpha1.Project, org *rmv1alpha1.Organization) (string, error) {
+	name := planes.ProjectNamespace(p.Name)
+	ns := &corev1.Namespace{}
+	err := r.cache.get(client.ObjectKey{Name: name}, ns)
+	if err == nil {
+		if ref := metav1.GetControllerOf(ns); ref != nil && ref.UID == p.UID {
+			return "", nil
+		}
+		return fmt.Sprintf("namespace %s exists and is not this project's (it has no controller ownerReference to Project %s with uid %s); delete it, or create the project under another name", name, p.Name, p.UID), nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels:          map[string]string{rmv1alpha1.OrganizationNameLabel: org.Name, rmv1alpha1.ProjectNameLabel: p.Name},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(p, rmv1alpha1.SchemeGroupVersion.WithKind("Project"))},
+	}}
+	if err := r.client.Create(ctx, ns); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Sprintf("namespace %s exists and is not this project's (or not seen yet); delete it, or create the project under another name", name), nil
+		}
+		return "", fmt.Errorf("creating the project's namespace %s: %w", name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Created the project's namespace", "namespace", name)
+	return "", nil
 }
 
 // ensureMetadata labels the project with its organization's name and makes

@@ -6,6 +6,9 @@ const (
 	// OrganizationNameLabel names the organization an object belongs to: set
 	// on an organization's namespace and on each of its projects.
 	OrganizationNameLabel = "resourcemanager.miloapis.com/organization-name"
+	// ProjectNameLabel names the project a namespace at the root belongs to
+	// (project-<name>, where its control plane's quota objects are kept).
+	ProjectNameLabel = "resourcemanager.miloapis.com/project-name"
 	// CreatorAnnotation records, on an Organization, the user who created it
 	// (set by admission at create; clients cannot set or change it). The
 	// organization controller binds that user as the organization's owner.

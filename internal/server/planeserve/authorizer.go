@@ -1,0 +1,74 @@
+package planeserve
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/quotaplane/quotaplane/internal/planes"
+)
+
+// Authorizer decides requests to planes; requests at the root go to Root.
+//
+// A user may use a plane when the root's authorizer lets them "get" the
+// owner's subresource control-plane: for a project's plane in the project's
+// quota namespace (project-<name>: bind ClusterRole quotaplane-project-member
+// there) or in its organization's namespace (organization owners), for an
+// organization's plane in its namespace. Whoever may use a plane may do
+// anything in it but what no plane allows (refusal): the platform's kinds
+// are read-only there, grants and buckets are written by the platform.
+type Authorizer struct {
+	Root     authorizer.Authorizer
+	Registry *Registry
+}
+
+// MemberRole is the ClusterRole that, bound in a project's namespace at the
+// root (project-<name>), lets its subjects use the project's plane.
+const MemberRole = "quotaplane-project-member"
+
+func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	p, ok := planes.From(ctx)
+	if !ok {
+		return a.Root.Authorize(ctx, attrs)
+	}
+	if attrs.IsResourceRequest() {
+		gr := schema.GroupResource{Group: attrs.GetAPIGroup(), Resource: attrs.GetResource()}
+		if why := refusal(p, gr, attrs.GetVerb()); why != "" {
+			return authorizer.DecisionDeny, why, nil
+		}
+	}
+	for _, q := range a.entry(attrs, p) {
+		if d, _, _ := a.Root.Authorize(ctx, q); d == authorizer.DecisionAllow {
+			return authorizer.DecisionAllow, "", nil
+		}
+	}
+	user := "system:anonymous"
+	if u := attrs.GetUser(); u != nil {
+		user = u.GetName()
+	}
+	var how string
+	if p.Kind == planes.Projects {
+		how = fmt.Sprintf("ask an owner of its organization to bind you to ClusterRole %s in namespace %s", MemberRole, planes.ProjectNamespace(p.Name))
+	} else {
+		how = fmt.Sprintf("ask an owner of the organization to bind you to ClusterRole quotaplane-organization-owner in namespace %s", p.QuotaNamespace())
+	}
+	return authorizer.DecisionDeny, fmt.Sprintf("user %q may not use the control plane of %s %s (it needs verb \"get\" on %s/%s named %s); %s",
+		user, p.OwnerKind(), p.Name, p.Kind, planes.Subresource, p.Name, how), nil
+}
+
+// entry are the questions asked of the root's authorizer: may the user use
+// plane p. Any allowed lets the user in.
+func (a *Authorizer) entry(attrs authorizer.Attributes, p planes.Plane) []authorizer.AttributesRecord {
+	q := authorizer.AttributesRecord{User: attrs.GetUser(), Verb: "get", APIGroup: planes.Group, APIVersion: planes.Version,
+		Resource: string(p.Kind), Subresource: planes.Subresource, Name: p.Name, Namespace: p.QuotaNamespace(), ResourceRequest: true}
+	qs := []authorizer.AttributesRecord{q}
+	if p.Kind == planes.Projects {
+		if org := a.Registry.OrganizationOf(p); org != "" {
+			q.Namespace = planes.Plane{Kind: planes.Organizations, Name: org}.QuotaNamespace()
+			qs = append(qs, q)
+		}
+	}
+	return qs
+}

@@ -1,0 +1,14 @@
+// Package planeserve serves the control plane of every Organization and
+// Project inside serve (docs/control-planes.md). A request to
+// /apis/resourcemanager.miloapis.com/v1alpha1/{organizations|projects}/<name>/control-plane/...
+// has the prefix stripped and its plane put into the request's context
+// (Outer, before every filter); the authorizer lets in only who may use the
+// plane (Authorizer); once authorized, the plane is resolved to its Ready
+// owner and prepared on first use (Inner, Registry); the storage of every
+// resource routes the request (Storage): a plane's own objects under the
+// plane's etcd key prefix, the platform's kinds shared read-only, a plane's
+// claims, grants and buckets to its quota namespace at the root, the
+// projects of an organization's plane to the root's, filtered. Cleaner
+// removes a deleted owner's plane data. The admission plugins that read
+// the root's objects are made plane-aware by AdmissionDecorator.
+package planeserve

@@ -1,0 +1,69 @@
+package planeserve
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotaplane/quotaplane/internal/planes"
+)
+
+// route is how a resource is stored for a request to a plane.
+type route int
+
+const (
+	// local: the plane's own, under its key prefix.
+	local route = iota
+	// shared: the platform's, read from the root; never written in a plane.
+	shared
+	// mapped: kept at the root in the plane's quota namespace, shown in
+	// the plane's system namespace.
+	mapped
+	// orgProjects: the root's Projects, only those of the organization.
+	orgProjects
+	// refused: not served in planes.
+	refused
+)
+
+const quotaGroup = "quota.miloapis.com"
+
+// routeOf is the route of a resource.
+func routeOf(gr schema.GroupResource) route {
+	switch gr.Group {
+	case quotaGroup:
+		switch gr.Resource {
+		case "resourceclaims", "resourcegrants", "allowancebuckets":
+			return mapped
+		}
+		return shared
+	case planes.Group:
+		if gr.Resource == "projects" {
+			return orgProjects
+		}
+		return refused
+	case "apiextensions.k8s.io", "apiregistration.k8s.io", "admissionregistration.k8s.io", "flowcontrol.apiserver.k8s.io":
+		return shared
+	}
+	return local
+}
+
+// refusal is why a request of verb on gr is refused in plane p, "" when it
+// is not.
+func refusal(p planes.Plane, gr schema.GroupResource, verb string) string {
+	read := verb == "get" || verb == "list" || verb == "watch"
+	switch routeOf(gr) {
+	case shared:
+		if !read {
+			return gr.String() + " are the platform's: they apply in every control plane and are changed at the root"
+		}
+	case refused:
+		return gr.String() + " are managed at the root, not in a control plane"
+	case orgProjects:
+		if p.Kind != planes.Organizations {
+			return "projects are created and listed in their organization's control plane, not in a project's"
+		}
+	case mapped:
+		if !read && gr.Resource != "resourceclaims" {
+			return gr.String() + " of a control plane are written by the platform: grants at the root or by a GrantCreationPolicy, buckets by the quota engine"
+		}
+	}
+	return ""
+}

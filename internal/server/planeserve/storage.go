@@ -1,0 +1,342 @@
+package planeserve
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/client-go/tools/cache"
+	api "k8s.io/kubernetes/pkg/apis/core"
+
+	"github.com/quotaplane/quotaplane/internal/planes"
+)
+
+// Storage routes each resource's storage by the plane a request is made to.
+type Storage struct {
+	// SystemNamespace is where a plane shows its quota objects.
+	SystemNamespace string
+}
+
+// OptionsGetter wraps a REST options getter so that every storage it makes
+// is routed by plane.
+func (s *Storage) OptionsGetter(inner generic.RESTOptionsGetter) generic.RESTOptionsGetter {
+	return optionsGetter{inner: inner, s: s}
+}
+
+type optionsGetter struct {
+	inner generic.RESTOptionsGetter
+	s     *Storage
+}
+
+func (g optionsGetter) GetRESTOptions(gr schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	o, err := g.inner.GetRESTOptions(gr, example)
+	if err != nil {
+		return o, err
+	}
+	o.Decorator = g.s.decorate(o.Decorator)
+	return o, nil
+}
+
+// decorate makes the root's storage as inner does (the watch cache) and
+// routes requests to planes around it.
+func (s *Storage) decorate(inner generic.StorageDecorator) generic.StorageDecorator {
+	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(obj runtime.Object) (string, error),
+		newFunc, newListFunc func() runtime.Object, getAttrs storage.AttrFunc, trigger storage.IndexerFuncs, indexers *cache.Indexers) (storage.Interface, factory.DestroyFunc, error) {
+		root, destroyRoot, err := inner(config, resourcePrefix, keyFunc, newFunc, newListFunc, getAttrs, trigger, indexers)
+		if err != nil {
+			return nil, nil, err
+		}
+		r := &router{Interface: root, route: routeOf(config.GroupResource), gr: config.GroupResource, prefix: resourcePrefix,
+			systemNamespace: s.SystemNamespace, namespaces: config.GroupResource == api.Resource("namespaces")}
+		cfg := *config
+		r.open = func() (storage.Interface, factory.DestroyFunc, error) {
+			// Every plane's objects of this resource, under /planes/.
+			return generic.NewRawStorage(&cfg, newFunc, newListFunc, strings.TrimSuffix(planes.KeyRoot, "/"))
+		}
+		return r, func() {
+			r.close()
+			destroyRoot()
+		}, nil
+	}
+}
+
+// router is one resource's storage: the root's (embedded), and for requests
+// to planes what the resource's route says.
+type router struct {
+	storage.Interface
+	route           route
+	gr              schema.GroupResource
+	prefix          string
+	systemNamespace string
+	namespaces      bool
+
+	// open makes the storage of every plane's objects of this resource,
+	// the first time a plane uses it.
+	open    func() (storage.Interface, factory.DestroyFunc, error)
+	mu      sync.Mutex
+	planes  storage.Interface
+	destroy factory.DestroyFunc
+}
+
+func (r *router) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.destroy != nil {
+		r.destroy()
+	}
+}
+
+func (r *router) local() (storage.Interface, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.planes == nil {
+		s, d, err := r.open()
+		if err != nil {
+			return nil, fmt.Errorf("opening the control planes' storage of %s: %w", r.gr, err)
+		}
+		r.planes, r.destroy = s, d
+	}
+	return r.planes, nil
+}
+
+// target is where a request on key goes: the storage and the key there.
+// A nil storage with a nil error means the key names nothing that can
+// exist in the plane (a quota object outside its system namespace).
+func (r *router) target(ctx context.Context, key string) (storage.Interface, string, *planes.Plane, error) {
+	p, ok := planes.From(ctx)
+	if !ok {
+		return r.Interface, key, nil, nil
+	}
+	if p.UID == "" {
+		return nil, "", nil, apierrors.NewInternalError(fmt.Errorf("a request to control plane %s reached storage before the plane was resolved", p))
+	}
+	switch r.route {
+	case local:
+		s, err := r.local()
+		return s, p.KeyPrefix() + key, &p, err
+	case shared, orgProjects:
+		return r.Interface, key, &p, nil
+	case mapped:
+		k, ok := r.mapKey(p, key)
+		if !ok {
+			return nil, "", &p, nil
+		}
+		return r.Interface, k, &p, nil
+	}
+	return nil, "", &p, apierrors.NewForbidden(r.gr, "", fmt.Errorf("%s", refusal(p, r.gr, "get")))
+}
+
+// mapKey is the root's key of a plane's quota object: the plane's system
+// namespace is its quota namespace at the root. ok is false for another
+// namespace of the plane, where no quota object can be.
+func (r *router) mapKey(p planes.Plane, key string) (string, bool) {
+	rest := strings.TrimPrefix(strings.TrimPrefix(key, r.prefix), "/")
+	if rest == "" {
+		return r.prefix + "/" + p.QuotaNamespace(), true
+	}
+	ns, name, _ := strings.Cut(rest, "/")
+	if ns != r.systemNamespace {
+		return "", false
+	}
+	k := r.prefix + "/" + p.QuotaNamespace()
+	if name != "" {
+		k += "/" + name
+	}
+	return k, true
+}
+
+func (r *router) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
+	s, k, p, err := r.target(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case p == nil:
+		return s.Create(ctx, k, obj, out, ttl)
+	case s == nil:
+		return apierrors.NewBadRequest(fmt.Sprintf("%s of a control plane live in its namespace %s; create it there", r.gr, r.systemNamespace))
+	}
+	switch r.route {
+	case shared:
+		return apierrors.NewForbidden(r.gr, "", fmt.Errorf("%s", refusal(*p, r.gr, "create")))
+	case orgProjects:
+		if err := r.checkProject(*p, obj); err != nil {
+			return err
+		}
+	case mapped:
+		setNamespace(obj, p.QuotaNamespace())
+		defer r.show(*p, out)
+	case local:
+		if r.namespaces {
+			// No namespace controller runs in a plane: a namespace is
+			// deleted at once (docs/control-planes.md).
+			if ns, ok := obj.(*api.Namespace); ok {
+				ns.Spec.Finalizers = nil
+			}
+		}
+	}
+	return s.Create(ctx, k, obj, out, ttl)
+}
+
+func (r *router) Delete(ctx context.Context, key string, out runtime.Object, pre *storage.Preconditions, validate storage.ValidateObjectFunc, cached runtime.Object, opts storage.DeleteOptions) error {
+	s, k, p, err := r.target(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case p == nil:
+		return s.Delete(ctx, k, out, pre, validate, cached, opts)
+	case s == nil:
+		return apierrors.NewNotFound(r.gr, key)
+	}
+	switch r.route {
+	case shared:
+		return apierrors.NewForbidden(r.gr, "", fmt.Errorf("%s", refusal(*p, r.gr, "delete")))
+	case orgProjects:
+		inner := validate
+		validate = func(ctx context.Context, obj runtime.Object) error {
+			if !r.ownProject(*p, obj) {
+				return apierrors.NewNotFound(r.gr, key)
+			}
+			return inner(ctx, obj)
+		}
+	case mapped:
+		inner := validate
+		validate = func(ctx context.Context, obj runtime.Object) error { return inner(ctx, r.shown(*p, obj)) }
+		cached = nil
+		defer r.show(*p, out)
+	}
+	return s.Delete(ctx, k, out, pre, validate, cached, opts)
+}
+
+func (r *router) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
+	s, k, p, err := r.target(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case p == nil:
+		return s.Get(ctx, k, opts, out)
+	case s == nil:
+		if opts.IgnoreNotFound {
+			return nil
+		}
+		return storage.NewKeyNotFoundError(key, 0)
+	}
+	if err := s.Get(ctx, k, opts, out); err != nil {
+		return err
+	}
+	switch r.route {
+	case orgProjects:
+		if !r.ownProject(*p, out) {
+			if opts.IgnoreNotFound {
+				return nil
+			}
+			return storage.NewKeyNotFoundError(key, 0)
+		}
+	case mapped:
+		r.show(*p, out)
+	}
+	return nil
+}
+
+func (r *router) GetList(ctx context.Context, key string, opts storage.ListOptions, list runtime.Object) error {
+	s, k, p, err := r.target(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case p == nil:
+		return s.GetList(ctx, k, opts, list)
+	case s == nil:
+		// Nothing but the system namespace holds quota objects: an empty
+		// list at the current revision.
+		rv, err := r.GetCurrentResourceVersion(ctx)
+		if err != nil {
+			return err
+		}
+		return r.Versioner().UpdateList(list, rv, "", nil)
+	}
+	if r.route == orgProjects {
+		opts.Predicate = r.organizationOnly(*p, opts.Predicate)
+	}
+	if err := s.GetList(ctx, k, opts, list); err != nil {
+		return err
+	}
+	if r.route == mapped {
+		r.showList(*p, list)
+	}
+	return nil
+}
+
+func (r *router) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	s, k, p, err := r.target(ctx, key)
+	switch {
+	case err != nil:
+		return nil, err
+	case p == nil:
+		return s.Watch(ctx, k, opts)
+	case s == nil:
+		return watch.NewEmptyWatch(), nil
+	}
+	if r.route == orgProjects {
+		opts.Predicate = r.organizationOnly(*p, opts.Predicate)
+	}
+	w, err := s.Watch(ctx, k, opts)
+	if err != nil || r.route != mapped {
+		return w, err
+	}
+	plane := *p
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		if e.Type != watch.Error && e.Type != watch.Bookmark {
+			e.Object = r.shown(plane, e.Object)
+		}
+		return e, true
+	}), nil
+}
+
+func (r *router) GuaranteedUpdate(ctx context.Context, key string, dest runtime.Object, ignoreNotFound bool, pre *storage.Preconditions, try storage.UpdateFunc, cached runtime.Object) error {
+	s, k, p, err := r.target(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case p == nil:
+		return s.GuaranteedUpdate(ctx, k, dest, ignoreNotFound, pre, try, cached)
+	case s == nil:
+		return storage.NewKeyNotFoundError(key, 0)
+	}
+	plane := *p
+	switch r.route {
+	case shared:
+		return apierrors.NewForbidden(r.gr, "", fmt.Errorf("%s", refusal(plane, r.gr, "update")))
+	case orgProjects:
+		inner := try
+		try = func(in runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+			if !r.ownProject(plane, in) {
+				return nil, nil, apierrors.NewNotFound(r.gr, key)
+			}
+			out, ttl, err := inner(in, res)
+			if err == nil {
+				err = r.checkProject(plane, out)
+			}
+			return out, ttl, err
+		}
+	case mapped:
+		inner := try
+		try = func(in runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+			out, ttl, err := inner(r.shown(plane, in), res)
+			if err == nil {
+				setNamespace(out, plane.QuotaNamespace())
+			}
+			return out, ttl, err
+		}
+		cached = nil
+		defer r.show(plane, dest)
+	}
+	return s.GuaranteedUpdate(ctx, k, dest, ignoreNotFound, pre, try, cached)
+}
