@@ -37,6 +37,7 @@ import (
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
 
@@ -82,6 +83,8 @@ type Runner struct {
 	metadata metadata.Interface
 	// dynamic reads whole objects, to check how an update ended.
 	dynamic dynamic.Interface
+	// planes reach objects stored in control planes.
+	planes *planes.Clients
 	rest    *rest.RESTClient
 	client  client.Client
 	scheme  *runtime.Scheme
@@ -134,6 +137,7 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	planeClients := planes.NewClients(cfg)
 	scheme := runtime.NewScheme()
 	if err := quotav1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -157,7 +161,7 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, rest: rc, client: cl, scheme: scheme, served: served.New(dyn), schemas: triggerschema.New(kube.Discovery(), 0),
+	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, planes: planeClients, rest: rc, client: cl, scheme: scheme, served: served.New(dyn), schemas: triggerschema.New(kube.Discovery(), 0),
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}, nil
 }
 

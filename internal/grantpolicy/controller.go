@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/triggerwatch"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
@@ -41,6 +42,9 @@ func init() {
 		panic(err)
 	}
 	if err := corev1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := rmv1alpha1.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
 }

@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/render"
+	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
 // collisionRetry is how long a grant whose name is held by another grant
@@ -91,6 +93,19 @@ func (c *controller) syncTrigger(ctx context.Context, k key) error {
 		return nil
 	}
 
+	// A parent context puts the grant into the parent's control plane (its
+	// quota namespace at the root), or nowhere while it cannot be resolved.
+	if st.parentKind != "" {
+		ns, why := c.parentNamespace(ctx, st, trigger)
+		if why != "" {
+			ref := triggerRef(st, trigger)
+			c.recorder.Event(ref, corev1.EventTypeWarning, quotav1alpha1.GrantPolicyReasonParentContextNotFound, why)
+			c.setPending(k, &problem{reason: quotav1alpha1.GrantPolicyReasonParentContextNotFound, message: why})
+			c.queue.AddAfter(k, parentRetry)
+			return nil
+		}
+		want.Namespace = ns
+	}
 	// The target namespace must exist: the grant is made there or nowhere.
 	if msg := c.namespaceProblem(want.Namespace); msg != "" {
 		c.waitFor(k, want.Namespace)
@@ -199,6 +214,44 @@ func (c *controller) refused(k key, st *activePolicy, want *render.Grant, err er
 	c.setPending(k, &problem{reason: quotav1alpha1.GrantPolicyReasonRenderFailed,
 		message: fmt.Sprintf("%s %s: the API server refuses the rendered ResourceGrant %s/%s%s: %v", st.gvk.Kind, objectName(k), want.Namespace, want.Name, want.GenerateName, err)})
 	c.queue.AddAfter(k, collisionRetry)
+}
+
+// parentRetry is how often a grant whose parent context cannot be resolved
+// is tried again.
+const parentRetry = 2 * time.Second
+
+// parentNamespace resolves the trigger's parent context to the namespace at
+// the root that its control plane's quota objects are kept in; why says
+// what is missing when it cannot be resolved.
+func (c *controller) parentNamespace(ctx context.Context, st *activePolicy, trigger *unstructured.Unstructured) (ns, why string) {
+	k := key{policy: st.name, namespace: trigger.GetNamespace(), name: trigger.GetName()}
+	name, _, err := st.compiled.ParentName(trigger.Object)
+	if err != nil {
+		return "", fmt.Sprintf("%s %s: spec.target.parentContext.nameExpression failed: %v", st.gvk.Kind, objectName(k), err)
+	}
+	var plane planes.Plane
+	var owner client.Object
+	switch st.parentKind {
+	case "Project":
+		plane, owner = planes.Plane{Kind: planes.Projects, Name: name}, &rmv1alpha1.Project{}
+	case "Organization":
+		plane, owner = planes.Plane{Kind: planes.Organizations, Name: name}, &rmv1alpha1.Organization{}
+	default:
+		return "", fmt.Sprintf("%s %s: parent context kind %q has no control plane: use Project or Organization", st.gvk.Kind, objectName(k), st.parentKind)
+	}
+	if name == "" {
+		return "", fmt.Sprintf("%s %s: spec.target.parentContext.nameExpression rendered an empty name", st.gvk.Kind, objectName(k))
+	}
+	err = c.client.Get(ctx, client.ObjectKey{Name: name}, owner)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", fmt.Sprintf("%s %s: its parent context %s %s does not exist; the grant is written into its control plane once it does", st.gvk.Kind, objectName(k), st.parentKind, name)
+	case err != nil:
+		return "", fmt.Sprintf("%s %s: reading its parent context %s %s: %v", st.gvk.Kind, objectName(k), st.parentKind, name, err)
+	case owner.GetDeletionTimestamp() != nil:
+		return "", fmt.Sprintf("%s %s: its parent context %s %s is being deleted", st.gvk.Kind, objectName(k), st.parentKind, name)
+	}
+	return plane.QuotaNamespace(), ""
 }
 
 // renderGrant evaluates the policy on the trigger object: nil when the

@@ -40,6 +40,8 @@ type activePolicy struct {
 	gvr        schema.GroupVersionResource
 	namespaced bool
 	informer   cache.SharedIndexInformer
+	// parentKind is spec.target.parentContext.kind, "" without one.
+	parentKind string
 
 	mu   sync.RWMutex
 	live bool
@@ -190,8 +192,12 @@ func (c *controller) evaluate(p *quotav1alpha1.GrantCreationPolicy) (metav1.Cond
 	delete(c.kindAttempts, p.Name)
 	delete(c.schemaAttempts, p.Name)
 	c.mu.Unlock()
-	return ready, &activePolicy{name: p.Name, uid: p.UID, generation: p.Generation, compiled: compiled, gvk: gvk,
-		gvr: mapping.Resource, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}, 0
+	st := &activePolicy{name: p.Name, uid: p.UID, generation: p.Generation, compiled: compiled, gvk: gvk,
+		gvr: mapping.Resource, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}
+	if pc := p.Spec.Target.ParentContext; pc != nil {
+		st.parentKind = pc.Kind
+	}
+	return ready, st, 0
 }
 
 // schemaWaits is how many times a policy whose kind is served looks for the
@@ -559,10 +565,25 @@ func (c *controller) writePolicyStatus(ctx context.Context, p *quotav1alpha1.Gra
 	if conditionChanged(p.Status.GrantsSynced, synced) {
 		changed = true
 	}
+	parent := c.parentCondition(p)
+	if parent != nil {
+		if old := meta.FindStatusCondition(p.Status.Conditions, parent.Type); conditionChanged(old, *parent) {
+			changed = true
+		}
+	} else if meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.GrantPolicyConditionParentContextReady) != nil {
+		changed = true
+	}
 	if !changed {
 		return nil
 	}
 	updated := p.DeepCopy()
+	meta.RemoveStatusCondition(&updated.Status.Conditions, quotav1alpha1.GrantPolicyConditionParentContextReady)
+	if parent != nil {
+		if old := meta.FindStatusCondition(p.Status.Conditions, parent.Type); old != nil {
+			meta.SetStatusCondition(&updated.Status.Conditions, *old)
+		}
+		meta.SetStatusCondition(&updated.Status.Conditions, *parent)
+	}
 	updated.Status.ObservedGeneration = p.Generation
 	meta.RemoveStatusCondition(&updated.Status.Conditions, quotav1alpha1.GrantPolicyConditionGrantsSynced)
 	meta.SetStatusCondition(&updated.Status.Conditions, ready)
@@ -584,6 +605,33 @@ func (c *controller) writePolicyStatus(ctx context.Context, p *quotav1alpha1.Gra
 		}
 	}
 	return nil
+}
+
+// parentCondition is the ParentContextReady condition of a policy with a
+// parent context: False while a trigger's parent cannot be resolved.
+func (c *controller) parentCondition(p *quotav1alpha1.GrantCreationPolicy) *metav1.Condition {
+	if p.Spec.Target.ParentContext == nil {
+		return nil
+	}
+	cond := metav1.Condition{Type: quotav1alpha1.GrantPolicyConditionParentContextReady, ObservedGeneration: p.Generation,
+		Status: metav1.ConditionTrue, Reason: quotav1alpha1.GrantPolicyReasonParentContextResolved,
+		Message: "every grant's parent context is resolved"}
+	c.mu.Lock()
+	var msgs []string
+	for _, pr := range c.pending[p.Name] {
+		if pr.reason == quotav1alpha1.GrantPolicyReasonParentContextNotFound {
+			msgs = append(msgs, pr.message)
+		}
+	}
+	c.mu.Unlock()
+	if len(msgs) > 0 {
+		sort.Strings(msgs)
+		if len(msgs) > maxListed {
+			msgs = append(msgs[:maxListed], fmt.Sprintf("and %d more", len(msgs)-maxListed))
+		}
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.GrantPolicyReasonParentContextNotFound, strings.Join(msgs, "; ")
+	}
+	return &cond
 }
 
 func conditionChanged(old *metav1.Condition, c metav1.Condition) bool {

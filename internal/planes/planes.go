@@ -33,6 +33,11 @@ const (
 // ("projects/<name>"), so that the engine and verify read the object there.
 const Annotation = "quota.miloapis.com/control-plane"
 
+// SystemNamespace is the namespace every plane has for its quota objects
+// (its claims, grants and buckets), named as the reference implementation
+// names it, whatever the root's system namespace is.
+const SystemNamespace = "milo-system"
+
 // urlPrefix is what every plane's path starts with.
 const urlPrefix = "/apis/" + Group + "/" + Version + "/"
 

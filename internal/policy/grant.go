@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -11,6 +13,9 @@ import (
 type CompiledGrant struct {
 	compiledPolicy
 	allowances []grantAllowance
+	// parent renders spec.target.parentContext.nameExpression; nil when
+	// the policy has no parent context.
+	parent *template
 }
 
 type grantAllowance struct {
@@ -55,7 +60,28 @@ func CompileGrant(p *quotav1alpha1.GrantCreationPolicy, o Options) (*CompiledGra
 		}
 		c.allowances = append(c.allowances, ga)
 	}
+	if pc := p.Spec.Target.ParentContext; pc != nil {
+		// A CEL expression, as the reference writes it, or a {{ }}
+		// template.
+		src := pc.NameExpression
+		if !strings.Contains(src, "{{") {
+			src = "{{ " + src + " }}"
+		}
+		if c.parent, err = comp.template(field.NewPath("spec", "target", "parentContext", "nameExpression").String(), src); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// ParentName renders the name of the parent context the grant for trigger
+// is written into; ok is false when the policy has none.
+func (c *CompiledGrant) ParentName(trigger map[string]any) (name string, ok bool, err error) {
+	if c.parent == nil {
+		return "", false, nil
+	}
+	name, err = c.parent.render(triggerVars(trigger))
+	return name, true, err
 }
 
 func triggerVars(trigger map[string]any) map[string]any {

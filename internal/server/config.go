@@ -34,6 +34,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
@@ -211,8 +212,8 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	if opts.QuotaEngine != nil {
 		opts.QuotaEngine.UseStorage(&admit.Storage{Client: c.storage, Prefix: opts.EtcdPrefix})
 	}
-	c.planes = planeserve.NewRegistry(opts.SystemNamespace)
-	planeStorage := &planeserve.Storage{SystemNamespace: opts.SystemNamespace}
+	c.planes = planeserve.NewRegistry(planes.SystemNamespace)
+	planeStorage := &planeserve.Storage{SystemNamespace: planes.SystemNamespace}
 
 	ko := cpoptions.NewOptions()
 	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options)

@@ -68,6 +68,15 @@ const (
 
 	// GrantPolicyReasonGrantsSynced (True): no grant of the policy is held back.
 	GrantPolicyReasonGrantsSynced = "GrantsSynced"
+	// GrantPolicyConditionParentContextReady: on a policy with
+	// spec.target.parentContext, whether every grant's parent is resolved.
+	GrantPolicyConditionParentContextReady = "ParentContextReady"
+	// GrantPolicyReasonParentContextResolved (True): every parent is found.
+	GrantPolicyReasonParentContextResolved = "ParentContextResolved"
+	// GrantPolicyReasonParentContextNotFound (False): a trigger's parent
+	// context does not exist or is not Ready; its grant is written nowhere
+	// and retried.
+	GrantPolicyReasonParentContextNotFound = "ParentContextNotFound"
 	// GrantPolicyReasonWaitingForNamespace (False): a grant's target namespace does
 	// not exist yet; it is made there once it does, never elsewhere.
 	GrantPolicyReasonWaitingForNamespace = "WaitingForNamespace"

@@ -258,7 +258,7 @@ func (p *Plugin) validateCreate(ctx context.Context, a admission.Attributes, o a
 		if !ok {
 			continue
 		}
-		c, err := p.claimFor(f, rendered, a, objMeta)
+		c, err := p.claimFor(ctx, f, rendered, a, objMeta)
 		if err != nil {
 			p.reports.result(f.name, resultInvalidClaim)
 			return err

@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -26,8 +27,8 @@ import (
 // (its metadata, its schema, its namespace existing and not terminating):
 // the engine writes it to storage itself, after the object is stored, so a
 // claim the API would refuse must refuse the create now.
-func (p *Plugin) claimFor(f *inForce, r *policy.Rendered, a admission.Attributes, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
-	return p.claimForObject(f, r, a, target{kind: a.GetKind(), resource: a.GetResource()}, obj)
+func (p *Plugin) claimFor(ctx context.Context, f *inForce, r *policy.Rendered, a admission.Attributes, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
+	return p.claimForObject(ctx, f, r, a, target{kind: a.GetKind(), resource: a.GetResource()}, obj)
 }
 
 // target is the kind and resource of the object charged: the request's,
@@ -38,9 +39,13 @@ type target struct {
 	resource schema.GroupVersionResource
 }
 
-func (p *Plugin) claimForObject(f *inForce, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
-	c := claims.NewClaim(claims.ClaimSource{Policy: f.name, Generation: f.generation, Kind: tg.kind, Resource: tg.resource,
-		Namespace: a.GetNamespace(), Object: obj, SystemNamespace: p.systemNamespace}, r)
+func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
+	src := claims.ClaimSource{Policy: f.name, Generation: f.generation, Kind: tg.kind, Resource: tg.resource,
+		Namespace: a.GetNamespace(), Object: obj, SystemNamespace: p.systemNamespace}
+	if plane, ok := planes.From(ctx); ok {
+		src.Plane = &plane
+	}
+	c := claims.NewClaim(src, r)
 	ns := c.Namespace
 	kind := tg.kind
 	if c.Spec.ConsumerRef.Kind == "" {
@@ -55,7 +60,10 @@ func (p *Plugin) claimForObject(f *inForce, r *policy.Rendered, a admission.Attr
 			"ClaimCreationPolicy %s (generation %d) renders, for this %s, a ResourceClaim the API server would refuse: %v; the %s was not created: fix the policy's spec.target.resourceClaimTemplate (this is not a quota denial)",
 			f.name, f.generation, kind.Kind, errs.ToAggregate(), kind.Kind))
 	}
-	if err := p.namespaceOpen(ns); err != nil {
+	if _, inPlane := planes.From(ctx); inPlane {
+		// The plane's quota namespace is its owner's; it exists while the
+		// plane is served.
+	} else if err := p.namespaceOpen(ns); err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) places the claim for this %s in namespace %s, which %v; the %s was not created: create the namespace or fix spec.target.resourceClaimTemplate.metadata.namespace (this is not a quota denial)",
 			f.name, f.generation, kind.Kind, ns, err, kind.Kind))
@@ -88,7 +96,13 @@ func (p *Plugin) namespaceOpen(ns string) error {
 // quota. The check is the one ResourceClaims created through the API get:
 // verb "claim" on the consumer (docs/authorization.md).
 func (p *Plugin) authorizeConsumers(ctx context.Context, a admission.Attributes, applying []*inForce, claims []*quotav1alpha1.ResourceClaim) error {
+	plane, inPlane := planes.From(ctx)
 	for i, c := range claims {
+		if inPlane && c.Spec.ConsumerRef.Namespace == "" && c.Spec.ConsumerRef.APIGroup == planes.Group &&
+			c.Spec.ConsumerRef.Kind == plane.OwnerKind() && c.Spec.ConsumerRef.Name == plane.Name {
+			// Whoever may use a plane may charge its owner.
+			continue
+		}
 		if err := claimauthz.AuthorizeClaim(ctx, p.authorizer, a.GetUserInfo(), c.Spec.ConsumerRef); err != nil {
 			p.reports.result(applying[i].name, resultUnauthorized)
 			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(

@@ -65,7 +65,7 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 		}
 		ch := admit.PolicyChange{Policy: f.name, Check: admit.UpdateCheck{Generation: f.generation, Trigger: f.trigger, Target: f.target, User: user, RequestInfo: info}}
 		if okNew {
-			c, err := p.claimForObject(f, rNew, a, tg, newU)
+			c, err := p.claimForObject(ctx, f, rNew, a, tg, newU)
 			if err != nil {
 				p.reports.result(f.name, resultInvalidClaim)
 				return err

@@ -229,8 +229,22 @@ func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) erro
 		}
 		return nil
 	}
-	org := organizationOf(ns)
 	ref := g.Spec.ConsumerRef
+	if project := p.projectOfNamespace(ctx, ns); project != "" {
+		// A project's namespace holds its control plane's quota objects
+		// (docs/control-planes.md): grants there name that project only,
+		// and only the platform writes them (a GrantCreationPolicy with a
+		// parent context, or an administrator).
+		if g.Spec.ConsumerSelector != nil || ref.APIGroup != rmv1alpha1.GroupName || ref.Kind != "Project" || ref.Name != project {
+			return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(consumerPath, fmt.Sprintf("%s %s", ref.Kind, ref.Name), fmt.Sprintf(
+				"namespace %s holds Project %s's control plane quota: a grant there names that project (kind Project, apiGroup %s, name %s) and nothing else", ns, project, rmv1alpha1.GroupName, project))})
+		}
+		if !platform {
+			return forbid(fmt.Sprintf("namespace %s holds Project %s's control plane quota, which only the platform grants (user %q may not); an organization's owners write grants for their projects in organization-<name>, within its budget", ns, project, a.GetUserInfo().GetName()))
+		}
+		return nil
+	}
+	org := organizationOf(ns)
 	if org == "" {
 		return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(field.NewPath("metadata", "namespace"), ns, fmt.Sprintf(
 			"a ResourceGrant here would count for anyone it names, so it may not live in namespace %s: write it in a platform namespace (%s) to name any consumer, "+
@@ -329,6 +343,21 @@ func (p *plugin) validateSelector(g *quotav1alpha1.ResourceGrant) error {
 
 func (p *plugin) platformNamespaces() []string {
 	return append([]string{p.cfg.SystemNamespace}, p.cfg.PlatformNamespaces...)
+}
+
+// projectOfNamespace is the project whose namespace at the root ns is
+// (project-<name>, labelled with it by the project controller), "" for any
+// other namespace.
+func (p *plugin) projectOfNamespace(ctx context.Context, ns string) string {
+	name, ok := strings.CutPrefix(ns, "project-")
+	if !ok {
+		return ""
+	}
+	obj, err := p.Client().Resource(namespacesGVR).Get(ctx, ns, metav1.GetOptions{})
+	if err != nil || obj.GetLabels()[rmv1alpha1.ProjectNameLabel] != name {
+		return ""
+	}
+	return name
 }
 
 // isPlatformNamespace: the system namespace, a flag's, or labelled so.

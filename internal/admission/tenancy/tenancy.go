@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 )
 
@@ -176,6 +177,17 @@ func (p *plugin) recordCreator(a admission.Attributes, obj *unstructured.Unstruc
 func (p *plugin) admitProject(ctx context.Context, a admission.Attributes, obj *unstructured.Unstructured) error {
 	kind, _, _ := unstructured.NestedString(obj.Object, "spec", "ownerRef", "kind")
 	orgName, _, _ := unstructured.NestedString(obj.Object, "spec", "ownerRef", "name")
+	if plane, ok := planes.From(ctx); ok && plane.Kind == planes.Organizations {
+		// Created in an organization's control plane: the path says whose.
+		if orgName != "" && orgName != plane.Name {
+			return apierrors.NewInvalid(projectKind, a.GetName(), field.ErrorList{field.Invalid(ownerPath.Child("name"), orgName,
+				fmt.Sprintf("a project created in the control plane of organization %s belongs to it; omit spec.ownerRef, name %s, or create the project in %s's control plane", plane.Name, plane.Name, orgName))})
+		}
+		kind, orgName = string(rmv1alpha1.ProjectOwnerKindOrganization), plane.Name
+		if err := unstructured.SetNestedField(obj.Object, map[string]interface{}{"kind": kind, "name": orgName}, "spec", "ownerRef"); err != nil {
+			return apierrors.NewInternalError(err)
+		}
+	}
 	var errs field.ErrorList
 	if kind != string(rmv1alpha1.ProjectOwnerKindOrganization) {
 		errs = append(errs, field.NotSupported(ownerPath.Child("kind"), kind, []string{string(rmv1alpha1.ProjectOwnerKindOrganization)}))

@@ -17,6 +17,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
@@ -37,15 +38,23 @@ type ObjectWatch struct {
 	served   *served.Resolver
 
 	mu sync.Mutex
-	// informers watch object metadata, one per resource with tracked
-	// claims, at the version served.
-	informers map[schema.GroupResource]watched
+	// informers watch object metadata, one per resource (and control
+	// plane) with tracked claims, at the version served.
+	informers map[watchKey]watched
+	// Planes reach objects stored in control planes (nil: none are).
+	Planes *planes.Clients
 	// crdWatch: CustomResourceDefinitions are watched.
 	crdWatch bool
 	// tracked are the claims that name an object, by the object's UID.
 	tracked map[string]map[string]struct{}
 	// Queue holds claim keys to check against their objects.
 	Queue reconcile.Queue[string]
+}
+
+// watchKey is a resource in a control plane ("" the root).
+type watchKey struct {
+	plane string
+	gr    schema.GroupResource
 }
 
 // watched is a metadata watch of one resource at one version.
@@ -63,7 +72,7 @@ func NewObjectWatch(md metadata.Interface, c client.Client, r *served.Resolver, 
 		metadata:  md,
 		client:    c,
 		served:    r,
-		informers: map[schema.GroupResource]watched{},
+		informers: map[watchKey]watched{},
 		tracked:   map[string]map[string]struct{}{},
 		Queue:     reconcile.NewQueue[string](100*time.Millisecond, 10*time.Second),
 	}
@@ -121,17 +130,22 @@ func (w *ObjectWatch) Forget(c *quotav1alpha1.ResourceClaim) {
 // started when first needed; once its first list is in, every tracked claim
 // is checked (an object deleted while nobody watched is found then). A watch
 // at another version of the resource (one no longer served) is replaced.
-func (w *ObjectWatch) informerFor(ctx context.Context, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+func (w *ObjectWatch) informerFor(ctx context.Context, plane string, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	md, err := w.metadataOf(plane)
+	if err != nil {
+		return nil, err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if cur, ok := w.informers[gvr.GroupResource()]; ok {
+	key := watchKey{plane: plane, gr: gvr.GroupResource()}
+	if cur, ok := w.informers[key]; ok {
 		if cur.version == gvr.Version {
-			return cur.informer
+			return cur.informer, nil
 		}
 		cur.stop()
 	}
 	wctx, stop := context.WithCancel(ctx)
-	inf := metadatainformer.NewFilteredMetadataInformer(w.metadata, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	inf := metadatainformer.NewFilteredMetadataInformer(md, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			o, ok := reconcile.Unwrap(obj).(metav1.Object)
@@ -149,14 +163,38 @@ func (w *ObjectWatch) informerFor(ctx context.Context, gvr schema.GroupVersionRe
 			}
 		},
 	})
-	w.informers[gvr.GroupResource()] = watched{version: gvr.Version, informer: inf, stop: stop}
+	w.informers[key] = watched{version: gvr.Version, informer: inf, stop: stop}
 	go inf.RunWithContext(wctx)
 	go func() {
 		if cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
 			w.checkAll()
 		}
 	}()
-	return inf
+	return inf, nil
+}
+
+// metadataOf is the metadata client of a control plane ("" the root).
+func (w *ObjectWatch) metadataOf(plane string) (metadata.Interface, error) {
+	if plane == "" || w.Planes == nil {
+		return w.metadata, nil
+	}
+	p, err := planes.Parse(plane)
+	if err != nil {
+		return nil, err
+	}
+	return w.Planes.Metadata(p)
+}
+
+// ForgetPlane stops the watches of a control plane that was removed.
+func (w *ObjectWatch) ForgetPlane(plane string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, cur := range w.informers {
+		if k.plane == plane {
+			cur.stop()
+			delete(w.informers, k)
+		}
+	}
 }
 
 // startCRDWatchLocked checks every tracked claim again whenever a
@@ -217,10 +255,14 @@ func (w *ObjectWatch) Reconcile(ctx context.Context, k string) error {
 	if err != nil {
 		return err // not served at all: kept, looked at again later
 	}
-	if ownedByObject(c, uid, gvr) {
+	plane := c.Annotations[planes.Annotation]
+	if plane == "" && ownedByObject(c, uid, gvr) {
 		return nil // the garbage collector deletes it with its object
 	}
-	inf := w.informerFor(ctx, gvr)
+	inf, err := w.informerFor(ctx, plane, gvr)
+	if err != nil {
+		return err
+	}
 	if inf.HasSynced() {
 		if o, found, _ := inf.GetStore().GetByKey(record.Key(ref.Namespace, ref.Name)); found {
 			if m, ok := o.(metav1.Object); ok && string(m.GetUID()) == uid {
@@ -231,7 +273,11 @@ func (w *ObjectWatch) Reconcile(ctx context.Context, k string) error {
 	var live *metav1.PartialObjectMetadata
 	err = w.served.Read(ctx, recorded, func(at schema.GroupVersionResource) error {
 		var err error
-		live, err = w.metadata.Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		md, err := w.metadataOf(plane)
+		if err != nil {
+			return err
+		}
+		live, err = md.Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		return err
 	})
 	switch {

@@ -25,6 +25,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
 	"github.com/quotaplane/quotaplane/internal/served"
@@ -53,6 +54,8 @@ type Settler struct {
 	Sealer    *fence.Sealer
 	Metadata  metadata.Interface
 	Dynamic   dynamic.Interface
+	// Planes reach objects stored in control planes (nil: none are).
+	Planes *planes.Clients
 	Client    client.Client
 	// Served finds the version an object is read at now: the one its claim
 	// recorded may no longer be served.
@@ -90,7 +93,11 @@ func (s *Settler) Reconcile(ctx context.Context, k string) error {
 		var owner *metav1.PartialObjectMetadata
 		err := s.Served.Read(ctx, gvr, func(at schema.GroupVersionResource) error {
 			var err error
-			owner, err = s.Metadata.Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			md, err := s.metadataOf(p.Extra)
+			if err != nil {
+				return err
+			}
+			owner, err = md.Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 			return err
 		})
 		switch {
@@ -113,12 +120,44 @@ func (s *Settler) Reconcile(ctx context.Context, k string) error {
 	return s.writeAdmitted(ctx, p, gvr, p.Name)
 }
 
+// metadataOf is the metadata client of the plane a claim's annotations
+// name (planes.Annotation), the root's when they name none.
+func (s *Settler) metadataOf(annotations map[string]string) (metadata.Interface, error) {
+	v, ok := annotations[planes.Annotation]
+	if !ok || s.Planes == nil {
+		return s.Metadata, nil
+	}
+	p, err := planes.Parse(v)
+	if err != nil {
+		return nil, err
+	}
+	return s.Planes.Metadata(p)
+}
+
+// dynamicOf is the dynamic client of the plane annotations name.
+func (s *Settler) dynamicOf(annotations map[string]string) (dynamic.Interface, error) {
+	v, ok := annotations[planes.Annotation]
+	if !ok || s.Planes == nil {
+		return s.Dynamic, nil
+	}
+	p, err := planes.Parse(v)
+	if err != nil {
+		return nil, err
+	}
+	return s.Planes.Dynamic(p)
+}
+
 // ownerOf is the ownerReference of a claim to its object, when one can be
 // valid (the object is cluster scoped or in the claim's namespace;
 // Kubernetes treats any other as absent and would collect the claim).
 func ownerOf(p *record.PendingClaim, gvr schema.GroupVersionResource) []metav1.OwnerReference {
 	ref := p.Spec.ResourceRef
 	if ref.Namespace != "" && ref.Namespace != p.Namespace {
+		return nil
+	}
+	if _, inPlane := p.Extra[planes.Annotation]; inPlane {
+		// The object is in a control plane; the root's garbage collector
+		// would not find it (ObjectWatch ties the claim to it instead).
 		return nil
 	}
 	return []metav1.OwnerReference{{

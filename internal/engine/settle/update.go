@@ -21,6 +21,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -81,7 +82,11 @@ func (s *Settler) updateState(ctx context.Context, p *record.PendingClaim, gvr s
 	var obj *unstructured.Unstructured
 	err := s.Served.Read(ctx, gvr, func(at schema.GroupVersionResource) error {
 		var err error
-		obj, err = s.Dynamic.Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		dyn, err := s.dynamicOf(p.Extra)
+		if err != nil {
+			return err
+		}
+		obj, err = dyn.Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		return err
 	})
 	if apierrors.IsNotFound(err) || (err == nil && string(obj.GetUID()) != p.ObjectUID) {
@@ -107,6 +112,12 @@ func (s *Settler) updateState(ctx context.Context, p *record.PendingClaim, gvr s
 			return updateStored, nil
 		}
 		return updateNotStored, nil
+	}
+	if v, inPlane := p.Extra[planes.Annotation]; inPlane && rendered.Spec.ConsumerRef.Kind == "" {
+		// A template without a consumer charges the plane's owner.
+		if pl, err := planes.Parse(v); err == nil {
+			rendered.Spec.ConsumerRef = quotav1alpha1.ConsumerRef{APIGroup: planes.Group, Kind: pl.OwnerKind(), Name: pl.Name}
+		}
 	}
 	if !applies || rendered.Spec.ConsumerRef != p.Spec.ConsumerRef {
 		return updateNotStored, nil

@@ -17,6 +17,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -59,6 +60,17 @@ func (w *BucketWriter) Reconcile(ctx context.Context, id quota.BucketID) error {
 		}
 		if !slices.Contains(places, mns) {
 			places = append(places, mns)
+		}
+	}
+	// A project's bucket is also shown in its control plane: a copy in the
+	// plane's quota namespace at the root (project-<name>), once the project
+	// controller made it (docs/control-planes.md).
+	if c := id.Consumer; c.APIGroup == quota.OrganizationGroup && c.Kind == "Project" && c.Namespace == "" {
+		pns := planes.ProjectNamespace(c.Name)
+		if err := w.Placement.NamespaceReady(ctx, pns); err == nil {
+			places = append(places, pns)
+		} else {
+			w.Placement.WaitFor(pns, id)
 		}
 	}
 	name := quota.BucketName(id)

@@ -18,6 +18,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/config/crd"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 )
 
@@ -38,6 +39,8 @@ type ClaimSource struct {
 	// SystemNamespace holds the claims of cluster-scoped objects whose
 	// template names no namespace.
 	SystemNamespace string
+	// Plane is the control plane the object is stored in; nil at the root.
+	Plane *planes.Plane
 }
 
 // NewClaim is the ResourceClaim a policy renders for one object: in the
@@ -53,6 +56,12 @@ func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim 
 	}
 	if ns == "" {
 		ns = src.SystemNamespace
+	}
+	if src.Plane != nil {
+		// A plane's claims are kept in its quota namespace at the root
+		// (shown in the plane's system namespace), and a template without
+		// a consumer charges the plane's owner (docs/control-planes.md).
+		ns = src.Plane.QuotaNamespace()
 	}
 	name := r.Name
 	if name == "" {
@@ -91,6 +100,12 @@ func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim 
 	for k, v := range r.Annotations {
 		if _, ours := c.Annotations[k]; !ours {
 			c.Annotations[k] = v
+		}
+	}
+	if src.Plane != nil {
+		c.Annotations[planes.Annotation] = src.Plane.String()
+		if c.Spec.ConsumerRef.Kind == "" {
+			c.Spec.ConsumerRef = quotav1alpha1.ConsumerRef{APIGroup: planes.Group, Kind: src.Plane.OwnerKind(), Name: src.Plane.Name}
 		}
 	}
 	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: src.Kind.Group, Kind: src.Kind.Kind, Name: src.Object.GetName(), Namespace: src.Namespace}
