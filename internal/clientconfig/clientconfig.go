@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -33,4 +34,33 @@ func Load(explicit string) (*rest.Config, error) {
 		return nil, fmt.Errorf("reading the kubeconfig ($KUBECONFIG or ~/.kube/config): %w", err)
 	}
 	return cfg, nil
+}
+
+// ForPlane is the raw kubeconfig (as loaded, with its current context) aimed
+// at the server path of a control plane: the current context's cluster is
+// copied under a new name whose server URL ends with path, and made current.
+// Credentials are kept as they are.
+func ForPlane(explicit, name, path string) ([]byte, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = explicit
+	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	cur, ok := raw.Contexts[raw.CurrentContext]
+	if !ok {
+		return nil, errors.New("no kubeconfig with a current context: give --kubeconfig, --data-dir of a local quotaplane serve, or set $KUBECONFIG")
+	}
+	cluster, ok := raw.Clusters[cur.Cluster]
+	if !ok {
+		return nil, fmt.Errorf("the kubeconfig's context %s names cluster %s, which it does not define", raw.CurrentContext, cur.Cluster)
+	}
+	c := cluster.DeepCopy()
+	c.Server = strings.TrimSuffix(c.Server, "/") + path
+	ctx := cur.DeepCopy()
+	ctx.Cluster = name
+	raw.Clusters[name] = c
+	raw.Contexts[name] = ctx
+	raw.CurrentContext = name
+	return clientcmd.Write(raw)
 }

@@ -36,8 +36,8 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/leader"
-	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 	"github.com/quotaplane/quotaplane/internal/planes"
+	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
 
@@ -85,9 +85,9 @@ type Runner struct {
 	dynamic dynamic.Interface
 	// planes reach objects stored in control planes.
 	planes *planes.Clients
-	rest    *rest.RESTClient
-	client  client.Client
-	scheme  *runtime.Scheme
+	rest   *rest.RESTClient
+	client client.Client
+	scheme *runtime.Scheme
 	// served finds the version a claim's object is read at now.
 	served *served.Resolver
 	// schemas finds trigger kinds' schemas, to judge policies' CEL cost.

@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
+	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
 // PluginName is the admission plugin's name.

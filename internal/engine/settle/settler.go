@@ -25,8 +25,8 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
-	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
@@ -56,7 +56,7 @@ type Settler struct {
 	Dynamic   dynamic.Interface
 	// Planes reach objects stored in control planes (nil: none are).
 	Planes *planes.Clients
-	Client    client.Client
+	Client client.Client
 	// Served finds the version an object is read at now: the one its claim
 	// recorded may no longer be served.
 	Served *served.Resolver

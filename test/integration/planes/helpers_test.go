@@ -149,3 +149,8 @@ func must(t *testing.T, err error, what string, args ...any) {
 		t.Fatalf("%s: %v", fmt.Sprintf(what, args...), err)
 	}
 }
+
+// newPlaneClient is an admin client of plane p.
+func newPlaneClient(t *testing.T, p planes.Plane) client.Client {
+	return quotatest.NewClient(t, planeConfig(srv.Config, p))
+}
