@@ -49,6 +49,7 @@ func (r *projectReconciler) reconcile(ctx context.Context, name string) (time.Du
 		}
 		p = patched
 	}
+	var again time.Duration
 	orgName := p.Spec.OwnerRef.Name
 	org := &rmv1alpha1.Organization{}
 	err := r.cache.get(client.ObjectKey{Name: orgName}, org)
@@ -70,11 +71,15 @@ func (r *projectReconciler) reconcile(ctx context.Context, name string) (time.Du
 		if err := r.ensureMetadata(ctx, p, org); err != nil {
 			return 0, err
 		}
-		conflict, err := r.ensureNamespace(ctx, p, org)
+		conflict, waiting, err := r.ensureNamespace(ctx, p, org)
 		if err != nil {
 			return 0, err
 		}
-		if conflict != "" {
+		switch {
+		case waiting != "":
+			ready = metav1.Condition{Type: rmv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: rmv1alpha1.OrganizationReasonProvisioning, Message: waiting}
+			again = namespaceWait
+		case conflict != "":
 			ready = metav1.Condition{Type: rmv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: rmv1alpha1.OrganizationReasonNamespaceConflict, Message: conflict}
 		}
 	}
@@ -83,7 +88,7 @@ func (r *projectReconciler) reconcile(ctx context.Context, name string) (time.Du
 	meta.SetStatusCondition(&status.Conditions, ready)
 	status.ObservedGeneration = p.Generation
 	if equality.Semantic.DeepEqual(&p.Status, status) {
-		return 0, nil
+		return again, nil
 	}
 	updated := p.DeepCopy()
 	updated.Status = *status
@@ -91,8 +96,12 @@ func (r *projectReconciler) reconcile(ctx context.Context, name string) (time.Du
 		return 0, fmt.Errorf("writing status: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Wrote project status", "project", klog.KObj(p), "ready", ready.Reason)
-	return 0, nil
+	return again, nil
 }
+
+// namespaceWait is how often a project waiting for the namespace of a
+// previous project of its name to go looks again.
+const namespaceWait = time.Second
 
 // finalize drops the finalizer of a deleted project once no object anywhere
 // is charged to it any more; until then its Ready condition names them.
@@ -132,19 +141,24 @@ func (r *projectReconciler) finalize(ctx context.Context, p *rmv1alpha1.Project)
 // ensureNamespace makes the project's namespace at the root, where its
 // control plane's quota objects are kept (docs/control-planes.md): labelled
 // with its organization and controlled by the project, so that it goes with
-// it. It returns why not when a namespace of that name is someone else's.
-func (r *projectReconciler) ensureNamespace(ctx context.Context, p *rmv1alpha1.Project, org *rmv1alpha1.Organization) (string, error) {
+// it. It returns why not when a namespace of that name is someone else's,
+// and what it waits for while a previous project's namespace is deleted.
+func (r *projectReconciler) ensureNamespace(ctx context.Context, p *rmv1alpha1.Project, org *rmv1alpha1.Organization) (conflict, waiting string, err error) {
 	name := planes.ProjectNamespace(p.Name)
 	ns := &corev1.Namespace{}
-	err := r.cache.get(client.ObjectKey{Name: name}, ns)
+	err = r.cache.get(client.ObjectKey{Name: name}, ns)
 	if err == nil {
-		if ref := metav1.GetControllerOf(ns); ref != nil && ref.UID == p.UID {
-			return "", nil
+		ref := metav1.GetControllerOf(ns)
+		switch {
+		case ref != nil && ref.UID == p.UID:
+			return "", "", nil
+		case ns.DeletionTimestamp != nil || (ref != nil && ref.Kind == "Project" && ref.Name == p.Name):
+			return "", fmt.Sprintf("namespace %s of a previous project named %s is still being deleted; waiting until it is gone", name, p.Name), nil
 		}
-		return fmt.Sprintf("namespace %s exists and is not this project's (it has no controller ownerReference to Project %s with uid %s); delete it, or create the project under another name", name, p.Name, p.UID), nil
+		return fmt.Sprintf("namespace %s exists and is not this project's (it has no controller ownerReference to Project %s with uid %s); delete it, or create the project under another name", name, p.Name, p.UID), "", nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return "", err
+		return "", "", err
 	}
 	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
 		Labels:          map[string]string{rmv1alpha1.OrganizationNameLabel: org.Name, rmv1alpha1.ProjectNameLabel: p.Name},
@@ -152,12 +166,12 @@ func (r *projectReconciler) ensureNamespace(ctx context.Context, p *rmv1alpha1.P
 	}}
 	if err := r.client.Create(ctx, ns); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return fmt.Sprintf("namespace %s exists and is not this project's (or not seen yet); delete it, or create the project under another name", name), nil
+			return "", fmt.Sprintf("namespace %s exists and is not seen yet, or is not this project's: delete it if it is not, or create the project under another name", name), nil
 		}
-		return "", fmt.Errorf("creating the project's namespace %s: %w", name, err)
+		return "", "", fmt.Errorf("creating the project's namespace %s: %w", name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Created the project's namespace", "namespace", name)
-	return "", nil
+	return "", "", nil
 }
 
 // ensureMetadata labels the project with its organization's name and makes

@@ -291,11 +291,20 @@ func (c *capture) Create(ctx context.Context, obj client.Object, opts ...client.
 }
 
 func project(name, org string, edits ...func(*rmv1alpha1.Project)) *rmv1alpha1.Project {
-	p := &rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 2}, Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Name: org}}}
+	p := &rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name + "-uid"), Generation: 2}, Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Name: org}}}
 	for _, e := range edits {
 		e(p)
 	}
 	return p
+}
+
+// projectNamespace is the namespace at the root the controller makes for
+// project p (controlled by it); owner overrides its controller's UID.
+func projectNamespace(p *rmv1alpha1.Project, owner types.UID) *corev1.Namespace {
+	ref := *metav1.NewControllerRef(p, rmv1alpha1.SchemeGroupVersion.WithKind("Project"))
+	ref.UID = owner
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "project-" + p.Name,
+		Labels: map[string]string{rmv1alpha1.OrganizationNameLabel: p.Spec.OwnerRef.Name}, OwnerReferences: []metav1.OwnerReference{ref}}}
 }
 
 // TestProjectReconcile: the project reconciler labels a project and makes
@@ -318,14 +327,30 @@ func TestProjectReconcile(t *testing.T) {
 		cached     []client.Object
 		wantWrites []string
 		wantStatus *rmv1alpha1.ProjectStatus
+		// wantRequeue is the delay reconcile asks for.
+		wantRequeue time.Duration
 	}{
 		"labelled and owned once its organization exists": {
 			cached:     []client.Object{acme(), project("p1", "acme")},
-			wantWrites: []string{"patch Project p1", "patch Project p1", "update status of Project p1"},
+			wantWrites: []string{"patch Project p1", "patch Project p1", "create Namespace project-p1", "update status of Project p1"},
 			wantStatus: projectCondition(metav1.ConditionTrue, rmv1alpha1.ProjectReasonReady, "belongs to Organization acme"),
 		},
 		"in place and Ready: left alone": {
-			cached: []client.Object{acme(), project("p1", "acme", owned, ready)},
+			cached: []client.Object{acme(), project("p1", "acme", owned, ready), projectNamespace(project("p1", "acme"), "p1-uid")},
+		},
+		"its namespace is someone else's": {
+			cached: []client.Object{acme(), project("p1", "acme", owned, ready), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "project-p1",
+				Labels: map[string]string{rmv1alpha1.OrganizationNameLabel: "acme"}}}},
+			wantWrites: []string{"update status of Project p1"},
+			wantStatus: projectCondition(metav1.ConditionFalse, rmv1alpha1.OrganizationReasonNamespaceConflict,
+				"namespace project-p1 exists and is not this project's (it has no controller ownerReference to Project p1 with uid p1-uid); delete it, or create the project under another name"),
+		},
+		"a previous project's namespace is still there": {
+			cached:     []client.Object{acme(), project("p1", "acme", owned, ready), projectNamespace(project("p1", "acme"), "old-uid")},
+			wantWrites: []string{"update status of Project p1"},
+			wantStatus: projectCondition(metav1.ConditionFalse, rmv1alpha1.OrganizationReasonProvisioning,
+				"namespace project-p1 of a previous project named p1 is still being deleted; waiting until it is gone"),
+			wantRequeue: namespaceWait,
 		},
 		"its organization does not exist": {
 			cached:     []client.Object{project("p1", "acme")},
@@ -353,8 +378,8 @@ func TestProjectReconcile(t *testing.T) {
 			rec := &recorder{}
 			r := &projectReconciler{cache: cacheOf(tc.cached...), client: rec}
 			requeue, err := r.reconcile(context.Background(), "p1")
-			if err != nil || requeue != 0 {
-				t.Errorf("reconcile returned %v, %v; want neither an error nor a delay", requeue, err)
+			if err != nil || requeue != tc.wantRequeue {
+				t.Errorf("reconcile returned %v, %v; want no error and a delay of %v", requeue, err, tc.wantRequeue)
 			}
 			if diff := cmp.Diff(tc.wantWrites, rec.writes, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)

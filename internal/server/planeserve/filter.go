@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/endpoints/responsewriter"
 
 	"github.com/quotaplane/quotaplane/internal/planes"
 )
@@ -26,7 +27,9 @@ func Outer(next http.Handler) http.Handler {
 		r = r.Clone(planes.WithPlane(r.Context(), p))
 		r.URL.Path, r.URL.RawPath = rest, ""
 		r.RequestURI = r.URL.RequestURI()
-		next.ServeHTTP(w, r)
+		rec := &codeRecorder{ResponseWriter: w}
+		defer func() { requests.WithLabelValues(string(p.Kind), rec.status()).Inc() }()
+		next.ServeHTTP(responsewriter.WrapForHTTP1Or2(rec), r)
 	})
 }
 

@@ -170,6 +170,9 @@ func (r *Registry) Prepare(ctx context.Context, p planes.Plane) error {
 		r.prepared[key] = pr
 		r.mu.Unlock()
 		pr.err = r.prepare(ctx, p)
+		if pr.err == nil {
+			inUse.WithLabelValues(string(p.Kind)).Inc()
+		}
 		close(pr.done)
 		return pr.err
 	}
@@ -229,6 +232,9 @@ func (r *Registry) Kube(p planes.Plane) (kubernetes.Interface, error) {
 func (r *Registry) forget(p planes.Plane) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if pr, ok := r.prepared[string(p.UID)]; ok && isDone(pr.done) && pr.err == nil {
+		inUse.WithLabelValues(string(p.Kind)).Dec()
+	}
 	delete(r.prepared, string(p.UID))
 	delete(r.kube, p.String())
 }
