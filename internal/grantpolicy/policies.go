@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/grantpolicy/policystatus"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/render"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -513,127 +512,21 @@ func (c *controller) updatePolicyMetric() {
 	}
 }
 
-// maxListed bounds how many held-back grants a condition message names.
-const maxListed = 3
+// held are the problems holding back the grants of policy name.
+func (c *controller) held(name string) []policystatus.Problem {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held := make([]policystatus.Problem, 0, len(c.pending[name]))
+	for _, pr := range c.pending[name] {
+		held = append(held, policystatus.Problem{Reason: pr.reason, Message: pr.message})
+	}
+	return held
+}
 
 func (c *controller) syncedCondition(p *quotav1alpha1.GrantCreationPolicy, active bool) metav1.Condition {
-	cond := metav1.Condition{Type: quotav1alpha1.GrantPolicyConditionGrantsSynced, ObservedGeneration: p.Generation}
-	if !active {
-		cond.Status, cond.Reason = metav1.ConditionFalse, quotav1alpha1.GrantPolicyReasonNotReconciling
-		cond.Message = "the policy is not Ready: the grants it made are kept, and none is made, changed or removed"
-		return cond
-	}
-	c.mu.Lock()
-	held := make([]problem, 0, len(c.pending[p.Name]))
-	for _, pr := range c.pending[p.Name] {
-		held = append(held, pr)
-	}
-	c.mu.Unlock()
-	if len(held) == 0 {
-		cond.Status, cond.Reason = metav1.ConditionTrue, quotav1alpha1.GrantPolicyReasonGrantsSynced
-		cond.Message = "no grant of this policy is held back"
-		return cond
-	}
-	sort.Slice(held, func(i, j int) bool {
-		if held[i].reason != held[j].reason {
-			return held[i].reason > held[j].reason // WaitingForNamespace first
-		}
-		return held[i].message < held[j].message
-	})
-	msgs := make([]string, 0, maxListed)
-	for i := 0; i < len(held) && i < maxListed; i++ {
-		msgs = append(msgs, held[i].message)
-	}
-	cond.Status, cond.Reason = metav1.ConditionFalse, held[0].reason
-	cond.Message = strings.Join(msgs, "; ")
-	if len(held) > maxListed {
-		cond.Message += fmt.Sprintf("; and %d more", len(held)-maxListed)
-	}
-	return cond
+	return policystatus.Synced(p, active, c.held(p.Name))
 }
 
-// writePolicyStatus writes the policy's Ready condition, the only one in its
-// conditions as in the reference implementation, and beside them
-// status.grantsSynced (dropping a GrantsSynced condition an older
-// quotaplane wrote into the list).
 func (c *controller) writePolicyStatus(ctx context.Context, p *quotav1alpha1.GrantCreationPolicy, ready, synced metav1.Condition) error {
-	changed := p.Status.ObservedGeneration != p.Generation ||
-		meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.GrantPolicyConditionGrantsSynced) != nil
-	if old := meta.FindStatusCondition(p.Status.Conditions, ready.Type); conditionChanged(old, ready) {
-		changed = true
-	}
-	if conditionChanged(p.Status.GrantsSynced, synced) {
-		changed = true
-	}
-	parent := c.parentCondition(p)
-	if parent != nil {
-		if old := meta.FindStatusCondition(p.Status.Conditions, parent.Type); conditionChanged(old, *parent) {
-			changed = true
-		}
-	} else if meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.GrantPolicyConditionParentContextReady) != nil {
-		changed = true
-	}
-	if !changed {
-		return nil
-	}
-	updated := p.DeepCopy()
-	meta.RemoveStatusCondition(&updated.Status.Conditions, quotav1alpha1.GrantPolicyConditionParentContextReady)
-	if parent != nil {
-		if old := meta.FindStatusCondition(p.Status.Conditions, parent.Type); old != nil {
-			meta.SetStatusCondition(&updated.Status.Conditions, *old)
-		}
-		meta.SetStatusCondition(&updated.Status.Conditions, *parent)
-	}
-	updated.Status.ObservedGeneration = p.Generation
-	meta.RemoveStatusCondition(&updated.Status.Conditions, quotav1alpha1.GrantPolicyConditionGrantsSynced)
-	meta.SetStatusCondition(&updated.Status.Conditions, ready)
-	synced.LastTransitionTime = metav1.Now()
-	if old := p.Status.GrantsSynced; old != nil && old.Status == synced.Status {
-		synced.LastTransitionTime = old.LastTransitionTime
-	}
-	updated.Status.GrantsSynced = &synced
-	if err := c.client.Status().Update(ctx, updated); err != nil {
-		return fmt.Errorf("writing the status of GrantCreationPolicy %s: %w", p.Name, err)
-	}
-	if ready := meta.FindStatusCondition(updated.Status.Conditions, quotav1alpha1.PolicyConditionReady); ready != nil {
-		if old := meta.FindStatusCondition(p.Status.Conditions, ready.Type); old == nil || old.Reason != ready.Reason {
-			t := corev1.EventTypeNormal
-			if ready.Status != metav1.ConditionTrue {
-				t = corev1.EventTypeWarning
-			}
-			c.recorder.Event(updated, t, ready.Reason, ready.Message)
-		}
-	}
-	return nil
-}
-
-// parentCondition is the ParentContextReady condition of a policy with a
-// parent context: False while a trigger's parent cannot be resolved.
-func (c *controller) parentCondition(p *quotav1alpha1.GrantCreationPolicy) *metav1.Condition {
-	if p.Spec.Target.ParentContext == nil {
-		return nil
-	}
-	cond := metav1.Condition{Type: quotav1alpha1.GrantPolicyConditionParentContextReady, ObservedGeneration: p.Generation,
-		Status: metav1.ConditionTrue, Reason: quotav1alpha1.GrantPolicyReasonParentContextResolved,
-		Message: "every grant's parent context is resolved"}
-	c.mu.Lock()
-	var msgs []string
-	for _, pr := range c.pending[p.Name] {
-		if pr.reason == quotav1alpha1.GrantPolicyReasonParentContextNotFound {
-			msgs = append(msgs, pr.message)
-		}
-	}
-	c.mu.Unlock()
-	if len(msgs) > 0 {
-		sort.Strings(msgs)
-		if len(msgs) > maxListed {
-			msgs = append(msgs[:maxListed], fmt.Sprintf("and %d more", len(msgs)-maxListed))
-		}
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, quotav1alpha1.GrantPolicyReasonParentContextNotFound, strings.Join(msgs, "; ")
-	}
-	return &cond
-}
-
-func conditionChanged(old *metav1.Condition, c metav1.Condition) bool {
-	return old == nil || old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message || old.ObservedGeneration != c.ObservedGeneration
+	return policystatus.Write(ctx, c.client.Status(), c.recorder, p, ready, synced, policystatus.Parent(p, c.held(p.Name)))
 }

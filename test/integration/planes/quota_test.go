@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -261,4 +262,69 @@ func TestOrganizationCapsItsProjectsPlanes(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// A parent context that cannot be resolved is reported on the policy
+// (ParentContextReady False) and by an Event on the trigger, nothing is
+// written anywhere, and the grant is written into the parent's plane once
+// the parent exists.
+func TestUnresolvedParentContext(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "pcx", "Secret")
+	gcp := &quotav1alpha1.GrantCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: w.id + "-late"}}
+	gcp.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "ConfigMap"}
+	gcp.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == %q", w.platformNS)}}
+	gcp.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{Kind: "Project", NameExpression: "trigger.metadata.labels.parent"}
+	gcp.Spec.Target.ResourceGrantTemplate.Metadata.Name = "from-config"
+	gcp.Spec.Target.ResourceGrantTemplate.Spec.ConsumerRef = quotav1alpha1.TemplateConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: "{{ trigger.metadata.labels.parent }}"}
+	gcp.Spec.Target.ResourceGrantTemplate.Spec.Allowances = []quotav1alpha1.GrantTemplateAllowance{{ResourceType: quotav1alpha1.ResourceType(w.rt), Buckets: []quotav1alpha1.GrantTemplateBucket{{Amount: 2}}}}
+	must(t, w.admin.Create(ctx, gcp), "creating GrantCreationPolicy")
+	parent := w.id + "-later"
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "wants-a-parent", Namespace: w.platformNS, Labels: map[string]string{"parent": parent}}}
+	must(t, w.admin.Create(ctx, cm), "creating the trigger")
+	eventually(t, 30*time.Second, "ParentContextReady False", func(ctx context.Context) error {
+		got := &quotav1alpha1.GrantCreationPolicy{}
+		if err := w.admin.Get(ctx, client.ObjectKeyFromObject(gcp), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, quotav1alpha1.GrantPolicyConditionParentContextReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != quotav1alpha1.GrantPolicyReasonParentContextNotFound || !strings.Contains(c.Message, "Project "+parent+" does not exist") {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, "a Warning Event on the trigger", func(ctx context.Context) error {
+		events := &corev1.EventList{}
+		if err := w.admin.List(ctx, events, client.InNamespace(w.platformNS)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == cm.Name && e.Reason == quotav1alpha1.GrantPolicyReasonParentContextNotFound && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(events.Items))
+	})
+	grants := &quotav1alpha1.ResourceGrantList{}
+	must(t, w.admin.List(ctx, grants, client.MatchingLabels{quotav1alpha1.GrantPolicyLabel: quotav1alpha1.LabelValue(gcp.Name)}), "listing the policy's grants")
+	if len(grants.Items) != 0 {
+		t.Fatalf("a grant of an unresolved parent was written: %s/%s", grants.Items[0].Namespace, grants.Items[0].Name)
+	}
+	pr := &rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: parent},
+		Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: w.org}}}
+	must(t, w.admin.Create(ctx, pr), "creating the parent")
+	pc := newPlaneClient(t, projectPlane(parent))
+	eventually(t, 30*time.Second, "the grant in the parent's plane", func(ctx context.Context) error {
+		return pc.Get(ctx, client.ObjectKey{Namespace: planes.SystemNamespace, Name: "from-config"}, &quotav1alpha1.ResourceGrant{})
+	})
+	eventually(t, 30*time.Second, "ParentContextReady True", func(ctx context.Context) error {
+		got := &quotav1alpha1.GrantCreationPolicy{}
+		if err := w.admin.Get(ctx, client.ObjectKeyFromObject(gcp), got); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, quotav1alpha1.GrantPolicyConditionParentContextReady) {
+			return fmt.Errorf("conditions %+v", got.Status.Conditions)
+		}
+		return nil
+	})
 }

@@ -1,0 +1,28 @@
+package policystatus
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+)
+
+func TestParent(t *testing.T) {
+	p := &quotav1alpha1.GrantCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 4}}
+	if got := Parent(p, nil); got != nil {
+		t.Errorf("a policy without a parent context has ParentContextReady %+v", got)
+	}
+	p.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{Kind: "Project", NameExpression: "trigger.metadata.name"}
+	held := []Problem{{Reason: quotav1alpha1.GrantPolicyReasonWaitingForNamespace, Message: "waiting"}}
+	if got := Parent(p, held); got == nil || got.Status != metav1.ConditionTrue || got.Reason != quotav1alpha1.GrantPolicyReasonParentContextResolved || got.ObservedGeneration != 4 {
+		t.Errorf("nothing unresolved: %+v", got)
+	}
+	held = append(held, Problem{Reason: quotav1alpha1.GrantPolicyReasonParentContextNotFound, Message: "Project b: its parent context Project b does not exist"},
+		Problem{Reason: quotav1alpha1.GrantPolicyReasonParentContextNotFound, Message: "Project a: its parent context Project a does not exist"})
+	got := Parent(p, held)
+	want := "Project a: its parent context Project a does not exist; Project b: its parent context Project b does not exist"
+	if got == nil || got.Status != metav1.ConditionFalse || got.Reason != quotav1alpha1.GrantPolicyReasonParentContextNotFound || got.Message != want {
+		t.Errorf("two unresolved: %+v, want False %s %q", got, quotav1alpha1.GrantPolicyReasonParentContextNotFound, want)
+	}
+}
