@@ -14,10 +14,11 @@ import (
 	"github.com/quotaplane/quotaplane/internal/clientconfig"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/history"
+	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
 func newHistoryCommand() *cobra.Command {
-	var kubeconfig, dataDir, consumer, object, output string
+	var kubeconfig, dataDir, consumer, object, output, controlPlane string
 	systemNamespace := engine.DefaultOptions().SystemNamespace
 	cmd := &cobra.Command{
 		Use:   "history",
@@ -28,6 +29,7 @@ namespace (the last 100 decisions of each consumer; refusals are kept before rou
   quotaplane history --data-dir .quotaplane --consumer Organization/acme
   quotaplane history --kubeconfig ~/.kube/config --object Secret/team-a/s3     # why was it refused?
   quotaplane history --object resourceclaims/team-a/web-app-project-claim -o json
+  quotaplane history --control-plane projects/web --object Secret/default/db   # in a project's control plane
 
 By default the table fits 120 columns; -o wide adds what was requested, the buckets' numbers then and
 the policy. Kinds are written as kubectl takes them: Kind, singular, plural, short name or kind.group.`,
@@ -53,8 +55,15 @@ the policy. Kinds are written as kubectl takes them: Kind, singular, plural, sho
 					return fmt.Errorf("--object %q: want kind/namespace/name, or kind/name for a cluster-scoped object", object)
 				}
 			}
-			if q.ConsumerName == "" && q.ObjectName == "" {
-				return fmt.Errorf("give --consumer kind/name, --object kind/namespace/name, or both")
+			if controlPlane != "" {
+				p, err := planes.Parse(controlPlane)
+				if err != nil {
+					return fmt.Errorf("--control-plane: %w", err)
+				}
+				q.Namespace = p.QuotaNamespace()
+			}
+			if q.ConsumerName == "" && q.ObjectName == "" && q.Namespace == "" {
+				return fmt.Errorf("give --consumer kind/name, --object kind/namespace/name, --control-plane projects/<name>, or several")
 			}
 			switch output {
 			case "", "text", "wide", "json", "yaml":
@@ -133,6 +142,7 @@ the policy. Kinds are written as kubectl takes them: Kind, singular, plural, sho
 	fs.StringVar(&systemNamespace, "system-namespace", systemNamespace, "The engine's system namespace, which holds the histories.")
 	fs.StringVar(&consumer, "consumer", "", "The consumer, kind/name; the kind as kubectl takes it (Organization/acme, organizations/acme, organization.resourcemanager.miloapis.com/acme).")
 	fs.StringVar(&object, "object", "", "An object, kind/namespace/name or kind/name: a claim, a grant, or an object whose create was charged or refused (Secret/team-a/s3, machines/web/m1).")
+	fs.StringVar(&controlPlane, "control-plane", "", "Only decisions about a control plane's objects: projects/<name> or organizations/<name> (docs/control-planes.md); --object then names an object of that plane.")
 	fs.StringVarP(&output, "output", "o", "", "Output format: wide (every column: requests, the buckets' numbers, the policy), json or yaml; by default a table that fits 120 columns.")
 	return cmd
 }

@@ -18,6 +18,9 @@ type Query struct {
 	// ObjectKind, ObjectNamespace and ObjectName select entries about an
 	// object: the object itself, or the object a claim is for.
 	ObjectKind, ObjectNamespace, ObjectName string
+	// Namespace selects entries whose claim or grant is kept in this
+	// namespace: a control plane's quota namespace (docs/control-planes.md).
+	Namespace string
 }
 
 // Row is an entry and whose history it is in.
@@ -40,6 +43,9 @@ func Select(cms []corev1.ConfigMap, q Query) ([]Row, error) {
 			return nil, err
 		}
 		for _, e := range entries {
+			if q.Namespace != "" && e.Object.Namespace != q.Namespace {
+				continue
+			}
 			if q.ObjectName == "" || q.matches(e.Object) || (e.For != nil && q.matches(*e.For)) {
 				out = append(out, Row{Consumer: c, Entry: e})
 			}

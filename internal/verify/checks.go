@@ -7,12 +7,15 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/served"
@@ -109,7 +112,7 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 	}
 	for gvr, policies := range byTrigger {
 		gr := gvr.GroupResource()
-		err := v.listObjects(ctx, gvr, true, func(obj map[string]any, m metav1.Object) {
+		each := func(obj map[string]any, m metav1.Object) {
 			uid := string(m.GetUID())
 			if _, wanted := s.objects[gr][uid]; wanted {
 				s.objects[gr][uid] = true
@@ -117,13 +120,51 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 			for _, p := range policies {
 				v.judge(s, r, p, gvr, obj, m)
 			}
-		})
-		if err != nil {
-			return err
 		}
-		s.listed[gr] = true
+		if v.o.ControlPlane == "" || v.o.ControlPlane == "root" {
+			if err := v.listObjects(ctx, gvr, true, each); err != nil {
+				return err
+			}
+		}
+		complete := v.o.ControlPlane == ""
+		for _, name := range v.planesJudged(s) {
+			p, err := planes.Parse(name)
+			if err != nil {
+				return err
+			}
+			dyn, err := v.planes.Dynamic(p)
+			if err != nil {
+				return err
+			}
+			err = v.listObjectsWith(ctx, dyn, gvr, true, each)
+			switch {
+			case apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err):
+				// Not served: its owner is not Ready, or being deleted.
+				r.note("control plane %s is not served now (%v): its objects were not judged", name, err)
+				complete = false
+			case err != nil:
+				return err
+			}
+		}
+		s.listed[gr] = complete
 	}
 	return nil
+}
+
+// planesJudged are the control planes whose objects are judged, sorted.
+func (v *verifier) planesJudged(s *reading) []string {
+	switch v.o.ControlPlane {
+	case "root":
+		return nil
+	case "":
+		names := make([]string, 0, len(s.planes))
+		for n := range s.planes {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return names
+	}
+	return []string{v.o.ControlPlane}
 }
 
 // judge checks one object against one policy.
@@ -216,7 +257,7 @@ func (v *verifier) checkClaimedObjects(ctx context.Context, s *reading, r *Repor
 	}
 	for objectUID, claims := range s.claimsByObject {
 		for _, c := range claims {
-			if s.stored(c.gr, objectUID) {
+			if s.stored(c.gr, objectUID) || !v.judges(c.plane) {
 				continue
 			}
 			held := "it is not granted and holds nothing"
@@ -240,6 +281,15 @@ func (v *verifier) checkClaimedObjects(ctx context.Context, s *reading, r *Repor
 // findObjects lists, by metadata only, every resource with objects to look
 // up that the governed-objects check did not list already.
 func (v *verifier) findObjects(ctx context.Context, s *reading) error {
+	planesOf := map[schema.GroupResource]map[string]bool{}
+	for _, claims := range s.claimsByObject {
+		for _, c := range claims {
+			if planesOf[c.gr] == nil {
+				planesOf[c.gr] = map[string]bool{}
+			}
+			planesOf[c.gr][c.plane] = true
+		}
+	}
 	for gr, uids := range s.objects {
 		if s.listed[gr] {
 			continue
@@ -248,17 +298,57 @@ func (v *verifier) findObjects(ctx context.Context, s *reading) error {
 		if !served {
 			continue // nothing of it can be stored
 		}
-		err := v.listObjects(ctx, gvr, false, func(_ map[string]any, m metav1.Object) {
+		found := func(_ map[string]any, m metav1.Object) {
 			if _, wanted := uids[string(m.GetUID())]; wanted {
 				uids[string(m.GetUID())] = true
 			}
-		})
-		if err != nil {
-			return err
+		}
+		for plane := range planesOf[gr] {
+			if !v.judges(plane) {
+				continue
+			}
+			var err error
+			if plane == "" {
+				err = v.listObjects(ctx, gvr, false, found)
+			} else {
+				err = v.listPlane(ctx, plane, gvr, found)
+			}
+			if err != nil {
+				return err
+			}
 		}
 		s.listed[gr] = true
 	}
 	return nil
+}
+
+// judges reports whether the objects of plane ("" the root) are judged.
+func (v *verifier) judges(plane string) bool {
+	switch v.o.ControlPlane {
+	case "":
+		return true
+	case "root":
+		return plane == ""
+	}
+	return plane == v.o.ControlPlane
+}
+
+// listPlane lists every object of gvr in a control plane; a plane not
+// served now (its owner not Ready, or being deleted) has none to list.
+func (v *verifier) listPlane(ctx context.Context, plane string, gvr schema.GroupVersionResource, each func(obj map[string]any, m metav1.Object)) error {
+	p, err := planes.Parse(plane)
+	if err != nil {
+		return err
+	}
+	dyn, err := v.planes.Dynamic(p)
+	if err != nil {
+		return err
+	}
+	err = v.listObjectsWith(ctx, dyn, gvr, true, each)
+	if apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) {
+		return nil
+	}
+	return err
 }
 
 // Deadlines of grants in flight.

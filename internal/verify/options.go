@@ -11,6 +11,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/clientconfig"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/etcdflags"
+	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
 // Options are the settings of quotaplane verify.
@@ -36,6 +37,10 @@ type Options struct {
 	RecheckAfter time.Duration
 	// PageSize is the limit of each list.
 	PageSize int64
+	// ControlPlane narrows the objects judged to one control plane
+	// ("projects/<name>", "organizations/<name>", or "root"); "" judges the
+	// root's and every plane's. The accounts are always checked whole.
+	ControlPlane string
 }
 
 // NewOptions returns the defaults.
@@ -56,10 +61,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "The quota engine's system namespace (its Lease, ledger, and the buckets of consumers without a namespace).")
 	fs.DurationVar(&o.RecheckAfter, "recheck-after", o.RecheckAfter, "When the first reading finds discrepancies, read again after this long and report only those found again (changes in progress are not damage). 0 reports the first reading.")
 	fs.Int64Var(&o.PageSize, "page-size", o.PageSize, "Items per list request.")
+	fs.StringVar(&o.ControlPlane, "control-plane", o.ControlPlane, "Judge the objects of one control plane only: projects/<name>, organizations/<name>, or root. Default: the root and every plane (docs/control-planes.md). The accounts are always checked whole.")
 }
 
 // complete fills in what DataDir implies and checks the rest.
 func (o Options) complete() (Options, error) {
+	if o.ControlPlane != "" && o.ControlPlane != "root" {
+		if _, err := planes.Parse(o.ControlPlane); err != nil {
+			return o, fmt.Errorf("--control-plane: %w, or root", err)
+		}
+	}
 	if o.DataDir != "" {
 		o.Kubeconfig = o.KubeconfigPath()
 		if len(o.EtcdServers) == 0 {

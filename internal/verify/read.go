@@ -24,6 +24,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
 
@@ -39,6 +40,8 @@ type verifier struct {
 	served *served.Resolver
 	// etcd is nil when no etcd was given: the journal is not read.
 	etcd *clientv3.Client
+	// planes reach the objects of control planes.
+	planes *planes.Clients
 }
 
 var scheme = func() *runtime.Scheme {
@@ -72,6 +75,7 @@ func connect(ctx context.Context, o Options) (*verifier, error) {
 	if v.metadata, err = metadata.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
+	v.planes = planes.NewClients(cfg)
 	v.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(v.kube.Discovery()))
 	v.served = served.New(v.dynamic)
 	if _, err := v.kube.Discovery().ServerVersion(); err != nil {
@@ -127,11 +131,17 @@ func listQuota[L client.ObjectList](ctx context.Context, v *verifier, newList fu
 // listObjects lists every object of a resource, in all namespaces, page by
 // page. With full unset, only metadata is read.
 func (v *verifier) listObjects(ctx context.Context, gvr schema.GroupVersionResource, full bool, each func(obj map[string]any, m metav1.Object)) error {
+	return v.listObjectsWith(ctx, v.dynamic, gvr, full, each)
+}
+
+// listObjectsWith is listObjects through dyn (a control plane's client);
+// metadata-only lists go to the root.
+func (v *verifier) listObjectsWith(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, full bool, each func(obj map[string]any, m metav1.Object)) error {
 	opts := metav1.ListOptions{Limit: v.o.PageSize}
 	for {
 		var cont string
 		if full {
-			list, err := v.dynamic.Resource(gvr).List(ctx, opts)
+			list, err := dyn.Resource(gvr).List(ctx, opts)
 			if err != nil {
 				return fmt.Errorf("listing %s: %w", gvr, err)
 			}

@@ -17,6 +17,7 @@ import (
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
@@ -54,6 +55,9 @@ type reading struct {
 	listed map[schema.GroupResource]bool
 	// projectOrgs are the Projects' organizations, where their buckets live.
 	projectOrgs map[string]string
+	// planes are the control planes whose objects are judged: every
+	// Organization's and Project's, and those claims name.
+	planes map[string]bool
 }
 
 func newReading() *reading {
@@ -69,6 +73,7 @@ func newReading() *reading {
 		objects:        map[schema.GroupResource]map[string]bool{},
 		listed:         map[schema.GroupResource]bool{},
 		projectOrgs:    map[string]string{},
+		planes:         map[string]bool{},
 	}
 }
 
@@ -141,6 +146,8 @@ type objectClaim struct {
 	// object is "Kind namespace/name" from spec.resourceRef.
 	object string
 	gr     schema.GroupResource
+	// plane is the control plane the object is in, "" the root.
+	plane string
 }
 
 // exemptGroups are never charged at admission (internal/admission/claimpolicy):
@@ -344,6 +351,11 @@ func (v *verifier) claim(s *reading, r *Report, c *quotav1alpha1.ResourceClaim) 
 		oc.object = kindName(ref.Kind, ref.Namespace, ref.Name)
 	}
 	oc.gr, _ = v.resourceOf(c.Annotations[quotav1alpha1.AnnotationResource], c.Spec.ResourceRef)
+	if pl := c.Annotations[planes.Annotation]; pl != "" {
+		s.planes[pl] = true
+		oc.plane = pl
+		oc.object += " in control plane " + pl
+	}
 	s.claimsByObject[objectUID] = append(s.claimsByObject[objectUID], oc)
 	s.lookUp(oc.gr, objectUID)
 }
@@ -386,6 +398,7 @@ func (v *verifier) readProjects(ctx context.Context, s *reading) error {
 	for i := range list.Items {
 		m := &list.Items[i]
 		info := quota.ConsumerInfo{Labels: m.GetLabels()}
+		s.planes[planes.Plane{Kind: planes.Projects, Name: m.Name}.String()] = true
 		if org := rmv1alpha1.OrganizationOfProject(m); org != "" {
 			s.projectOrgs[m.Name] = org
 			info.Parent = &quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}
@@ -399,6 +412,7 @@ func (v *verifier) readProjects(ctx context.Context, s *reading) error {
 		return fmt.Errorf("listing Organizations: %w", err)
 	}
 	for i := range orgs.Items {
+		s.planes[planes.Plane{Kind: planes.Organizations, Name: orgs.Items[i].Name}.String()] = true
 		s.eng.SetConsumer(quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: orgs.Items[i].Name}, quota.ConsumerInfo{Labels: orgs.Items[i].GetLabels()})
 	}
 	return nil

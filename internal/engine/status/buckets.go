@@ -86,7 +86,11 @@ func (w *BucketWriter) Reconcile(ctx context.Context, id quota.BucketID) error {
 		return w.deleteBucketIn(ctx, id, ns, name)
 	}
 	for i, p := range places {
-		if err := w.writeBucketIn(ctx, id, st, p, name, i > 0); err != nil {
+		from := ""
+		if i > 0 {
+			from = ns
+		}
+		if err := w.writeBucketIn(ctx, id, st, p, name, from); err != nil {
 			return err
 		}
 	}
@@ -111,8 +115,10 @@ func (w *BucketWriter) deleteBucketIn(ctx context.Context, id quota.BucketID, ns
 }
 
 // writeBucketIn writes a bucket that exists into namespace ns: its own
-// place, or (projected) a copy in a group member's namespace.
-func (w *BucketWriter) writeBucketIn(ctx context.Context, id quota.BucketID, st quota.BucketStatus, ns, name string, projected bool) error {
+// place, or a copy (projected from namespace from, its own place) in a group
+// member's namespace or a project's plane.
+func (w *BucketWriter) writeBucketIn(ctx context.Context, id quota.BucketID, st quota.BucketStatus, ns, name, from string) error {
+	projected := from != ""
 	obj, found, err := w.Buckets.GetStore().GetByKey(ns + "/" + name)
 	if err != nil {
 		return err
@@ -127,7 +133,7 @@ func (w *BucketWriter) writeBucketIn(ctx context.Context, id quota.BucketID, st 
 		}
 		labels := bucketLabels(id)
 		if projected {
-			labels[quotav1alpha1.LabelProjectedFrom] = id.Consumer.Namespace
+			labels[quotav1alpha1.LabelProjectedFrom] = from
 		}
 		stored = &quotav1alpha1.AllowanceBucket{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
