@@ -264,6 +264,11 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		return nil, fmt.Errorf("configuring the built-in APIs: %w", err)
 	}
 	kubeAPIs.Generic.RESTOptionsGetter = planeStorage.OptionsGetter(kubeAPIs.Generic.RESTOptionsGetter)
+	// RBAC's escalation checks and SubjectAccessReviews decide in a plane
+	// as the plane does; admission plugins keep the root's authorizer
+	// (captured above), so a plane's administrator charges no one else.
+	planeAuthorizer := &planeserve.Authorizer{Root: kubeAPIs.Generic.Authorization.Authorizer, Registry: c.planes}
+	kubeAPIs.Generic.Authorization.Authorizer = planeAuthorizer
 	c.controlPlane = kubeAPIs
 	authInfoResolver := webhook.NewDefaultAuthenticationInfoResolverWrapper(kubeAPIs.ProxyTransport, kubeAPIs.Generic.EgressSelector, kubeAPIs.Generic.LoopbackClientConfig, kubeAPIs.Generic.TracerProvider)
 	c.apiExtensions, err = controlplaneapiserver.CreateAPIExtensionsConfig(*kubeAPIs.Generic, kubeAPIs.VersionedInformers, pluginInitializer, completed, 3, serviceResolver, authInfoResolver)
@@ -287,7 +292,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	c.aggregator.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, cfg *genericapiserver.Config) http.Handler {
 		return planeserve.Outer(chain(planeserve.Inner(c.planes, h), cfg))
 	}
-	c.aggregator.GenericConfig.Authorization.Authorizer = &planeserve.Authorizer{Root: c.aggregator.GenericConfig.Authorization.Authorizer, Registry: c.planes}
+	c.aggregator.GenericConfig.Authorization.Authorizer = planeAuthorizer
 	return c, nil
 }
 

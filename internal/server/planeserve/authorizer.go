@@ -3,9 +3,11 @@ package planeserve
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
 
 	"github.com/quotaplane/quotaplane/internal/planes"
 )
@@ -19,9 +21,23 @@ import (
 // organization's plane in its namespace. Whoever may use a plane may do
 // anything in it but what no plane allows (refusal): the platform's kinds
 // are read-only there, grants and buckets are written by the platform.
+// Anyone else is decided by the RBAC objects stored in the plane.
 type Authorizer struct {
 	Root     authorizer.Authorizer
 	Registry *Registry
+
+	once sync.Once
+	rbac authorizer.Authorizer
+}
+
+// inside is the RBAC authorizer of the plane a request is made to: its
+// Roles, ClusterRoles and bindings.
+func (a *Authorizer) inside() authorizer.Authorizer {
+	a.once.Do(func() {
+		r := planeRBAC{reg: a.Registry}
+		a.rbac = rbac.New(r, r, r, r)
+	})
+	return a.rbac
 }
 
 // MemberRole is the ClusterRole that, bound in a project's namespace at the
@@ -43,6 +59,10 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 		if d, _, _ := a.Root.Authorize(ctx, q); d == authorizer.DecisionAllow {
 			return authorizer.DecisionAllow, "", nil
 		}
+	}
+	// Anyone else: the plane's own RBAC objects decide.
+	if d, _, _ := a.inside().Authorize(ctx, attrs); d == authorizer.DecisionAllow {
+		return authorizer.DecisionAllow, "", nil
 	}
 	user := "system:anonymous"
 	if u := attrs.GetUser(); u != nil {

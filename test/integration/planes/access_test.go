@@ -93,6 +93,31 @@ func TestWhoMayEnterAPlane(t *testing.T) {
 			t.Errorf("a member of acc-a-web uses %s: %v", p, err)
 		}
 	}
+	// Anyone else is decided by the plane's own RBAC objects: the owner
+	// lets a guest read ConfigMaps in one namespace of one plane.
+	guestCfg := tokenFor(t, "organization-acc-a", "guest")
+	web := kubernetes.NewForConfigOrDie(planeConfig(ownerCfg, projectPlane("acc-a-web")))
+	_, err := web.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "read-config"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}}}}, metav1.CreateOptions{})
+	must(t, err, "the owner creating a Role in the plane")
+	_, err = web.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "guest"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "organization-acc-a", Name: "guest"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "read-config"}}, metav1.CreateOptions{})
+	must(t, err, "the owner binding the guest in the plane")
+	guest := kubernetes.NewForConfigOrDie(planeConfig(guestCfg, projectPlane("acc-a-web")))
+	if _, err := guest.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("a guest bound by the plane's RBAC may not list ConfigMaps there: %v", err)
+	}
+	if _, err := guest.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the guest lists Secrets its binding does not allow: %v", err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(planeConfig(guestCfg, projectPlane("acc-a-db"))).CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a binding in one plane lets the guest into another: %v", err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(guestCfg).CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a binding in a plane lets the guest read the root: %v", err)
+	}
+
 	// Inside a plane, its user may not change the platform's kinds or give
 	// itself quota.
 	dyn := quotatest.NewClient(t, planeConfig(ownerCfg, projectPlane("acc-a-web")))
