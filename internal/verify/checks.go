@@ -48,7 +48,7 @@ func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) erro
 				if exists {
 					why = fmt.Sprintf("the engine keeps that bucket as %s", nsName(placement.Namespace(id.Consumer), quota.BucketName(id)))
 				}
-				r.add(Discrepancy{Check: CheckBucketStale, ID: string(CheckBucketStale) + "/" + where,
+				r.Add(Discrepancy{Check: CheckBucketStale, ID: string(CheckBucketStale) + "/" + where,
 					Problem: fmt.Sprintf("AllowanceBucket %s (%s) is stored but %s", where, describeBucket(id), why),
 					Repair:  fmt.Sprintf("delete it (kubectl delete allowancebucket -n %s %s; quotaplane verify --repair does); the engine writes every bucket it needs", b.Namespace, b.Name),
 					Target:  &Target{Kind: "AllowanceBucket", Namespace: b.Namespace, Name: b.Name, UID: string(b.UID)}})
@@ -60,7 +60,7 @@ func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) erro
 			}
 			// The difference is part of the identity: a bucket that merely
 			// moves between two readings is not reported.
-			r.add(Discrepancy{Check: CheckBucketMismatch,
+			r.Add(Discrepancy{Check: CheckBucketMismatch,
 				ID: fmt.Sprintf("%s/%s/%d/%d", CheckBucketMismatch, where, b.Status.Limit-want.Limit, b.Status.Allocated-want.Allocated),
 				Problem: fmt.Sprintf("AllowanceBucket %s (%s) shows limit %d and allocated %d; the stored grants and claims give limit %d and allocated %d",
 					where, describeBucket(id), b.Status.Limit, b.Status.Allocated, want.Limit, want.Allocated),
@@ -80,7 +80,7 @@ func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) erro
 		}
 		want, _ := s.eng.Bucket(id)
 		where := nsName(placement.Namespace(id.Consumer), quota.BucketName(id))
-		r.add(Discrepancy{Check: CheckBucketMissing, ID: string(CheckBucketMissing) + "/" + where,
+		r.Add(Discrepancy{Check: CheckBucketMissing, ID: string(CheckBucketMissing) + "/" + where,
 			Problem: fmt.Sprintf("AllowanceBucket %s (%s) is not stored; the stored grants and claims give limit %d and allocated %d", where, describeBucket(id), want.Limit, want.Allocated),
 			Repair:  repair})
 	}
@@ -105,7 +105,7 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 		}
 		gvr, err := served.ResourceFor(ctx, v.mapper, v.dynamic, schema.GroupKind{Group: gv.Group, Kind: p.compiled.Kind}, gv.Version)
 		if err != nil || gvr.Empty() {
-			r.note("ClaimCreationPolicy %s: its trigger %s %s is not served, so no object of it exists", p.name, p.apiVersion, p.compiled.Kind)
+			r.Note("ClaimCreationPolicy %s: its trigger %s %s is not served, so no object of it exists", p.name, p.apiVersion, p.compiled.Kind)
 			continue
 		}
 		byTrigger[gvr] = append(byTrigger[gvr], p)
@@ -140,7 +140,7 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 			switch {
 			case apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err):
 				// Not served: its owner is not Ready, or being deleted.
-				r.note("control plane %s is not served now (%v): its objects were not judged", name, err)
+				r.Note("control plane %s is not served now (%v): its objects were not judged", name, err)
 				complete = false
 			case err != nil:
 				return err
@@ -244,7 +244,7 @@ func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.Gr
 			ns, convert.ConsumerID(rendered.Spec.ConsumerRef), describeRequests(requests), kind,
 			quotav1alpha1.AnnotationPolicy, p.name, quotav1alpha1.AnnotationResource, quotav1alpha1.FormatResource(gvr), quotav1alpha1.AnnotationResourceUID, uid)
 	}
-	r.add(Discrepancy{Check: CheckUnclaimedObject, ID: fmt.Sprintf("%s/%s/%s", CheckUnclaimedObject, uid, p.name), Problem: problem, Repair: repair,
+	r.Add(Discrepancy{Check: CheckUnclaimedObject, ID: fmt.Sprintf("%s/%s/%s", CheckUnclaimedObject, uid, p.name), Problem: problem, Repair: repair,
 		Target: &Target{Kind: "ClaimCreationPolicy", Name: p.name}})
 }
 
@@ -269,7 +269,7 @@ func (v *verifier) checkClaimedObjects(ctx context.Context, s *reading, r *Repor
 				where = fmt.Sprintf("whose kind (%s) this API server does not serve", c.gr)
 			}
 			ns, name, _ := strings.Cut(c.key, "/")
-			r.add(Discrepancy{Check: CheckOrphanClaim, ID: string(CheckOrphanClaim) + "/" + c.uid,
+			r.Add(Discrepancy{Check: CheckOrphanClaim, ID: string(CheckOrphanClaim) + "/" + c.uid,
 				Problem: fmt.Sprintf("ResourceClaim %s (uid %s) names %s (uid %s), %s; %s", c.key, c.uid, c.object, objectUID, where, held),
 				Repair:  fmt.Sprintf("delete the claim: kubectl delete resourceclaim -n %s %s (quotaplane verify --repair does)", ns, name),
 				Target:  &Target{Kind: "ResourceClaim", Namespace: ns, Name: name, UID: c.uid}})
@@ -386,7 +386,7 @@ func (v *verifier) checkInFlight(s *reading, r *Report) {
 		if !ok || !s.stored(gr, g.ObjectUID) {
 			outcome = "the object is not stored, so the next term releases the grant"
 		}
-		r.add(Discrepancy{Check: CheckInFlightOverdue, ID: string(CheckInFlightOverdue) + "/" + g.etcdKey,
+		r.Add(Discrepancy{Check: CheckInFlightOverdue, ID: string(CheckInFlightOverdue) + "/" + g.etcdKey,
 			Problem: fmt.Sprintf("the grant made at admission for claim %s (%s, uid %s, ClaimCreationPolicy %s: %s of %s) has been held since %s, %s past its deadline of %s; its quota is held and its claim was never written",
 				g.claimKey(), object, g.ObjectUID, g.Policy, describeRequests(claimFrom("", "", "", time.Time{}, g.Spec).Requests), convert.ConsumerID(g.Spec.ConsumerRef),
 				g.Created.UTC().Format(time.RFC3339), (g.sinceAdmission(now) - admissionDeadline - deadlineMargin).Round(time.Second), admissionDeadline+deadlineMargin),
@@ -399,13 +399,13 @@ func (v *verifier) checkInFlight(s *reading, r *Report) {
 		case !stored:
 			unstored++ // its claim was deleted: it holds nothing
 		case !granted:
-			r.add(Discrepancy{Check: CheckInFlightOverdue, ID: string(CheckInFlightOverdue) + "/ledger/" + uid,
+			r.Add(Discrepancy{Check: CheckInFlightOverdue, ID: string(CheckInFlightOverdue) + "/ledger/" + uid,
 				Problem: fmt.Sprintf("the engine's ledger holds a grant in flight for claim %s (uid %s), which is stored without Granted: the grant counts, but was never written to its claim", key, uid),
 				Repair:  repair + "; the next term writes it"})
 		}
 	}
 	if unstored > 0 {
-		r.note("the engine's ledger lists %d grants in flight whose claims are no longer stored; they hold no quota, and the engine drops them from its ledger", unstored)
+		r.Note("the engine's ledger lists %d grants in flight whose claims are no longer stored; they hold no quota, and the engine drops them from its ledger", unstored)
 	}
 }
 

@@ -232,7 +232,7 @@ func (v *verifier) readJournal(ctx context.Context, s *reading, r *Report) error
 	err := v.rangePrefix(ctx, record.AdmissionGrantsPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
 		g, err := decodeJournalGrant(key, value)
 		if err != nil {
-			r.add(Discrepancy{Check: CheckJournalUnreadable, ID: string(CheckJournalUnreadable) + "/" + key,
+			r.Add(Discrepancy{Check: CheckJournalUnreadable, ID: string(CheckJournalUnreadable) + "/" + key,
 				Problem: fmt.Sprintf("the grant made at admission at etcd key %s cannot be decoded (%v): the next engine leader cannot read the journal and will not start deciding", key, err),
 				Repair:  fmt.Sprintf("delete the key (etcdctl del %s) with no engine replica running, then check the bucket of its consumer", key)})
 			return

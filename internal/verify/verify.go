@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/quotaplane/quotaplane/internal/verify/report"
 )
 
 // Run audits the plane o names and returns what it found. An error means
@@ -39,11 +41,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		second.keepOnly(report)
+		second.KeepOnly(report)
 		second.Recheck = &RecheckSummary{After: o.RecheckAfter, First: len(report.Discrepancies)}
 		report = second
 	}
-	report.sort()
+	report.Sort()
 	report.Took = time.Since(began)
 	return report, nil
 }
@@ -55,7 +57,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // compares the buckets right after, to keep that window short, and only
 // then lists the objects the policies govern and the claims name.
 func (v *verifier) read(ctx context.Context) (*Report, error) {
-	r := newReport()
+	r := report.New()
 	s := newReading()
 	leader, leads, err := v.leader(ctx)
 	if err != nil {
@@ -63,7 +65,7 @@ func (v *verifier) read(ctx context.Context) (*Report, error) {
 	}
 	r.Leader = leader
 	if !leads {
-		r.note("no engine replica leads: buckets are not being written and grants in flight are not being settled")
+		r.Note("no engine replica leads: buckets are not being written and grants in flight are not being settled")
 	}
 	if v.etcd != nil {
 		r.Etcd = strings.Join(v.o.EtcdServers, ",")

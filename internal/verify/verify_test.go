@@ -13,6 +13,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/verify/report"
 )
 
 func TestOptionsFromDataDir(t *testing.T) {
@@ -53,8 +54,8 @@ func TestOptionsInvalid(t *testing.T) {
 }
 
 func TestExitCode(t *testing.T) {
-	clean, damaged := newReport(), newReport()
-	damaged.add(Discrepancy{Check: CheckOrphanClaim, ID: "x"})
+	clean, damaged := report.New(), report.New()
+	damaged.Add(Discrepancy{Check: CheckOrphanClaim, ID: "x"})
 	for _, tc := range []struct {
 		name   string
 		report *Report
@@ -72,14 +73,14 @@ func TestExitCode(t *testing.T) {
 }
 
 func TestRecheckKeepsWhatBothReadingsFound(t *testing.T) {
-	first, second := newReport(), newReport()
+	first, second := report.New(), report.New()
 	for _, id := range []string{"moved", "damage"} {
-		first.add(Discrepancy{ID: id})
+		first.Add(Discrepancy{ID: id})
 	}
 	for _, id := range []string{"damage", "new"} {
-		second.add(Discrepancy{ID: id})
+		second.Add(Discrepancy{ID: id})
 	}
-	second.keepOnly(first)
+	second.KeepOnly(first)
 	if diff := cmp.Diff([]Discrepancy{{ID: "damage"}}, second.Discrepancies); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -102,7 +103,7 @@ func TestCheckInFlight(t *testing.T) {
 	s.journal["ns/written"].adopted = true
 	s.ledger = map[string]string{"granted": "ns/a", "waiting": "ns/b", "gone": "ns/c"}
 	s.ledgerClaims = map[string]bool{"granted": true, "waiting": false}
-	r := newReport()
+	r := report.New()
 	v.checkInFlight(s, r)
 	var got []string
 	for _, d := range r.Discrepancies {
