@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -130,4 +131,19 @@ func WithPlane(ctx context.Context, p Plane) context.Context {
 func From(ctx context.Context) (Plane, bool) {
 	p, ok := ctx.Value(contextKey{}).(Plane)
 	return p, ok
+}
+
+// QuotaGroup is the group of the quota kinds.
+const QuotaGroup = "quota.miloapis.com"
+
+// SharedGroups are the platform's API groups: every plane reads the root's
+// objects of them, and none writes them.
+var SharedGroups = map[string]bool{QuotaGroup: true, "apiextensions.k8s.io": true, "apiregistration.k8s.io": true,
+	"admissionregistration.k8s.io": true, "flowcontrol.apiserver.k8s.io": true}
+
+// OwnStorage reports whether a plane stores its own objects of a resource
+// (under its key prefix); false for the platform's kinds, the quota kinds
+// (kept at the root) and the tenancy kinds (the root's).
+func OwnStorage(gr schema.GroupResource) bool {
+	return gr.Group != Group && !SharedGroups[gr.Group]
 }

@@ -128,6 +128,9 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 		}
 		complete := v.o.ControlPlane == ""
 		for _, name := range v.planesJudged(s) {
+			if !planes.OwnStorage(gr) {
+				break // a plane holds none of its own: the root's are judged
+			}
 			p, err := planes.Parse(name)
 			if err != nil {
 				return err
@@ -138,7 +141,7 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 			}
 			err = v.listObjectsWith(ctx, dyn, gvr, true, each)
 			switch {
-			case apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err):
+			case apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsForbidden(err):
 				// Not served: its owner is not Ready, or being deleted.
 				r.Note("control plane %s is not served now (%v): its objects were not judged", name, err)
 				complete = false
@@ -304,7 +307,7 @@ func (v *verifier) findObjects(ctx context.Context, s *reading) error {
 			}
 		}
 		for plane := range planesOf[gr] {
-			if !v.judges(plane) {
+			if !v.judges(plane) || (plane != "" && !planes.OwnStorage(gr)) {
 				continue
 			}
 			var err error
@@ -345,7 +348,7 @@ func (v *verifier) listPlane(ctx context.Context, plane string, gvr schema.Group
 		return err
 	}
 	err = v.listObjectsWith(ctx, dyn, gvr, true, each)
-	if apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) {
+	if apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsForbidden(err) {
 		return nil
 	}
 	return err

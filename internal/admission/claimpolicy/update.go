@@ -19,6 +19,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -96,6 +97,9 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 	}
 	ref := admit.ObjectRef{APIGroup: tg.kind.Group, Kind: tg.kind.Kind, Resource: quotav1alpha1.FormatResource(tg.resource),
 		Namespace: a.GetNamespace(), Name: a.GetName(), UID: string(oldMeta.GetUID())}
+	if plane, ok := planes.From(ctx); ok {
+		ref.Plane = plane.String()
+	}
 	return p.decideUpdate(ctx, a, tg, oldMeta, ref, applying, changes)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -39,6 +40,9 @@ type ObjectRef struct {
 	Resource        string
 	Namespace, Name string
 	UID             string
+	// Plane is the control plane the object is in ("projects/<name>"), ""
+	// at the root: a later leader looks the object up there.
+	Plane string
 }
 
 // UpdateCheck is what a later leader needs to find out whether an update was
@@ -209,6 +213,9 @@ func (t *Term) decideChangesLocked(obj ObjectRef, changes []PolicyChange, dryRun
 		if ch.Claim == nil {
 			p.Namespace, p.Name, p.Release = olds[0].Ref.Namespace, olds[0].Ref.Name, true
 			p.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: obj.APIGroup, Kind: obj.Kind, Namespace: obj.Namespace, Name: obj.Name}
+			if obj.Plane != "" {
+				p.Extra = map[string]string{planes.Annotation: obj.Plane}
+			}
 		} else {
 			c := ch.Claim
 			p.Namespace, p.Name, p.Spec = c.Namespace, t.replacementNameLocked(c, obj, ch.Policy, olds), c.Spec

@@ -23,12 +23,10 @@ const (
 	refused
 )
 
-const quotaGroup = "quota.miloapis.com"
-
 // routeOf is the route of a resource.
 func routeOf(gr schema.GroupResource) route {
 	switch gr.Group {
-	case quotaGroup:
+	case planes.QuotaGroup:
 		switch gr.Resource {
 		case "resourceclaims", "resourcegrants", "allowancebuckets":
 			return mapped
@@ -39,10 +37,11 @@ func routeOf(gr schema.GroupResource) route {
 			return orgProjects
 		}
 		return refused
-	case "apiextensions.k8s.io", "apiregistration.k8s.io", "admissionregistration.k8s.io", "flowcontrol.apiserver.k8s.io":
-		return shared
 	}
-	return local
+	if planes.OwnStorage(gr) {
+		return local
+	}
+	return shared
 }
 
 // refusal is why a request of verb on gr is refused in plane p, "" when it

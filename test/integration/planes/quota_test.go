@@ -198,6 +198,23 @@ func TestGrantsAndChargesInProjectPlanes(t *testing.T) {
 		_, err := a.CoreV1().Secrets("default").Create(ctx, w.secret("s3"), metav1.CreateOptions{})
 		return err
 	})
+	// An update in the plane after which the policy no longer applies
+	// releases the Secret's quota; one that makes it apply charges again.
+	s0, err := a.CoreV1().Secrets("default").Get(ctx, "s0", metav1.GetOptions{})
+	must(t, err, "reading s0")
+	delete(s0.Labels, "world")
+	_, err = a.CoreV1().Secrets("default").Update(ctx, s0, metav1.UpdateOptions{})
+	must(t, err, "updating s0 out of the policy")
+	eventually(t, 30*time.Second, "s0's quota released by the update", func(ctx context.Context) error {
+		_, err := a.CoreV1().Secrets("default").Create(ctx, w.secret("s4"), metav1.CreateOptions{})
+		return err
+	})
+	s0, err = a.CoreV1().Secrets("default").Get(ctx, "s0", metav1.GetOptions{})
+	must(t, err, "reading s0")
+	s0.Labels["world"] = w.id
+	if _, err := a.CoreV1().Secrets("default").Update(ctx, s0, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), quota.RefusalPrefix) {
+		t.Errorf("an update bringing a fourth Secret under the policy in a full plane: want a quota refusal, got %v", err)
+	}
 }
 
 // 4L creates at once, spread over two projects' planes, each project
