@@ -239,9 +239,20 @@ func (t *term) kindsChanged(obj any) {
 	t.r.mapper.Reset()
 	t.enqueueAllPolicies()
 	for _, k := range t.regInformer.GetStore().ListKeys() {
-		t.conditionQueue.Add(status.Key{Kind: status.KindRegistration, Name: k})
+		key := status.Key{Kind: status.KindRegistration, Name: k}
+		t.conditionQueue.Add(key)
+		// Discovery lists a new CRD's group seconds after the CRD is
+		// established: look again then, not only at the registration's
+		// ever longer retries.
+		for _, d := range crdDiscoveryLag {
+			t.conditionQueue.AddAfter(key, d)
+		}
 	}
 }
+
+// crdDiscoveryLag are the delays after a CRD changes at which registrations
+// are judged again.
+var crdDiscoveryLag = []time.Duration{2 * time.Second, 5 * time.Second, 10 * time.Second}
 
 // enqueueAllPolicies re-validates every policy (their literal resource types
 // must be registered).

@@ -134,7 +134,13 @@ func TestAMisspeltFieldIsAValidationFailure(t *testing.T) {
 	if err := gizmo("charged", 3); err != nil {
 		t.Fatal(err)
 	}
-	claims := w.claims()
+	// The claim is written once the Gizmo is stored, a moment after the
+	// create is answered.
+	var claims []quotav1alpha1.ResourceClaim
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		claims = w.claims()
+		return len(claims) > 0, nil
+	})
 	if len(claims) != 1 || claims[0].Spec.Requests[0].Amount != 3 {
 		t.Errorf("under the last valid generation a Gizmo of 3 cpus made claims %+v, want one of 3", claims)
 	}

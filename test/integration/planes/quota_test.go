@@ -211,7 +211,7 @@ func TestGrantsAndChargesInProjectPlanes(t *testing.T) {
 	})
 	s0, err = a.CoreV1().Secrets("default").Get(ctx, "s0", metav1.GetOptions{})
 	must(t, err, "reading s0")
-	s0.Labels["world"] = w.id
+	s0.Labels = map[string]string{"world": w.id}
 	if _, err := a.CoreV1().Secrets("default").Update(ctx, s0, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), quota.RefusalPrefix) {
 		t.Errorf("an update bringing a fourth Secret under the policy in a full plane: want a quota refusal, got %v", err)
 	}
