@@ -43,33 +43,7 @@ func TestHierarchySurvivesKill(t *testing.T) {
 	p, c := k.proc, k.c
 	f := quotatest.NewFixture(t, c)
 	ctx := context.Background()
-	org := "k-" + f.ID
-	rt := string(f.RT("vcpu"))
-	create := func(o client.Object) {
-		t.Helper()
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
-	create(&quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-vcpu"}, Spec: quotav1alpha1.ResourceRegistrationSpec{
-		ConsumerType:        quotav1alpha1.ConsumerTypeRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project"},
-		ParentConsumerTypes: []quotav1alpha1.ConsumerTypeRef{{APIGroup: rmv1alpha1.GroupName, Kind: "Organization"}},
-		Type:                quotav1alpha1.RegistrationTypeAllocation, ResourceType: quotav1alpha1.ResourceType(rt), BaseUnit: "core",
-		ClaimingResources: []quotav1alpha1.ClaimingResource{{Kind: "ConfigMap"}}}})
-	create(&rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}})
-	grant := func(name string, ref quotav1alpha1.ConsumerRef, amount int64) {
-		create(&quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: ref,
-			Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(rt), Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}}}}}})
-	}
-	grant("org", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}, limit)
-	var projects []string
-	for i := range 4 {
-		name := fmt.Sprintf("%s-p%d", org, i)
-		create(&rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: org}}})
-		grant(fmt.Sprintf("p%d", i), quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: name}, 100)
-		projects = append(projects, name)
-	}
+	org, rt, projects := killOrganization(t, c, f, "k-", "vcpu", 4, limit)
 	pol := f.Policy("vcpu", "v1", "ConfigMap", "vcpu", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
 		p.Spec.Target.ResourceClaimTemplate.Spec.ConsumerRef = quotav1alpha1.TemplateConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: "{{ trigger.metadata.labels.project }}"}
 		p.Spec.Trigger.Constraints = append(p.Spec.Trigger.Constraints, quotav1alpha1.Constraint{Expression: `has(trigger.metadata.labels) && "project" in trigger.metadata.labels`})
@@ -276,4 +250,40 @@ func ownerOf(t *testing.T, c client.Client, admin *rest.Config, ns string) clien
 	cfg := rest.AnonymousClientConfig(admin)
 	cfg.BearerToken = tok.Status.Token
 	return quotatest.NewClient(t, cfg)
+}
+
+// killOrganization creates, for a kill test, an Organization (prefix plus
+// the fixture's ID) granted limit of the fixture's resource type rtName,
+// claimed by ConfigMaps and charged to Projects with their organization as
+// parent, and n projects of it, each granted 100. It returns the
+// organization, the resource type and the projects.
+func killOrganization(t *testing.T, c client.Client, f *quotatest.Fixture, prefix, rtName string, n int, limit int64) (org, rt string, projects []string) {
+	t.Helper()
+	ctx := context.Background()
+	org, rt = prefix+f.ID, string(f.RT(rtName))
+	create := func(o client.Object) {
+		t.Helper()
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	create(&quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-" + rtName}, Spec: quotav1alpha1.ResourceRegistrationSpec{
+		ConsumerType:        quotav1alpha1.ConsumerTypeRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project"},
+		ParentConsumerTypes: []quotav1alpha1.ConsumerTypeRef{{APIGroup: rmv1alpha1.GroupName, Kind: "Organization"}},
+		Type:                quotav1alpha1.RegistrationTypeAllocation, ResourceType: quotav1alpha1.ResourceType(rt), BaseUnit: "unit",
+		ClaimingResources: []quotav1alpha1.ClaimingResource{{Kind: "ConfigMap"}}}})
+	create(&rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}})
+	grant := func(name string, ref quotav1alpha1.ConsumerRef, amount int64) {
+		create(&quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: ref,
+			Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(rt), Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}}}}}})
+	}
+	grant("org", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}, limit)
+	for i := range n {
+		name := fmt.Sprintf("%s-p%d", org, i)
+		create(&rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: org}}})
+		grant(fmt.Sprintf("p%d", i), quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: name}, 100)
+		projects = append(projects, name)
+	}
+	return org, rt, projects
 }

@@ -40,40 +40,18 @@ func TestPlanesSurviveKill(t *testing.T) {
 	c := k.c
 	f := quotatest.NewFixture(t, c)
 	ctx := context.Background()
-	org := "kp-" + f.ID
-	rt := string(f.RT("configmaps"))
-	create := func(o client.Object) {
-		t.Helper()
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
-	create(&quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-cm"}, Spec: quotav1alpha1.ResourceRegistrationSpec{
-		ConsumerType:        quotav1alpha1.ConsumerTypeRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project"},
-		ParentConsumerTypes: []quotav1alpha1.ConsumerTypeRef{{APIGroup: rmv1alpha1.GroupName, Kind: "Organization"}},
-		Type:                quotav1alpha1.RegistrationTypeAllocation, ResourceType: quotav1alpha1.ResourceType(rt), BaseUnit: "object",
-		ClaimingResources: []quotav1alpha1.ClaimingResource{{Kind: "ConfigMap"}}}})
-	create(&rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}})
-	grant := func(name string, ref quotav1alpha1.ConsumerRef, amount int64) {
-		create(&quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: ref,
-			Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(rt), Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}}}}}})
-	}
-	grant("org", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}, limit)
-	var projects []string
+	org, rt, projects := killOrganization(t, c, f, "kp-", "configmaps", 2, limit)
 	var planeClients []client.Client
-	for i := range 2 {
-		name := fmt.Sprintf("%s-p%d", org, i)
-		create(&rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: org}}})
-		grant(fmt.Sprintf("p%d", i), quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: name}, 100)
-		projects = append(projects, name)
+	for _, name := range projects {
 		planeClients = append(planeClients, quotatest.NewClient(t, planes.ConfigFor(k.cfg, planes.Plane{Kind: planes.Projects, Name: name})))
 	}
 	pol := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: f.ID}}
 	pol.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "ConfigMap"}
 	pol.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.?labels.world.orValue('') == %q", f.ID)}}
 	pol.Spec.Target.ResourceClaimTemplate.Spec.Requests = []quotav1alpha1.ClaimTemplateRequest{{ResourceType: rt, Amount: intstr.FromInt32(1)}}
-	create(pol)
+	if err := c.Create(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
 	f.WaitCondition(pol, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
 	// Both planes serve (their projects are Ready) and the policy is in
 	// force there: a probe in each is charged, and stays.
