@@ -14,7 +14,6 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/history"
-	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/verify"
 )
 
@@ -77,18 +76,26 @@ func TestVerifyAndHistoryAcrossPlanes(t *testing.T) {
 	}
 
 	// history: the decisions about plane a's objects, and only those.
-	list := &corev1.ConfigMapList{}
-	must(t, w.admin.List(ctx, list, client.InNamespace(engine.DefaultOptions().SystemNamespace), client.MatchingLabels{history.LabelHistory: "true"}), "listing histories")
+	// The history is written in batches, after the decisions: poll.
 	ns := projectPlane(w.projects[0]).QuotaNamespace()
-	rows, err := history.Select(list.Items, history.Query{Namespace: ns})
-	must(t, err, "selecting the plane's decisions")
-	if len(rows) < 2 {
-		t.Fatalf("history of control plane %s: %d decisions, want at least the 2 grants", projectPlane(w.projects[0]), len(rows))
-	}
+	var rows []history.Row
+	eventually(t, 30*time.Second, "history lists the plane's two grants", func(ctx context.Context) error {
+		list := &corev1.ConfigMapList{}
+		if err := w.admin.List(ctx, list, client.InNamespace(engine.DefaultOptions().SystemNamespace), client.MatchingLabels{history.LabelHistory: "true"}); err != nil {
+			return err
+		}
+		var err error
+		if rows, err = history.Select(list.Items, history.Query{Namespace: ns}); err != nil {
+			return err
+		}
+		if len(rows) < 2 {
+			return fmt.Errorf("history of control plane %s: %d decisions, want at least the 2 grants", projectPlane(w.projects[0]), len(rows))
+		}
+		return nil
+	})
 	for _, row := range rows {
 		if row.Object.Namespace != ns || row.Consumer.Name != w.projects[0] {
 			t.Errorf("history of %s lists %+v of %s", projectPlane(w.projects[0]), row.Object, row.Consumer.Name)
 		}
 	}
-	_ = planes.SystemNamespace
 }
