@@ -14,10 +14,12 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/verify"
 	"github.com/quotaplane/quotaplane/internal/verify/repair"
+	"github.com/quotaplane/quotaplane/internal/webhook"
 )
 
 func newVerifyCommand() *cobra.Command {
 	o := verify.NewOptions()
+	member := webhook.NewOptions()
 	output := "text"
 	fix := false
 	timeout := 2 * time.Minute
@@ -47,6 +49,21 @@ not run. docs/verify.md explains each check and its repair.`,
 			// the output, and errors still reach stderr.
 			grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, os.Stderr))
 			ctx := genericapiserver.SetupSignalContext()
+			if member.Kubeconfig != "" {
+				// A member cluster: its objects against the quota plane's
+				// claims for it (docs/clusters.md).
+				member.QuotaKubeconfig = o.Kubeconfig
+				findings, err := webhook.Audit(ctx, member)
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "Error: the audit of cluster %s could not run: %v\n", member.ClusterName, err)
+					exit(verify.ExitCannotRun)
+				}
+				webhook.PrintFindings(cmd.OutOrStdout(), member.ClusterName, findings)
+				if len(findings) > 0 {
+					exit(verify.ExitDiscrepancies)
+				}
+				return nil
+			}
 			var report *verify.Report
 			var err error
 			if fix {
@@ -85,6 +102,8 @@ not run. docs/verify.md explains each check and its repair.`,
 	o.AddFlags(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", output, "Output format: text or json.")
 	cmd.Flags().BoolVar(&fix, "repair", fix, "Carry out each repair the audit names, through the engine (charge unclaimed objects, delete orphan claims and stale buckets, ask for a new engine term), then audit again. Idempotent.")
+	cmd.Flags().StringVar(&member.Kubeconfig, "member-kubeconfig", "", "Audit this member cluster instead (with --cluster-name): its governed objects against the quota plane's claims for it; --kubeconfig is the quota plane's.")
+	cmd.Flags().StringVar(&member.ClusterName, "cluster-name", "", "The member cluster's name in the quota plane, with --member-kubeconfig.")
 	cmd.Flags().DurationVar(&timeout, "repair-timeout", timeout, "With --repair, how long to wait for the engine to carry out what it is asked.")
 	return cmd
 }

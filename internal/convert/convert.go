@@ -96,6 +96,7 @@ func Claim(c *quotav1alpha1.ResourceClaim) quota.Claim {
 	if ref := c.Spec.ResourceRef; ref != nil {
 		out.ResourceRef = &quota.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
 	}
+	out.Cluster = c.Labels[quotav1alpha1.LabelCluster]
 	return out
 }
 

@@ -1,6 +1,9 @@
 package quota
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -78,6 +81,9 @@ type Claim struct {
 	Requests  []Request
 	// ResourceRef is the kind of the object the claim is for, if named.
 	ResourceRef *GroupKind
+	// Cluster is the member cluster the object is stored in, "" when it is
+	// stored in the quota plane itself (docs/clusters.md).
+	Cluster string
 }
 
 // Request asks for an amount of one resource type.
@@ -162,6 +168,33 @@ type BucketStatus struct {
 	// Unlimited: the bucket is at a level of a hierarchy where no grant
 	// exists; it counts usage and limits nothing.
 	Unlimited bool
+	// Clusters is the part of Allocated held by objects in each member
+	// cluster; nil when no member cluster holds any.
+	Clusters map[string]int64
+}
+
+// WhereText says where a bucket's usage is, for a refusal: "; in use:
+// 3 in cluster a, 2 in cluster b, 1 in the quota plane". Empty when no member
+// cluster holds any.
+func (b BucketStatus) WhereText() string {
+	if len(b.Clusters) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(b.Clusters))
+	var members int64
+	for n, v := range b.Clusters {
+		names = append(names, n)
+		members = AddSat(members, v)
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names)+1)
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%d in cluster %s", b.Clusters[n], n))
+	}
+	if own := b.Allocated - members; own > 0 {
+		parts = append(parts, fmt.Sprintf("%d in the quota plane", own))
+	}
+	return "; in use: " + strings.Join(parts, ", ")
 }
 
 // Available is limit minus allocated, never below zero.

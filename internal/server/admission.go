@@ -31,7 +31,7 @@ var quotaPlugins = []string{tenancy.PluginName, amounts.PluginName, hierarchy.Pl
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
 // enforced at admission (the plugin is registered but disabled).
-func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Handle, opts *Options) {
+func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Handle, opts *Options, reviews func(*claimpolicy.Plugin)) {
 	systemNamespace := opts.SystemNamespace
 	tenancy.Register(o.Plugins)
 	amounts.Register(o.Plugins)
@@ -40,10 +40,10 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Ha
 	policycheck.Register(o.Plugins)
 	claimguard.Register(o.Plugins, systemNamespace, handle != nil)
 	if handle != nil {
-		claimpolicy.Register(o.Plugins, handle, systemNamespace)
+		claimpolicy.Register(o.Plugins, handle, systemNamespace, reviews)
 	} else {
 		o.DisablePlugins = append(o.DisablePlugins, claimpolicy.PluginName)
-		claimpolicy.Register(o.Plugins, admit.NewHandle(), systemNamespace)
+		claimpolicy.Register(o.Plugins, admit.NewHandle(), systemNamespace, nil)
 	}
 	var order []string
 	for _, name := range o.RecommendedPluginOrder {

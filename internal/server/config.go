@@ -36,6 +36,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
+	"github.com/quotaplane/quotaplane/internal/server/memberserve"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
 )
@@ -59,6 +60,8 @@ type Config struct {
 	storage *clientv3.Client
 	// planes knows the control planes of Organizations and Projects.
 	planes *planeserve.Registry
+	// members decides member clusters' reviews (quotaplane webhook).
+	members *memberserve.Reviewer
 	// EtcdServers are the etcd endpoints the server uses (the embedded one's
 	// when nothing else was given).
 	EtcdServers []string
@@ -82,6 +85,7 @@ type completedConfig struct {
 	etcd    *etcd.Server
 	storage *clientv3.Client
 	planes  *planeserve.Registry
+	members *memberserve.Reviewer
 
 	aggregator    aggregatorapiserver.CompletedConfig
 	controlPlane  controlplaneapiserver.CompletedConfig
@@ -216,7 +220,8 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	planeStorage := &planeserve.Storage{SystemNamespace: planes.SystemNamespace}
 
 	ko := cpoptions.NewOptions()
-	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options)
+	c.members = &memberserve.Reviewer{}
+	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options, c.members.Use)
 	ko.Admission.GenericAdmission.DefaultOffPlugins = defaultOffAdmissionPlugins()
 	ko.Admission.GenericAdmission.Decorators = append(ko.Admission.GenericAdmission.Decorators, planeserve.AdmissionDecorator(c.planes))
 	ko.SecureServing.BindAddress = opts.bindIP
@@ -321,6 +326,7 @@ func (c *Config) Complete() CompletedConfig {
 		etcd:          c.etcd,
 		storage:       c.storage,
 		planes:        c.planes,
+		members:       c.members,
 		aggregator:    c.aggregator.Complete(),
 		controlPlane:  c.controlPlane.Complete(),
 		apiExtensions: c.apiExtensions.Complete(),

@@ -21,6 +21,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/crdinstall"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
+	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
@@ -77,7 +78,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating storage providers: %w", err)
 	}
-	providers[0] = withWorkloads{providers[0]}
+	providers = withWorkloadProviders(providers)
 	if err := native.InstallAPIs(providers...); err != nil {
 		return nil, fmt.Errorf("installing the built-in APIs: %w", err)
 	}
@@ -91,6 +92,8 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	mux := s.chain.GenericAPIServer.Handler.NonGoRestfulMux
 	mux.Unregister("/metrics")
 	mux.Handle("/metrics", c.Options.QuotaMetrics.Handler(legacyregistry.HandlerWithReset(), statemetrics.WriteState))
+	// Member clusters' webhooks post their reviews here (docs/clusters.md).
+	mux.HandlePrefix(members.ReviewPrefix, c.members)
 	le := c.Options.KubeControllers
 	cleaner := &planeserve.Cleaner{Registry: c.planes, Etcd: c.storage, Prefix: c.Options.EtcdPrefix}
 	components := append([]Component{

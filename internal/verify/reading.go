@@ -329,8 +329,8 @@ func (v *verifier) claim(s *reading, r *Report, c *quotav1alpha1.ResourceClaim) 
 	}
 
 	objectUID := c.Annotations[quotav1alpha1.AnnotationResourceUID]
-	if objectUID == "" {
-		return
+	if objectUID == "" || c.Labels[quotav1alpha1.LabelCluster] != "" {
+		return // a member cluster's object: verify --member-kubeconfig
 	}
 	admittedAs := c.Annotations[quotav1alpha1.AnnotationGrantKey]
 	if admittedAs == "" {

@@ -44,6 +44,14 @@ type ContributingGrantRef struct {
 	LastObservedGeneration int64 `json:"lastObservedGeneration"`
 }
 
+// ClusterUsage is what objects in one member cluster hold of a bucket.
+type ClusterUsage struct {
+	// name is the member cluster's name.
+	Name string `json:"name"`
+	// allocated is the sum of the granted requests of its objects.
+	Allocated int64 `json:"allocated"`
+}
+
 // AllowanceBucketStatus holds the live numbers of a bucket.
 type AllowanceBucketStatus struct {
 	// observedGeneration is the generation last reconciled.
@@ -74,6 +82,15 @@ type AllowanceBucketStatus struct {
 	// grantCount is the number of active grants contributing to the limit.
 	// +optional
 	GrantCount int32 `json:"grantCount"`
+
+	// clusters is the part of allocated held by objects in each member
+	// cluster (quotaplane webhook); allocated is the total across them and
+	// the quota plane itself. Absent when no member cluster holds any.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Clusters []ClusterUsage `json:"clusters,omitempty"`
 
 	// contributingGrantRefs are the grants adding to the limit.
 	// +optional

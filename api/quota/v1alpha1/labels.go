@@ -67,6 +67,10 @@ const (
 const (
 	// LabelAutoCreated is "true" on every claim a policy made.
 	LabelAutoCreated = "quota.miloapis.com/auto-created"
+	// LabelCluster names the member cluster a claim's object is stored in
+	// (quotaplane webhook, docs/clusters.md); absent for objects stored in
+	// the quota plane itself.
+	LabelCluster = "quota.miloapis.com/cluster"
 	// LabelPolicy is the name of the policy that made the claim.
 	LabelPolicy = "quota.miloapis.com/policy"
 	// LabelGVK is the claimed object's <group>.<version>.<kind>, the group

@@ -39,13 +39,22 @@ const PluginName = "QuotaClaimPolicy"
 // decideTimeout bounds how long a create waits for the engine.
 const decideTimeout = 10 * time.Second
 
-// Register adds the plugin, bound to this process's engine.
-func Register(plugins *admission.Plugins, handle *admit.Handle, systemNamespace string) {
+// Register adds the plugin, bound to this process's engine. created, when
+// not nil, is given each plugin made, so that member clusters' reviews are
+// decided by the same plugin as the server's own requests.
+func Register(plugins *admission.Plugins, handle *admit.Handle, systemNamespace string, created func(*Plugin)) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
-		return &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), handle: handle, systemNamespace: systemNamespace,
-			compiled: map[compiledKey]*compiledEntry{}}, nil
+		p := &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), handle: handle, systemNamespace: systemNamespace,
+			compiled: map[compiledKey]*compiledEntry{}}
+		if created != nil {
+			created(p)
+		}
+		return p, nil
 	})
 }
+
+// Handle is the engine the plugin decides with.
+func (p *Plugin) Handle() *admit.Handle { return p.handle }
 
 // Plugin enforces ClaimCreationPolicies at admission.
 type Plugin struct {

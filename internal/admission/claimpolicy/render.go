@@ -16,6 +16,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/claims"
@@ -45,6 +46,7 @@ func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rende
 	if plane, ok := planes.From(ctx); ok {
 		src.Plane = &plane
 	}
+	src.Cluster, _ = members.From(ctx)
 	c := claims.NewClaim(src, r)
 	ns := c.Namespace
 	kind := tg.kind
@@ -63,7 +65,11 @@ func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rende
 	if _, inPlane := planes.From(ctx); inPlane {
 		// The plane's quota namespace is its owner's; it exists while the
 		// plane is served.
-	} else if err := p.namespaceOpen(ns); err != nil {
+	} else if err := p.namespaceOpen(ns); err != nil && src.Cluster != "" && ns == members.Namespace(src.Cluster) {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf(
+			"the quota plane holds the claims of cluster %s in namespace %s, which %v; the %s was not created: start (or restart) quotaplane webhook --cluster-name=%s, which creates it, then retry",
+			src.Cluster, ns, err, kind.Kind, src.Cluster))
+	} else if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) places the claim for this %s in namespace %s, which %v; the %s was not created: create the namespace or fix spec.target.resourceClaimTemplate.metadata.namespace (this is not a quota denial)",
 			f.name, f.generation, kind.Kind, ns, err, kind.Kind))
@@ -96,6 +102,11 @@ func (p *Plugin) namespaceOpen(ns string) error {
 // quota. The check is the one ResourceClaims created through the API get:
 // verb "claim" on the consumer (docs/authorization.md).
 func (p *Plugin) authorizeConsumers(ctx context.Context, a admission.Attributes, applying []*inForce, claims []*quotav1alpha1.ResourceClaim) error {
+	if existingObject(ctx) {
+		// A member cluster's webhook charging an object that exists there
+		// already: it speaks for its cluster, no requester is known.
+		return nil
+	}
 	plane, inPlane := planes.From(ctx)
 	for i, c := range claims {
 		if inPlane && c.Spec.ConsumerRef.Namespace == "" && c.Spec.ConsumerRef.APIGroup == planes.Group &&
@@ -110,6 +121,20 @@ func (p *Plugin) authorizeConsumers(ctx context.Context, a admission.Attributes,
 		}
 	}
 	return nil
+}
+
+type existingKey struct{}
+
+// WithExistingObject marks a review of an object a member cluster stores
+// already (docs/clusters.md): its consumers are charged without
+// authorizing a requester.
+func WithExistingObject(ctx context.Context) context.Context {
+	return context.WithValue(ctx, existingKey{}, true)
+}
+
+func existingObject(ctx context.Context) bool {
+	v, _ := ctx.Value(existingKey{}).(bool)
+	return v
 }
 
 // denialMessage names the resource type, requested, available, limit and

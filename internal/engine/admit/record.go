@@ -46,6 +46,14 @@ func (rec *CreateRecord) empty() bool {
 	return len(rec.entries) == 0
 }
 
+// Empty reports whether the request was granted nothing: no policy charged
+// its object (or it was a dry run).
+func (rec *CreateRecord) Empty() bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return len(rec.entries) == 0 && len(rec.budgets) == 0
+}
+
 // has reports whether this request made the pending entry p.
 func (rec *CreateRecord) has(p *record.PendingClaim) bool {
 	if rec == nil {

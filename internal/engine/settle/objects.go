@@ -17,6 +17,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
 	"github.com/quotaplane/quotaplane/internal/served"
@@ -99,7 +100,8 @@ func ownedByObject(c *quotav1alpha1.ResourceClaim, objectUID string, served sche
 func (w *ObjectWatch) Observe(ctx context.Context, c *quotav1alpha1.ResourceClaim) {
 	uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
 	_, ok := quotav1alpha1.ParseResource(c.Annotations[quotav1alpha1.AnnotationResource])
-	if uid == "" || !ok || c.Spec.ResourceRef == nil {
+	if uid == "" || !ok || c.Spec.ResourceRef == nil || c.Labels[members.Label] != "" {
+		// A member cluster's objects are watched by its webhook.
 		return
 	}
 	k := record.Key(c.Namespace, c.Name)

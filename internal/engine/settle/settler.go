@@ -26,6 +26,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
 	"github.com/quotaplane/quotaplane/internal/served"
@@ -80,6 +81,12 @@ func (s *Settler) Reconcile(ctx context.Context, k string) error {
 	p, out, ended, ok := s.Cache.Pending(k)
 	if !ok {
 		return nil // written or released meanwhile
+	}
+	if p.Labels[members.Label] != "" {
+		// The object is in a member cluster, which this engine cannot
+		// read: the claim is written, and the cluster's webhook releases
+		// it when the object is not there (docs/clusters.md).
+		out = record.OutcomeStored
 	}
 	if p.Update {
 		return s.settleUpdate(ctx, p, out, ended)

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -235,6 +236,9 @@ func bucketStatus(stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) 
 		LastReconciliation: &now,
 		Conditions:         append([]metav1.Condition(nil), stored.Status.Conditions...),
 	}
+	for _, name := range slices.Sorted(maps.Keys(st.Clusters)) {
+		out.Clusters = append(out.Clusters, quotav1alpha1.ClusterUsage{Name: name, Allocated: st.Clusters[name]})
+	}
 	for _, g := range st.Grants {
 		out.ContributingGrantRefs = append(out.ContributingGrantRefs, quotav1alpha1.ContributingGrantRef{Name: g.Name, Namespace: g.Namespace, Amount: g.Amount, LastObservedGeneration: g.Generation})
 	}
@@ -251,6 +255,9 @@ func bucketStatus(stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) 
 func bucketStatusEqual(a, b quotav1alpha1.AllowanceBucketStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.Limit != b.Limit || a.Allocated != b.Allocated || a.Available != b.Available ||
 		a.ClaimCount != b.ClaimCount || a.BaseUnit != b.BaseUnit || a.GrantCount != b.GrantCount || len(a.ContributingGrantRefs) != len(b.ContributingGrantRefs) || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	if !slices.Equal(a.Clusters, b.Clusters) {
 		return false
 	}
 	for i := range a.ContributingGrantRefs {

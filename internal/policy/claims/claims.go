@@ -18,6 +18,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/config/crd"
+	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 )
@@ -41,6 +42,9 @@ type ClaimSource struct {
 	SystemNamespace string
 	// Plane is the control plane the object is stored in; nil at the root.
 	Plane *planes.Plane
+	// Cluster is the member cluster the object is stored in; "" for an
+	// object of the quota plane (docs/clusters.md).
+	Cluster string
 }
 
 // NewClaim is the ResourceClaim a policy renders for one object: in the
@@ -56,6 +60,11 @@ func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim 
 	}
 	if ns == "" {
 		ns = src.SystemNamespace
+	}
+	if src.Cluster != "" && r.Namespace == "" {
+		// The object's namespace is the member cluster's, not the quota
+		// plane's: the claim goes to the cluster's namespace here.
+		ns = members.Namespace(src.Cluster)
 	}
 	if src.Plane != nil {
 		// A plane's claims are kept in its quota namespace at the root
@@ -101,6 +110,9 @@ func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim 
 		if _, ours := c.Annotations[k]; !ours {
 			c.Annotations[k] = v
 		}
+	}
+	if src.Cluster != "" {
+		c.Labels[members.Label] = src.Cluster
 	}
 	if src.Plane != nil {
 		c.Annotations[planes.Annotation] = src.Plane.String()

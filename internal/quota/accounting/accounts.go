@@ -55,6 +55,9 @@ type series struct {
 	list    []*bucket             // the same buckets, for iterating without a map
 	granted map[string]grantedReq // by claim UID
 	claims  int                   // claims of any outcome that request this resource type
+	// clustered counts the granted requests of claims made for objects in
+	// member clusters; buckets show their usage per cluster while any are.
+	clustered int
 }
 
 // bucketRef names a bucket cheaply (a pointer and a short key) for change
@@ -65,8 +68,9 @@ type bucketRef struct {
 }
 
 type grantedReq struct {
-	amount int64
-	dims   quota.Dimensions
+	amount  int64
+	dims    quota.Dimensions
+	cluster string // the member cluster of the claim's object, "" for none
 }
 
 type bucket struct {

@@ -170,6 +170,14 @@ func (e *Accounts) bucketStatus(s *series, b *bucket) quota.BucketStatus {
 		}
 		return strings.Compare(x.Name, y.Name)
 	})
+	if s.clustered > 0 {
+		st.Clusters = map[string]int64{}
+		for _, g := range s.granted {
+			if g.cluster != "" && b.dims.SubsetOf(g.dims) {
+				st.Clusters[g.cluster] = quota.AddSat(st.Clusters[g.cluster], g.amount)
+			}
+		}
+	}
 	if !s.hasGrant() {
 		reg, _ := e.activeRegistration(s.key.ResourceType)
 		st.Unlimited = s.key.Consumer.IsGroup() || len(reg.Levels) > 0

@@ -175,7 +175,7 @@ func (e *Accounts) allocate(cs *claimState, d quota.Decision) {
 	c := cs.claim
 	for i, r := range c.Requests {
 		for _, s := range cs.levels[i] {
-			e.charge(s, c.UID, r)
+			e.charge(s, c.UID, c.Cluster, r)
 		}
 	}
 	d.Outcome = quota.Granted
@@ -183,8 +183,11 @@ func (e *Accounts) allocate(cs *claimState, d quota.Decision) {
 }
 
 // charge counts a granted request in every bucket of s that covers it.
-func (e *Accounts) charge(s *series, uid string, r quota.Request) {
-	s.granted[uid] = grantedReq{amount: r.Amount, dims: r.Dims}
+func (e *Accounts) charge(s *series, uid, cluster string, r quota.Request) {
+	s.granted[uid] = grantedReq{amount: r.Amount, dims: r.Dims, cluster: cluster}
+	if cluster != "" {
+		s.clustered++
+	}
 	for _, b := range s.list {
 		if b.dims.SubsetOf(r.Dims) {
 			b.allocSum.Add(r.Amount)
@@ -196,6 +199,9 @@ func (e *Accounts) charge(s *series, uid string, r quota.Request) {
 
 // uncharge is charge undone.
 func (e *Accounts) uncharge(s *series, uid string, r quota.Request) {
+	if g, ok := s.granted[uid]; ok && g.cluster != "" {
+		s.clustered--
+	}
 	delete(s.granted, uid)
 	for _, b := range s.list {
 		if b.dims.SubsetOf(r.Dims) {

@@ -231,9 +231,13 @@ func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration,
 		s := levels[0]
 		b := s.short(r)
 		res.Message = quota.ExceededMessage(c, r, reg, quota.BucketID{Consumer: c.Consumer, ResourceType: r.ResourceType, Dims: b.dims.Key()}, b.limit(), b.allocated())
-		return res
+	} else {
+		res.Message = quota.LevelsMessage(c, r, reg, res.Levels)
 	}
-	res.Message = quota.LevelsMessage(c, r, reg, res.Levels)
+	if res.Refused != nil {
+		// Across member clusters the usage is in several places: say where.
+		res.Message += res.Refused.WhereText()
+	}
 	return res
 }
 

@@ -218,7 +218,7 @@ func (e *Accounts) refreshLevels() {
 				}
 				s.claims++
 				if granted {
-					e.charge(s, cs.claim.UID, r)
+					e.charge(s, cs.claim.UID, cs.claim.Cluster, r)
 				}
 			}
 			cs.levels[i] = now

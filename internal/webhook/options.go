@@ -1,0 +1,107 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/quotaplane/quotaplane/internal/clientconfig"
+	"github.com/quotaplane/quotaplane/internal/members"
+)
+
+// Options configure the webhook.
+type Options struct {
+	// QuotaKubeconfig reaches the quota plane (quotaplane serve).
+	QuotaKubeconfig string
+	// Kubeconfig reaches this member cluster; in a pod its service account.
+	Kubeconfig string
+	// ClusterName is this cluster's name in the quota plane.
+	ClusterName string
+	// BindAddress and SecurePort are where the webhook serves HTTPS.
+	BindAddress string
+	SecurePort  int
+	// TLSCertFile and TLSKeyFile are the serving certificate; without them
+	// a self-signed one is generated in CertDir.
+	TLSCertFile, TLSKeyFile string
+	CertDir                 string
+	// ReconcilePeriod is how often claims and objects are compared.
+	ReconcilePeriod time.Duration
+	// ReleaseAfter is how long after its claim was written an object that
+	// is not in the cluster has its claim released: longer than any create
+	// request of the member's API server can take.
+	ReleaseAfter time.Duration
+	// ChargeAfter is how long an object without a claim is left before the
+	// reconcile charges it (its claim may be being written).
+	ChargeAfter time.Duration
+	// UserPrefix and GroupPrefix map this cluster's identities to the quota
+	// plane's (docs/clusters.md).
+	UserPrefix, GroupPrefix string
+	// Timeout bounds one decision by the quota plane.
+	Timeout time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{BindAddress: "0.0.0.0", SecurePort: 9443, CertDir: "quotaplane-webhook-certs", ReconcilePeriod: time.Minute,
+		ReleaseAfter: 2 * time.Minute, ChargeAfter: 10 * time.Second, Timeout: 8 * time.Second}
+}
+
+// AddFlags adds the webhook's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.QuotaKubeconfig, "quota-kubeconfig", o.QuotaKubeconfig, "Kubeconfig of the quota plane (quotaplane serve) whose ClaimCreationPolicies this cluster enforces. Required.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of this member cluster; as kubectl, $KUBECONFIG or ~/.kube/config when not given, and in a pod its service account.")
+	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "This cluster's name in the quota plane: a DNS label, unique among its member clusters. Required.")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address the webhook serves HTTPS on.")
+	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "Port the webhook serves HTTPS on: /validate, /healthz, /readyz, /metrics.")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Serving certificate (PEM). Without it a self-signed certificate is generated in --cert-dir.")
+	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", o.TLSKeyFile, "Private key of --tls-cert-file (PEM).")
+	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "Where a self-signed serving certificate is kept when --tls-cert-file is not given (print-config reads its CA from there).")
+	fs.DurationVar(&o.ReconcilePeriod, "reconcile-period", o.ReconcilePeriod, "How often the quota plane's claims for this cluster and the cluster's objects are compared.")
+	fs.DurationVar(&o.ReleaseAfter, "release-after", o.ReleaseAfter, "How long a claim may name an object that is not in this cluster before it is released; keep it above the API server's request timeout.")
+	fs.DurationVar(&o.ChargeAfter, "charge-after", o.ChargeAfter, "How long an object may exist without a claim before the reconcile charges it.")
+	fs.StringVar(&o.UserPrefix, "user-prefix", o.UserPrefix, "Prefix added to this cluster's user names before the quota plane authorizes them (verb claim on the consumer).")
+	fs.StringVar(&o.GroupPrefix, "group-prefix", o.GroupPrefix, "Prefix added to this cluster's group names before the quota plane authorizes them; system:masters is never passed on.")
+	fs.DurationVar(&o.Timeout, "decision-timeout", o.Timeout, "How long a create waits for the quota plane before it is refused as unavailable; keep it below the webhook configuration's timeoutSeconds.")
+}
+
+// Validate checks the options, naming the flag at fault.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.QuotaKubeconfig == "" {
+		errs = append(errs, errors.New("--quota-kubeconfig is required: the kubeconfig of the quota plane (quotaplane serve) that decides this cluster's quota"))
+	}
+	if err := members.ValidateName(o.ClusterName); err != nil {
+		errs = append(errs, fmt.Errorf("--cluster-name: %w", err))
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together: give both, or neither to generate a self-signed certificate in --cert-dir"))
+	}
+	if o.ReconcilePeriod <= 0 || o.ReleaseAfter <= 0 || o.ChargeAfter <= 0 || o.Timeout <= 0 {
+		errs = append(errs, errors.New("--reconcile-period, --release-after, --charge-after and --decision-timeout must be positive durations, for example 1m"))
+	}
+	return errors.Join(errs...)
+}
+
+// quotaConfig is the quota plane's client configuration.
+func (o *Options) quotaConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.QuotaKubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading --quota-kubeconfig %s: %w", o.QuotaKubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return cfg, nil
+}
+
+// memberConfig is this cluster's client configuration.
+func (o *Options) memberConfig() (*rest.Config, error) {
+	cfg, err := clientconfig.Load(o.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg, nil
+}

@@ -1,0 +1,213 @@
+package clusters
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// proc is one quotaplane process of the test.
+type proc struct {
+	name   string
+	args   []string
+	bin    string
+	cmd    *exec.Cmd
+	stderr *quotatest.SyncBuffer
+	exited chan struct{}
+	// cleanup: the process is killed when its first test ends.
+	cleanup bool
+}
+
+func (p *proc) start(t *testing.T, readyLine bool) {
+	t.Helper()
+	p.stderr, p.exited = &quotatest.SyncBuffer{}, make(chan struct{})
+	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Stderr = p.stderr
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	banner := make(chan struct{})
+	cmd, exited := p.cmd, p.exited
+	go func() {
+		s := bufio.NewScanner(stdout)
+		if s.Scan() {
+			close(banner)
+		}
+		for s.Scan() {
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	if !p.cleanup {
+		// Once, for the test that started it first: a restart in a subtest
+		// must outlive the subtest.
+		p.cleanup = true
+		t.Cleanup(func() { p.kill() })
+	}
+	if !readyLine {
+		return
+	}
+	select {
+	case <-banner:
+	case <-exited:
+		t.Fatalf("%s exited before it was ready:\n%s", p.name, p.stderr.Tail())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s was not ready within 2 minutes:\n%s", p.name, p.stderr.Tail())
+	}
+}
+
+// stop ends the process with SIGTERM (SIGKILL after 30 s).
+func (p *proc) stop() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.kill()
+	}
+}
+
+func (p *proc) kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// cluster is a `quotaplane serve`: the quota plane or a member.
+type cluster struct {
+	proc
+	dataDir    string
+	kubeconfig string
+	config     *rest.Config
+	kube       kubernetes.Interface
+	client     client.Client
+}
+
+func startCluster(t *testing.T, bin, name string) *cluster {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	c := &cluster{proc: proc{name: name, bin: bin, args: []string{"serve", "--data-dir", dir, "--secure-port", strconv.Itoa(quotatest.FreePort(t))}},
+		dataDir: dir, kubeconfig: filepath.Join(dir, "admin.kubeconfig")}
+	c.start(t, true)
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst, cfg.Timeout = 500, 1000, 20*time.Second
+	c.config = cfg
+	c.kube = kubernetes.NewForConfigOrDie(cfg)
+	c.client = quotatest.NewClient(t, cfg)
+	return c
+}
+
+// webhook is a `quotaplane webhook` serving one member.
+type webhook struct {
+	proc
+	port    int
+	certDir string
+	member  *cluster
+}
+
+func startWebhook(t *testing.T, bin string, quota, member *cluster, prefix string) *webhook {
+	t.Helper()
+	w := &webhook{port: quotatest.FreePort(t), certDir: filepath.Join(t.TempDir(), "certs-"+member.name), member: member}
+	w.proc = proc{name: "webhook " + member.name, bin: bin, args: []string{"webhook", "--quota-kubeconfig", quota.kubeconfig, "--kubeconfig", member.kubeconfig,
+		"--cluster-name", member.name, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(w.port), "--cert-dir", w.certDir,
+		"--reconcile-period", "2s", "--release-after", "6s", "--charge-after", "1s", "--user-prefix", prefix, "--group-prefix", prefix}}
+	w.restart(t)
+	return w
+}
+
+func (w *webhook) restart(t *testing.T) {
+	t.Helper()
+	w.start(t, false)
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	eventually(t, time.Minute, w.name+" ready", func(context.Context) error {
+		select {
+		case <-w.exited:
+			t.Fatalf("%s exited:\n%s", w.name, w.stderr.Tail())
+		default:
+		}
+		resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/readyz", w.port))
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz answered %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// register applies print-config's ValidatingWebhookConfiguration in the
+// member and returns it.
+func (w *webhook) register(t *testing.T, quota *cluster) string {
+	t.Helper()
+	out, err := exec.Command(w.bin, "webhook", "print-config", "--quota-kubeconfig", quota.kubeconfig, "--kubeconfig", w.member.kubeconfig,
+		"--cluster-name", w.member.name, "--cert-dir", w.certDir, "--url", fmt.Sprintf("https://127.0.0.1:%d/validate", w.port)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("webhook print-config: %v\n%s", err, out)
+	}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(out, cfg); err != nil {
+		t.Fatalf("print-config printed no ValidatingWebhookConfiguration: %v\n%s", err, out)
+	}
+	vwcs := w.member.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	ctx := context.Background()
+	if old, err := vwcs.Get(ctx, cfg.Name, metav1.GetOptions{}); err == nil {
+		cfg.ResourceVersion = old.ResourceVersion
+		_, err = vwcs.Update(ctx, cfg, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if _, err := vwcs.Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("registering print-config's output in %s: %v\n%s", w.member.name, err, out)
+	}
+	return string(out)
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err = check(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+}
