@@ -7,3 +7,6 @@ cg() { go tool -modfile=hack/tools/go.mod controller-gen "$@"; }
 cg object:headerFile=hack/boilerplate.go.txt paths=./api/...
 rm -rf config/crd/bases
 cg crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd/bases
+# The Helm chart's copies of the CRDs and ClusterRoles, and the plain
+# manifests rendered from it (test/deploy).
+go test ./test/deploy -run '^TestGenerated$' -count=1 -update

@@ -176,8 +176,8 @@ type BucketStatus struct {
 // WhereText says where a bucket's usage is, for a refusal: "; in use:
 // 3 in cluster a, 2 in cluster b, 1 in the quota plane". Empty when no member
 // cluster holds any.
-func (b BucketStatus) WhereText() string {
-	if len(b.Clusters) == 0 {
+func (b *BucketStatus) WhereText() string {
+	if b == nil || len(b.Clusters) == 0 {
 		return ""
 	}
 	names := make([]string, 0, len(b.Clusters))

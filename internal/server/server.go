@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/notfoundhandler"
@@ -84,7 +86,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	}
 	s.chain, err = controlplaneapiserver.CreateAggregatorServer(c.aggregator, native.GenericAPIServer,
 		apiExtensions.Informers.Apiextensions().V1().CustomResourceDefinitions(), crdAPIEnabled,
-		controlplaneapiserver.DefaultGenericAPIServicePriorities())
+		servicePriorities())
 	if err != nil {
 		return nil, fmt.Errorf("creating the aggregator: %w", err)
 	}
@@ -208,4 +210,12 @@ func (s *Server) announceWhenReady(ctx context.Context, banner io.Writer) {
 		}
 		return
 	}
+}
+
+// servicePriorities are the generic control plane's APIService priorities
+// and apps/v1's, which serve adds (workloads.go).
+func servicePriorities() map[schema.GroupVersion]controlplaneapiserver.APIServicePriority {
+	p := controlplaneapiserver.DefaultGenericAPIServicePriorities()
+	p[appsv1.SchemeGroupVersion] = appsPriority
+	return p
 }

@@ -80,12 +80,12 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	cert, err := o.servingCert()
+	certs, err := o.servingCerts()
 	if err != nil {
 		return err
 	}
 	addr := net.JoinHostPort(o.BindAddress, strconv.Itoa(o.SecurePort))
-	ln, err := tls.Listen("tcp", addr, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	ln, err := tls.Listen("tcp", addr, &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12})
 	if err != nil {
 		return fmt.Errorf("listening on %s (--bind-address, --secure-port): %w", addr, err)
 	}
@@ -226,12 +226,50 @@ func (w *Webhook) ensureNamespace(ctx context.Context) error {
 	return nil
 }
 
-// servingCert is the certificate given, or one generated (once) in CertDir.
-func (o *Options) servingCert() (tls.Certificate, error) {
+// certFiles serve the certificate in two files, read again when they
+// change (cert-manager renews them in place).
+type certFiles struct {
+	certFile, keyFile string
+	mu                sync.Mutex
+	modTime           time.Time
+	checked           time.Time
+	cert              *tls.Certificate
+}
+
+// get is tls.Config.GetCertificate: the files are looked at once every
+// few seconds at most.
+func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cert != nil && time.Since(c.checked) < 5*time.Second {
+		return c.cert, nil
+	}
+	c.checked = time.Now()
+	st, err := os.Stat(c.certFile)
+	if err == nil && c.cert != nil && !st.ModTime().After(c.modTime) {
+		return c.cert, nil
+	}
+	pair, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		if c.cert != nil {
+			return c.cert, nil // half-written: keep serving the last one
+		}
+		return nil, fmt.Errorf("loading the serving certificate %s: %w", c.certFile, err)
+	}
+	if st != nil {
+		c.modTime = st.ModTime()
+	}
+	c.cert = &pair
+	return c.cert, nil
+}
+
+// servingCerts are the certificate given, or one generated (once) in
+// CertDir.
+func (o *Options) servingCerts() (*certFiles, error) {
 	if o.TLSCertFile != "" {
-		c, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
-		if err != nil {
-			return c, fmt.Errorf("loading --tls-cert-file and --tls-private-key-file: %w", err)
+		c := &certFiles{certFile: o.TLSCertFile, keyFile: o.TLSKeyFile}
+		if _, err := c.get(nil); err != nil {
+			return nil, fmt.Errorf("--tls-cert-file and --tls-private-key-file: %w", err)
 		}
 		return c, nil
 	}
@@ -246,17 +284,21 @@ func (o *Options) servingCert() (tls.Certificate, error) {
 		}
 		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, append(ips, net.ParseIP("127.0.0.1")), []string{"localhost"})
 		if err != nil {
-			return tls.Certificate{}, err
+			return nil, err
 		}
 		if err := os.MkdirAll(o.CertDir, 0o700); err != nil {
-			return tls.Certificate{}, fmt.Errorf("creating --cert-dir %s: %w", o.CertDir, err)
+			return nil, fmt.Errorf("creating --cert-dir %s: %w", o.CertDir, err)
 		}
 		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-			return tls.Certificate{}, err
+			return nil, err
 		}
 		if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
-			return tls.Certificate{}, err
+			return nil, err
 		}
 	}
-	return tls.LoadX509KeyPair(certFile, keyFile)
+	c := &certFiles{certFile: certFile, keyFile: keyFile}
+	if _, err := c.get(nil); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

@@ -37,14 +37,15 @@ type world struct {
 	f        *quotatest.Fixture
 	secrets  *quotav1alpha1.ClaimCreationPolicy
 	replicas *quotav1alpha1.ClaimCreationPolicy
+	ignore   *quotav1alpha1.ClaimCreationPolicy
 	limit    int64
 }
 
-func newWorld(t *testing.T, limit int64) *world {
+func newWorld(t testing.TB, limit int64, memberNames ...string) *world {
 	t.Helper()
 	w := &world{bin: quotatest.BuildBinary(t), limit: limit}
 	w.quota = startCluster(t, w.bin, "quota")
-	for _, name := range []string{"east", "west"} {
+	for _, name := range memberNames {
 		w.members = append(w.members, startCluster(t, w.bin, name))
 	}
 	w.f = quotatest.NewFixture(t, w.quota.client)
@@ -53,6 +54,14 @@ func newWorld(t *testing.T, limit int64) *world {
 	w.f.Grant("g-replicas", map[string][]quotatest.Bucket{"replicas": {{Amount: 5}}})
 	w.replicas = w.f.Policy("replicas", "apps/v1", "Deployment", "replicas", intstr.FromString("{{ trigger.spec.replicas }}"))
 	w.f.WaitPolicyReady(w.replicas, metav1.ConditionTrue, w.deployment("in-force-probe", 1))
+	// ConfigMaps labelled quota=ignore: a policy that admits fail-open.
+	w.f.RegisterClaimedBy([]string{"configmaps"}, quotav1alpha1.ClaimingResource{Kind: "ConfigMap"})
+	w.f.Grant("g-configmaps", map[string][]quotatest.Bucket{"configmaps": {{Amount: 10}}})
+	w.ignore = w.f.Policy("configmaps", "v1", "ConfigMap", "configmaps", intstr.FromInt32(1), func(p *quotav1alpha1.ClaimCreationPolicy) {
+		p.Spec.FailurePolicy = quotav1alpha1.FailurePolicyIgnore
+		p.Spec.Trigger.Constraints = append(p.Spec.Trigger.Constraints, quotav1alpha1.Constraint{Expression: "trigger.metadata.?labels.quota.orValue('') == 'ignore'"})
+	})
+	w.f.WaitPolicyReady(w.ignore, metav1.ConditionTrue, w.configMap("in-force-probe"))
 	for _, m := range w.members {
 		// The member's administrator is <cluster>:quotaplane-admin in the
 		// quota plane (--user-prefix), allowed to charge the organization.
@@ -61,7 +70,7 @@ func newWorld(t *testing.T, limit int64) *world {
 			t.Fatal(err)
 		}
 		wh := startWebhook(t, w.bin, w.quota, m, m.name+":")
-		cfg := wh.register(t, w.quota)
+		cfg := wh.register(t, w.quota, "quotaplane-system", unchargedNamespace)
 		for _, want := range []string{"secrets/scale", "deployments/scale", "failurePolicy: Fail", "kube-system", "sideEffects: NoneOnDryRun"} {
 			if !strings.Contains(cfg, want) {
 				t.Errorf("print-config for %s lacks %q:\n%s", m.name, want, cfg)
@@ -74,8 +83,12 @@ func newWorld(t *testing.T, limit int64) *world {
 	return w
 }
 
+// unchargedNamespace is left alone by the members' webhooks: the baseline
+// of the benchmark.
+const unchargedNamespace = "no-webhook"
+
 // allowClaims lets user charge the fixture's organization in the quota plane.
-func (w *world) allowClaims(t *testing.T, user string) {
+func (w *world) allowClaims(t testing.TB, user string) {
 	t.Helper()
 	ctx := context.Background()
 	name := "claim-" + strings.NewReplacer(":", "-").Replace(user) + "-" + w.f.ID
@@ -99,6 +112,11 @@ func (w *world) deployment(name string, replicas int32) *appsv1.Deployment {
 	}}
 }
 
+func (w *world) configMap(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.f.NS, Labels: map[string]string{"quota": "ignore"}}}
+}
+
 func (w *world) secret(name string) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.f.NS}}
 }
@@ -111,7 +129,7 @@ func (w *world) bucket(ctx context.Context, rt string) (*quotav1alpha1.Allowance
 }
 
 // waitAllocated waits until the bucket shows want allocated.
-func (w *world) waitAllocated(t *testing.T, rt string, want int64) *quotav1alpha1.AllowanceBucket {
+func (w *world) waitAllocated(t testing.TB, rt string, want int64) *quotav1alpha1.AllowanceBucket {
 	t.Helper()
 	var b *quotav1alpha1.AllowanceBucket
 	eventually(t, 60*time.Second, fmt.Sprintf("bucket %s shows %d allocated", rt, want), func(ctx context.Context) error {
@@ -128,7 +146,7 @@ func (w *world) waitAllocated(t *testing.T, rt string, want int64) *quotav1alpha
 }
 
 // storedSecrets counts the fixture's Secrets stored in each member.
-func (w *world) storedSecrets(t *testing.T) []int {
+func (w *world) storedSecrets(t testing.TB) []int {
 	t.Helper()
 	out := make([]int, len(w.members))
 	for i, m := range w.members {
@@ -141,7 +159,7 @@ func (w *world) storedSecrets(t *testing.T) []int {
 	return out
 }
 
-func (w *world) deleteSecrets(t *testing.T) {
+func (w *world) deleteSecrets(t testing.TB) {
 	t.Helper()
 	for _, m := range w.members {
 		if err := m.kube.CoreV1().Secrets(w.f.NS).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
@@ -159,7 +177,7 @@ func isQuotaRefusal(err error) bool {
 // outage and a quota plane outage.
 func TestGlobalQuotaAcrossClusters(t *testing.T) {
 	const limit = 6
-	w := newWorld(t, limit)
+	w := newWorld(t, limit, "east", "west")
 	ctx := context.Background()
 	east, west := w.members[0], w.members[1]
 	rt := "secrets"
@@ -224,6 +242,22 @@ func TestGlobalQuotaAcrossClusters(t *testing.T) {
 		}
 	})
 
+	t.Run("a create the member refuses after the webhook admitted it is released", func(t *testing.T) {
+		if _, err := east.kube.CoreV1().Secrets(w.f.NS).Create(ctx, w.secret("dup"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The name is taken: the member refuses the second create after
+		// admission, where the quota plane granted it.
+		if _, err := east.kube.CoreV1().Secrets(w.f.NS).Create(ctx, w.secret("dup"), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("second create of dup: %v; want AlreadyExists", err)
+		}
+		w.waitAllocated(t, rt, 1) // within --release-after (6 s) and a reconcile
+		if err := east.kube.CoreV1().Secrets(w.f.NS).Delete(ctx, "dup", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w.waitAllocated(t, rt, 0)
+	})
+
 	t.Run("an update that grows a Deployment is charged, also through scale", func(t *testing.T) {
 		d := w.deployment("web", 1)
 		deployments := west.kube.AppsV1().Deployments(w.f.NS)
@@ -275,7 +309,7 @@ func TestGlobalQuotaAcrossClusters(t *testing.T) {
 			return err
 		})
 		wh.restart(t)
-		wh.register(t, w.quota)
+		wh.register(t, w.quota, "quotaplane-system", unchargedNamespace)
 		w.waitAllocated(t, rt, 1)
 		eventually(t, 30*time.Second, "an Event says the Secret was charged late", func(ctx context.Context) error {
 			list, err := east.kube.CoreV1().Events(w.f.NS).List(ctx, metav1.ListOptions{FieldSelector: "reason=QuotaChargedLate"})
@@ -305,6 +339,17 @@ func TestGlobalQuotaAcrossClusters(t *testing.T) {
 				t.Fatalf("create in %s while the quota plane is down: %v; want the unavailable refusal\nwebhook:\n%s", m.name, err, w.webhooks[i].stderr.Tail())
 			}
 		}
+		// Every policy governing a ConfigMap says Ignore: admitted, and
+		// said to be admitted without quota.
+		warned := &quotatest.Warnings{}
+		cfg := rest.CopyConfig(west.config)
+		cfg.WarningHandler = warned
+		if err := quotatest.NewClient(t, cfg).Create(ctx, w.configMap("fail-open")); err != nil {
+			t.Fatalf("a ConfigMap whose only policy says Ignore, while the quota plane is down: %v", err)
+		}
+		if !warned.Contains("admitted WITHOUT quota (fail-open)") {
+			t.Errorf("the fail-open create was not warned about: %v", warned.All())
+		}
 		w.quota.start(t, true)
 		eventually(t, 60*time.Second, "member creates are decided again", func(ctx context.Context) error {
 			_, err := east.kube.CoreV1().Secrets(w.f.NS).Create(ctx, w.secret("after"), metav1.CreateOptions{})
@@ -317,6 +362,9 @@ func TestGlobalQuotaAcrossClusters(t *testing.T) {
 		if len(b.Status.Clusters) != 2 {
 			t.Errorf("bucket clusters = %+v; want east 1 and west 1", b.Status.Clusters)
 		}
+		// The ConfigMap admitted fail-open is charged once the quota plane
+		// is back.
+		w.waitAllocated(t, "configmaps", 1)
 	})
 
 	t.Run("verify finds nothing wrong", func(t *testing.T) {

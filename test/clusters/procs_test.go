@@ -9,15 +9,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -36,7 +42,7 @@ type proc struct {
 	cleanup bool
 }
 
-func (p *proc) start(t *testing.T, readyLine bool) {
+func (p *proc) start(t testing.TB, readyLine bool) {
 	t.Helper()
 	p.stderr, p.exited = &quotatest.SyncBuffer{}, make(chan struct{})
 	p.cmd = exec.Command(p.bin, p.args...)
@@ -112,7 +118,7 @@ type cluster struct {
 	client     client.Client
 }
 
-func startCluster(t *testing.T, bin, name string) *cluster {
+func startCluster(t testing.TB, bin, name string) *cluster {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	c := &cluster{proc: proc{name: name, bin: bin, args: []string{"serve", "--data-dir", dir, "--secure-port", strconv.Itoa(quotatest.FreePort(t))}},
@@ -129,6 +135,41 @@ func startCluster(t *testing.T, bin, name string) *cluster {
 	return c
 }
 
+// webhookKubeconfig is a kubeconfig of the quota plane for a member's
+// webhook: a service account bound to the shipped quotaplane-member-webhook
+// role, nothing more.
+func webhookKubeconfig(t testing.TB, quota *cluster, member string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, name := "kube-system", "webhook-"+member
+	sa, err := quota.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quotaplane-member-webhook"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}}}
+	if _, err := quota.kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := quota.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := clientcmd.LoadFromFile(quota.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range raw.AuthInfos {
+		*a = clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	}
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*raw, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // webhook is a `quotaplane webhook` serving one member.
 type webhook struct {
 	proc
@@ -137,17 +178,17 @@ type webhook struct {
 	member  *cluster
 }
 
-func startWebhook(t *testing.T, bin string, quota, member *cluster, prefix string) *webhook {
+func startWebhook(t testing.TB, bin string, quota, member *cluster, prefix string) *webhook {
 	t.Helper()
 	w := &webhook{port: quotatest.FreePort(t), certDir: filepath.Join(t.TempDir(), "certs-"+member.name), member: member}
-	w.proc = proc{name: "webhook " + member.name, bin: bin, args: []string{"webhook", "--quota-kubeconfig", quota.kubeconfig, "--kubeconfig", member.kubeconfig,
+	w.proc = proc{name: "webhook " + member.name, bin: bin, args: []string{"webhook", "--quota-kubeconfig", webhookKubeconfig(t, quota, member.name), "--kubeconfig", member.kubeconfig,
 		"--cluster-name", member.name, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(w.port), "--cert-dir", w.certDir,
 		"--reconcile-period", "2s", "--release-after", "6s", "--charge-after", "1s", "--user-prefix", prefix, "--group-prefix", prefix}}
 	w.restart(t)
 	return w
 }
 
-func (w *webhook) restart(t *testing.T) {
+func (w *webhook) restart(t testing.TB) {
 	t.Helper()
 	w.start(t, false)
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
@@ -171,10 +212,11 @@ func (w *webhook) restart(t *testing.T) {
 
 // register applies print-config's ValidatingWebhookConfiguration in the
 // member and returns it.
-func (w *webhook) register(t *testing.T, quota *cluster) string {
+func (w *webhook) register(t testing.TB, quota *cluster, exclude ...string) string {
 	t.Helper()
 	out, err := exec.Command(w.bin, "webhook", "print-config", "--quota-kubeconfig", quota.kubeconfig, "--kubeconfig", w.member.kubeconfig,
-		"--cluster-name", w.member.name, "--cert-dir", w.certDir, "--url", fmt.Sprintf("https://127.0.0.1:%d/validate", w.port)).CombinedOutput()
+		"--cluster-name", w.member.name, "--cert-dir", w.certDir, "--url", fmt.Sprintf("https://127.0.0.1:%d/validate", w.port),
+		"--exclude-namespaces", strings.Join(exclude, ",")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("webhook print-config: %v\n%s", err, out)
 	}
@@ -196,7 +238,7 @@ func (w *webhook) register(t *testing.T, quota *cluster) string {
 	return string(out)
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx context.Context) error) {
+func eventually(t testing.TB, timeout time.Duration, what string, check func(ctx context.Context) error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error

@@ -1,8 +1,6 @@
 package accounting
 
-import (
-	"github.com/quotaplane/quotaplane/internal/quota"
-)
+import "github.com/quotaplane/quotaplane/internal/quota"
 
 // Accounts holds registrations, grants and claims and decides claims. It is
 // not safe for concurrent use: the caller serializes access.
@@ -55,8 +53,7 @@ type series struct {
 	list    []*bucket             // the same buckets, for iterating without a map
 	granted map[string]grantedReq // by claim UID
 	claims  int                   // claims of any outcome that request this resource type
-	// clustered counts the granted requests of claims made for objects in
-	// member clusters; buckets show their usage per cluster while any are.
+	// clustered counts granted requests of member clusters' objects.
 	clustered int
 }
 

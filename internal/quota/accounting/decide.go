@@ -234,10 +234,7 @@ func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration,
 	} else {
 		res.Message = quota.LevelsMessage(c, r, reg, res.Levels)
 	}
-	if res.Refused != nil {
-		// Across member clusters the usage is in several places: say where.
-		res.Message += res.Refused.WhereText()
-	}
+	res.Message += res.Refused.WhereText() // across member clusters, where the usage is
 	return res
 }
 

@@ -1,0 +1,138 @@
+package webhook
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+)
+
+func policy(name, apiVersion, kind string, ready bool, fp quotav1alpha1.FailurePolicy) quotav1alpha1.ClaimCreationPolicy {
+	p := quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: apiVersion, Kind: kind}
+	p.Spec.FailurePolicy = fp
+	st := metav1.ConditionFalse
+	if ready {
+		st = metav1.ConditionTrue
+	}
+	p.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: st}}
+	return p
+}
+
+// The configuration's rules are the kinds of the Ready policies, with
+// their scale; the system's namespaces and the excluded ones are left alone.
+func TestWebhookConfig(t *testing.T) {
+	policies := []quotav1alpha1.ClaimCreationPolicy{
+		policy("a", "apps/v1", "Deployment", true, ""),
+		policy("b", "v1", "Secret", true, ""),
+		policy("c", "example.com/v1", "Gadget", false, ""), // not Ready: no rule
+		policy("d", "apps/v1beta2", "Deployment", true, ""),
+	}
+	c := NewConfigOptions()
+	c.URL = "https://127.0.0.1:9443/validate"
+	cfg := webhookConfig("east", policies, nil, c, []byte("CA"))
+	wh := cfg.Webhooks[0]
+	var rules []string
+	for _, r := range wh.Rules {
+		rules = append(rules, strings.Join(r.APIGroups, ",")+":"+strings.Join(r.Resources, ","))
+	}
+	if diff := cmp.Diff([]string{":secrets,secrets/scale", "apps:deployments,deployments/scale"}, rules); diff != "" {
+		t.Errorf("rules (-want +got):\n%s", diff)
+	}
+	if *wh.FailurePolicy != admissionregistrationv1.Fail || *wh.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun || *wh.ClientConfig.URL != c.URL || string(wh.ClientConfig.CABundle) != "CA" {
+		t.Errorf("webhook = %+v", wh)
+	}
+	if got := wh.NamespaceSelector.MatchExpressions[0].Values; !cmp.Equal(got, []string{"kube-system", "kube-public", "kube-node-lease", "quotaplane-system"}) {
+		t.Errorf("namespaces left alone = %v", got)
+	}
+	if cfg.Name != "quotaplane-east" {
+		t.Errorf("name %s", cfg.Name)
+	}
+}
+
+func TestGoverningAndFailOpen(t *testing.T) {
+	s := &policySet{list: func() []quotav1alpha1.ClaimCreationPolicy {
+		return []quotav1alpha1.ClaimCreationPolicy{
+			policy("a", "v1", "Secret", true, quotav1alpha1.FailurePolicyIgnore),
+			policy("b", "apps/v1", "Deployment", true, quotav1alpha1.FailurePolicyIgnore),
+			policy("c", "apps/v1beta1", "Deployment", true, ""),
+		}
+	}}
+	secret := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	if g := s.governing(secret); len(g) != 1 || !allIgnore(g) {
+		t.Errorf("Secrets: governed by %v, all Ignore %v", g.names(), allIgnore(g))
+	}
+	dep := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	if g := s.governing(dep); len(g) != 2 || allIgnore(g) {
+		t.Errorf("Deployments (any version): governed by %v; one is Fail, so not fail-open", g.names())
+	}
+	if g := s.governing(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}); len(g) != 0 || allIgnore(g) {
+		t.Errorf("ConfigMaps governed by %v", g.names())
+	}
+}
+
+// A member's administrators are not passed on as the quota plane's; names
+// are prefixed.
+func TestMapUser(t *testing.T) {
+	w := &Webhook{opts: &Options{UserPrefix: "east:", GroupPrefix: "east:"}}
+	got := w.mapUser(authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:masters", "devs"}})
+	if diff := cmp.Diff(authenticationv1.UserInfo{Username: "east:alice", Groups: []string{"east:devs"}}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	o := NewOptions()
+	err := o.Validate()
+	for _, want := range []string{"--quota-kubeconfig is required", "--cluster-name"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v; want it to say %q", err, want)
+		}
+	}
+	o.QuotaKubeconfig, o.ClusterName, o.TLSCertFile = "q", "east", "cert.pem"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "go together") {
+		t.Errorf("a certificate without its key: %v", err)
+	}
+}
+
+// The serving certificate is read again when its file changes.
+func TestCertificateReload(t *testing.T) {
+	o := NewOptions()
+	o.CertDir, o.BindAddress = t.TempDir(), "127.0.0.1"
+	c, err := o.servingCerts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := c.get(nil)
+	// Another certificate in its place, as cert-manager renews it.
+	other := NewOptions()
+	other.CertDir, other.BindAddress = t.TempDir(), "127.0.0.1"
+	if _, err := other.servingCerts(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		data, err := os.ReadFile(filepath.Join(other.CertDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(o.CertDir, f), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	future := time.Now().Add(time.Minute)
+	_ = os.Chtimes(filepath.Join(o.CertDir, "tls.crt"), future, future)
+	c.checked = time.Time{}
+	second, _ := c.get(nil)
+	if string(first.Certificate[0]) == string(second.Certificate[0]) {
+		t.Error("the renewed certificate was not read")
+	}
+}
