@@ -104,6 +104,7 @@ not run. docs/verify.md explains each check and its repair.`,
 	cmd.Flags().BoolVar(&fix, "repair", fix, "Carry out each repair the audit names, through the engine (charge unclaimed objects, delete orphan claims and stale buckets, ask for a new engine term), then audit again. Idempotent.")
 	cmd.Flags().StringVar(&member.Kubeconfig, "member-kubeconfig", "", "Audit this member cluster instead (with --cluster-name): its governed objects against the quota plane's claims for it; --kubeconfig is the quota plane's.")
 	cmd.Flags().StringVar(&member.ClusterName, "cluster-name", "", "The member cluster's name in the quota plane, with --member-kubeconfig.")
+	cmd.Flags().StringSliceVar(&member.ExcludeNamespaces, "exclude-namespaces", member.ExcludeNamespaces, "With --member-kubeconfig: namespaces the member's webhook leaves alone, besides the system's own.")
 	cmd.Flags().DurationVar(&timeout, "repair-timeout", timeout, "With --repair, how long to wait for the engine to carry out what it is asked.")
 	return cmd
 }

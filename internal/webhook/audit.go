@@ -62,6 +62,9 @@ func Audit(ctx context.Context, o *Options) ([]Finding, error) {
 			return nil, fmt.Errorf("listing %s in cluster %s: %w", m.Resource.GroupResource(), o.ClusterName, err)
 		}
 		for _, item := range list.Items {
+			if w.excluded(item.Namespace) {
+				continue
+			}
 			uid := string(item.UID)
 			objects[uid] = true
 			if claimed[uid] {

@@ -42,12 +42,16 @@ type Options struct {
 	UserPrefix, GroupPrefix string
 	// Timeout bounds one decision by the quota plane.
 	Timeout time.Duration
+	// ExcludeNamespaces are left alone by the reconcile besides the
+	// system's own, as the webhook configuration leaves them alone.
+	ExcludeNamespaces []string
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{BindAddress: "0.0.0.0", SecurePort: 9443, CertDir: "quotaplane-webhook-certs", ReconcilePeriod: time.Minute,
-		ReleaseAfter: 2 * time.Minute, ChargeAfter: 10 * time.Second, Timeout: 8 * time.Second}
+		ReleaseAfter: 2 * time.Minute, ChargeAfter: 10 * time.Second, Timeout: 8 * time.Second,
+		ExcludeNamespaces: []string{"quotaplane-system"}}
 }
 
 // AddFlags adds the webhook's flags.
@@ -65,6 +69,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ChargeAfter, "charge-after", o.ChargeAfter, "How long an object may exist without a claim before the reconcile charges it.")
 	fs.StringVar(&o.UserPrefix, "user-prefix", o.UserPrefix, "Prefix added to this cluster's user names before the quota plane authorizes them (verb claim on the consumer).")
 	fs.StringVar(&o.GroupPrefix, "group-prefix", o.GroupPrefix, "Prefix added to this cluster's group names before the quota plane authorizes them; system:masters is never passed on.")
+	fs.StringSliceVar(&o.ExcludeNamespaces, "exclude-namespaces", o.ExcludeNamespaces, "Namespaces whose objects the reconcile never charges, besides kube-system, kube-public and kube-node-lease: the list given to print-config.")
 	fs.DurationVar(&o.Timeout, "decision-timeout", o.Timeout, "How long a create waits for the quota plane before it is refused as unavailable; keep it below the webhook configuration's timeoutSeconds.")
 }
 

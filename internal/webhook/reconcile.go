@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,13 +48,19 @@ func (w *Webhook) objects() map[string]memberObject {
 	for gk, ow := range w.watches {
 		for _, item := range ow.informer.GetStore().List() {
 			m, ok := item.(*metav1.PartialObjectMetadata)
-			if !ok {
-				continue
+			if !ok || w.excluded(m.Namespace) {
+				continue // never sent to the webhook: never charged by it
 			}
 			out[string(m.UID)] = memberObject{gvr: ow.gvr, kind: gk.WithVersion(ow.gvr.Version), namespace: m.Namespace, name: m.Name, uid: string(m.UID)}
 		}
 	}
 	return out
+}
+
+// excluded reports whether the webhook configuration leaves a namespace
+// alone.
+func (w *Webhook) excluded(ns string) bool {
+	return ns != "" && (slices.Contains(systemNamespaces, ns) || slices.Contains(w.opts.ExcludeNamespaces, ns))
 }
 
 // waiting reports whether an object without a claim is waiting to be

@@ -5,17 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -176,6 +180,9 @@ func isQuotaRefusal(err error) bool {
 // cluster, kept true to the clusters' objects through deletes, a webhook
 // outage and a quota plane outage.
 func TestGlobalQuotaAcrossClusters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three quotaplane serve processes and two webhooks (80 s); run without -short")
+	}
 	const limit = 6
 	w := newWorld(t, limit, "east", "west")
 	ctx := context.Background()
@@ -240,6 +247,32 @@ func TestGlobalQuotaAcrossClusters(t *testing.T) {
 			w.deleteSecrets(t)
 			w.waitAllocated(t, rt, 0)
 		}
+	})
+
+	t.Run("two webhook replicas give the same answers", func(t *testing.T) {
+		second := startWebhook(t, w.bin, w.quota, east, "east:")
+		defer second.stop()
+		ask := func(wh *webhook, dryRun bool) *admissionv1.AdmissionResponse {
+			return wh.review(t, &admissionv1.AdmissionRequest{UID: "r", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Secret"},
+				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespace: w.f.NS, Name: "asked", Operation: admissionv1.Create,
+				DryRun: ptr.To(dryRun), UserInfo: authenticationv1.UserInfo{Username: "quotaplane-admin"},
+				Object: runtime.RawExtension{Raw: []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"asked","namespace":%q,"uid":"asked-1"}}`, w.f.NS))}})
+		}
+		a, b := ask(w.webhooks[0], true), ask(second, true)
+		if !a.Allowed || !b.Allowed || !slices.Equal(a.Warnings, b.Warnings) || len(a.Warnings) == 0 {
+			t.Fatalf("a dry run answered differently: %+v and %+v", a, b)
+		}
+		for i := range limit {
+			if _, err := west.kube.CoreV1().Secrets(w.f.NS).Create(ctx, w.secret(fmt.Sprintf("full-%d", i)), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, b = ask(w.webhooks[0], false), ask(second, false)
+		if a.Allowed || b.Allowed || a.Result.Message != b.Result.Message || !strings.Contains(a.Result.Message, quota.RefusalPrefix) {
+			t.Fatalf("a create over the limit answered differently: %+v and %+v", a.Result, b.Result)
+		}
+		w.deleteSecrets(t)
+		w.waitAllocated(t, rt, 0)
 	})
 
 	t.Run("a create the member refuses after the webhook admitted it is released", func(t *testing.T) {
@@ -371,7 +404,8 @@ func TestGlobalQuotaAcrossClusters(t *testing.T) {
 		// The claims of refused creates are released within release-after.
 		time.Sleep(7 * time.Second)
 		for _, m := range w.members {
-			out, err := exec.Command(w.bin, "verify", "--kubeconfig", w.quota.kubeconfig, "--member-kubeconfig", m.kubeconfig, "--cluster-name", m.name).CombinedOutput()
+			out, err := exec.Command(w.bin, "verify", "--kubeconfig", w.quota.kubeconfig, "--member-kubeconfig", m.kubeconfig, "--cluster-name", m.name,
+				"--exclude-namespaces", "quotaplane-system,"+unchargedNamespace).CombinedOutput()
 			var exit *exec.ExitError
 			if err != nil && !errors.As(err, &exit) {
 				t.Fatal(err)

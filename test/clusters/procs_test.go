@@ -2,8 +2,10 @@ package clusters
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -141,7 +144,7 @@ func startCluster(t testing.TB, bin, name string) *cluster {
 func webhookKubeconfig(t testing.TB, quota *cluster, member string) string {
 	t.Helper()
 	ctx := context.Background()
-	ns, name := "kube-system", "webhook-"+member
+	ns, name := "kube-system", fmt.Sprintf("webhook-%s-%d", member, quotatest.FreePort(t))
 	sa, err := quota.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +186,8 @@ func startWebhook(t testing.TB, bin string, quota, member *cluster, prefix strin
 	w := &webhook{port: quotatest.FreePort(t), certDir: filepath.Join(t.TempDir(), "certs-"+member.name), member: member}
 	w.proc = proc{name: "webhook " + member.name, bin: bin, args: []string{"webhook", "--quota-kubeconfig", webhookKubeconfig(t, quota, member.name), "--kubeconfig", member.kubeconfig,
 		"--cluster-name", member.name, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(w.port), "--cert-dir", w.certDir,
-		"--reconcile-period", "2s", "--release-after", "6s", "--charge-after", "1s", "--user-prefix", prefix, "--group-prefix", prefix}}
+		"--reconcile-period", "2s", "--release-after", "6s", "--charge-after", "1s", "--user-prefix", prefix, "--group-prefix", prefix,
+		"--exclude-namespaces", "quotaplane-system," + unchargedNamespace}}
 	w.restart(t)
 	return w
 }
@@ -208,6 +212,29 @@ func (w *webhook) restart(t testing.TB) {
 		}
 		return nil
 	})
+}
+
+// review posts a review to the webhook as the member's API server would.
+func (w *webhook) review(t testing.TB, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	t.Helper()
+	body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := hc.Post(fmt.Sprintf("https://127.0.0.1:%d/validate", w.port), "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := &admissionv1.AdmissionReview{}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil || out.Response == nil {
+		t.Fatalf("%s answered %d with no AdmissionReview: %v", w.name, resp.StatusCode, err)
+	}
+	if out.Response.UID != req.UID {
+		t.Errorf("%s answered review %s with UID %s", w.name, req.UID, out.Response.UID)
+	}
+	return out.Response
 }
 
 // register applies print-config's ValidatingWebhookConfiguration in the
