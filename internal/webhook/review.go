@@ -119,7 +119,16 @@ func objectName(req *admissionv1.AdmissionRequest) string {
 // mapUser is the member's requester as the quota plane sees it: prefixed
 // names, and never the member's administrators' group.
 func (w *Webhook) mapUser(u authenticationv1.UserInfo) authenticationv1.UserInfo {
-	out := authenticationv1.UserInfo{Username: w.opts.UserPrefix + u.Username, UID: u.UID, Extra: u.Extra}
+	out := authenticationv1.UserInfo{Username: w.opts.UserPrefix + u.Username, UID: u.UID}
+	for k, v := range u.Extra {
+		if k == existingExtra {
+			continue // only the webhook's own reviews of existing objects say this
+		}
+		if out.Extra == nil {
+			out.Extra = map[string]authenticationv1.ExtraValue{}
+		}
+		out.Extra[k] = v
+	}
 	for _, g := range u.Groups {
 		if g == "system:masters" {
 			continue // a member's administrators are not the quota plane's

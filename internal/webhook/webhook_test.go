@@ -84,8 +84,12 @@ func TestGoverningAndFailOpen(t *testing.T) {
 // are prefixed.
 func TestMapUser(t *testing.T) {
 	w := &Webhook{opts: &Options{UserPrefix: "east:", GroupPrefix: "east:"}}
-	got := w.mapUser(authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:masters", "devs"}})
-	if diff := cmp.Diff(authenticationv1.UserInfo{Username: "east:alice", Groups: []string{"east:devs"}}, got); diff != "" {
+	// A requester cannot pass for the webhook's review of an existing
+	// object (impersonation can set any extra).
+	got := w.mapUser(authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:masters", "devs"},
+		Extra: map[string]authenticationv1.ExtraValue{existingExtra: {"true"}, "team": {"a"}}})
+	want := authenticationv1.UserInfo{Username: "east:alice", Groups: []string{"east:devs"}, Extra: map[string]authenticationv1.ExtraValue{"team": {"a"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -323,7 +323,9 @@ func TestGlobalQuotaAcrossClusters(t *testing.T) {
 
 	t.Run("a member's administrators are not the quota plane's", func(t *testing.T) {
 		cfg := rest.CopyConfig(east.config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:masters"}}
+		// ... not even claiming to be the webhook charging an existing object.
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:masters"},
+			Extra: map[string][]string{"quota.miloapis.com/existing-object": {"true"}}}
 		err := quotatest.NewClient(t, cfg).Create(ctx, w.secret("mallory"))
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `"east:mallory" may not charge quota`) {
 			t.Fatalf("mallory, an administrator of east, charging the organization: %v; want the claim authorization refusal", err)

@@ -111,6 +111,10 @@ func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim 
 			c.Annotations[k] = v
 		}
 	}
+	// The cluster label is quotaplane's, never the template's: a claim
+	// labelled for a member cluster is settled without its object being
+	// looked up (docs/clusters.md).
+	delete(c.Labels, members.Label)
 	if src.Cluster != "" {
 		c.Labels[members.Label] = src.Cluster
 	}

@@ -102,6 +102,19 @@ func TestNewClaim(t *testing.T) {
 	if c := NewClaim(src, r); c.Namespace != "quotaplane-system" {
 		t.Errorf("a cluster-scoped object's claim is in %q, want the system namespace", c.Namespace)
 	}
+	// A member cluster's claim: in the cluster's namespace, labelled with
+	// it; a template cannot label a claim for a cluster (its settling
+	// would not look the object up).
+	r.Labels = map[string]string{quotav1alpha1.LabelCluster: "forged"}
+	if c := NewClaim(src, r); c.Labels[quotav1alpha1.LabelCluster] != "" {
+		t.Errorf("a template labelled the claim of a quota plane object for cluster %q", c.Labels[quotav1alpha1.LabelCluster])
+	}
+	member := src
+	member.Namespace, member.Cluster = "apps", "east"
+	if c := NewClaim(member, r); c.Namespace != "cluster-east" || c.Labels[quotav1alpha1.LabelCluster] != "east" || c.Spec.ResourceRef.Namespace != "apps" {
+		t.Errorf("member claim %s/%s labels %v ref %+v", c.Namespace, c.Name, c.Labels, c.Spec.ResourceRef)
+	}
+	r.Labels = nil
 	r.Namespace, r.Name = "claims", "fixed"
 	if c := NewClaim(src, r); c.Namespace != "claims" || c.Name != "fixed" {
 		t.Errorf("the template's namespace and name are not used: %s/%s", c.Namespace, c.Name)
