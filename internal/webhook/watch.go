@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"sort"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,5 +176,3 @@ func objectUIDIndex(o client.Object) []string {
 
 // watches are the member cluster's watches of governed kinds.
 type watches = map[schema.GroupKind]*objectWatch
-
-var _ sync.Locker = &sync.Mutex{}
