@@ -46,12 +46,7 @@ func Audit(ctx context.Context, o *Options) ([]Finding, error) {
 	if err := w.quota.List(ctx, claims, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{members.Label: o.ClusterName})}); err != nil {
 		return nil, fmt.Errorf("listing the quota plane's claims for cluster %s: %w", o.ClusterName, err)
 	}
-	claimed := map[string]bool{}
-	for _, c := range claims.Items {
-		claimed[c.Annotations[quotav1alpha1.AnnotationResourceUID]] = true
-	}
-	var out []Finding
-	objects := map[string]bool{}
+	objects := map[string]memberObject{}
 	for _, kind := range w.policies.kinds() {
 		m, err := w.mapper.RESTMapping(kind.GroupKind(), kind.Version)
 		if err != nil {
@@ -62,35 +57,29 @@ func Audit(ctx context.Context, o *Options) ([]Finding, error) {
 			return nil, fmt.Errorf("listing %s in cluster %s: %w", m.Resource.GroupResource(), o.ClusterName, err)
 		}
 		for _, item := range list.Items {
-			if w.excluded(item.Namespace) {
-				continue
-			}
-			uid := string(item.UID)
-			objects[uid] = true
-			if claimed[uid] {
-				continue
-			}
-			obj := memberObject{gvr: m.Resource, kind: kind, namespace: item.Namespace, name: item.Name, uid: uid}
-			resp, err := w.reviewExisting(ctx, obj, true)
-			if err != nil {
-				return nil, fmt.Errorf("asking the quota plane what %s would be charged: %w", obj, err)
-			}
-			switch {
-			case !resp.Allowed && resp.Result != nil:
-				out = append(out, Finding{Check: "uncharged", Message: fmt.Sprintf("%s has no claim, and charging it would be refused: %s", obj, resp.Result.Message),
-					Repair: "free quota or raise the grant, then the webhook's reconcile charges it; or delete the object"})
-			case len(resp.Warnings) > 0 && strings.Contains(strings.Join(resp.Warnings, " "), "would charge"):
-				out = append(out, Finding{Check: "uncharged", Message: fmt.Sprintf("%s has no claim, though %s", obj, strings.Join(resp.Warnings, "; ")),
-					Repair: "the webhook's reconcile charges it within --reconcile-period; make sure quotaplane webhook runs in this cluster"})
+			if !w.excluded(item.Namespace) {
+				objects[string(item.UID)] = memberObject{gvr: m.Resource, kind: kind, namespace: item.Namespace, name: item.Name, uid: string(item.UID)}
 			}
 		}
 	}
-	for _, c := range claims.Items {
-		uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
-		if objects[uid] || time.Since(c.CreationTimestamp.Time) < o.ReleaseAfter {
-			continue
+	cmp := compare(objects, claims.Items, time.Now(), o.ReleaseAfter)
+	var out []Finding
+	for _, obj := range cmp.unclaimed {
+		resp, err := w.reviewExisting(ctx, obj, true)
+		if err != nil {
+			return nil, fmt.Errorf("asking the quota plane what %s would be charged: %w", obj, err)
 		}
-		gone, err := w.objectGone(ctx, &c)
+		switch {
+		case !resp.Allowed && resp.Result != nil:
+			out = append(out, Finding{Check: "uncharged", Message: fmt.Sprintf("%s has no claim, and charging it would be refused: %s", obj, resp.Result.Message),
+				Repair: "free quota or raise the grant, then the webhook's reconcile charges it; or delete the object"})
+		case strings.Contains(strings.Join(resp.Warnings, " "), "would charge"):
+			out = append(out, Finding{Check: "uncharged", Message: fmt.Sprintf("%s has no claim, though %s", obj, strings.Join(resp.Warnings, "; ")),
+				Repair: "the webhook's reconcile charges it within --reconcile-period; make sure quotaplane webhook runs in this cluster"})
+		}
+	}
+	for _, c := range cmp.suspect {
+		gone, err := w.objectGone(ctx, c)
 		if err != nil {
 			return nil, err
 		}

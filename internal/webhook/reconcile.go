@@ -82,14 +82,9 @@ func (w *Webhook) reconcile(ctx context.Context) error {
 	if err := w.quotaCache.List(ctx, list); err != nil {
 		return err
 	}
-	claimed := map[string]bool{}
-	for i := range list.Items {
-		c := &list.Items[i]
-		uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
-		claimed[uid] = true
-		if _, here := objects[uid]; here || c.DeletionTimestamp != nil || time.Since(c.CreationTimestamp.Time) < w.opts.ReleaseAfter {
-			continue
-		}
+	now := time.Now()
+	cmp := compare(objects, list.Items, now, w.opts.ReleaseAfter)
+	for _, c := range cmp.suspect {
 		gone, err := w.objectGone(ctx, c)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Looking up the object of a claim", "claim", c.Namespace+"/"+c.Name)
@@ -99,23 +94,24 @@ func (w *Webhook) reconcile(ctx context.Context) error {
 			w.deleteClaim(ctx, c, "not in the cluster")
 		}
 	}
-	due := []memberObject{}
+	var due []memberObject
+	version := w.policyVersion()
 	w.mu.Lock()
 	for uid := range w.firstSeen {
-		if _, ok := objects[uid]; !ok || claimed[uid] {
+		if _, ok := objects[uid]; !ok || cmp.claimed[uid] {
 			delete(w.firstSeen, uid)
 		}
 	}
-	for uid, o := range objects {
-		if claimed[uid] || w.noCharge[uid] == w.policyVersion() {
+	for _, o := range cmp.unclaimed {
+		if w.noCharge[o.uid] == version {
 			continue
 		}
-		first, ok := w.firstSeen[uid]
+		first, ok := w.firstSeen[o.uid]
 		if !ok {
-			w.firstSeen[uid] = time.Now()
+			w.firstSeen[o.uid] = now
 			continue
 		}
-		if time.Since(first) >= w.opts.ChargeAfter {
+		if now.Sub(first) >= w.opts.ChargeAfter {
 			due = append(due, o)
 		}
 	}

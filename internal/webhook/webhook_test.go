@@ -140,3 +140,39 @@ func TestCertificateReload(t *testing.T) {
 		t.Error("the renewed certificate was not read")
 	}
 }
+
+// The reconcile and verify act on the same comparison: a claim whose object
+// is not in the cluster is suspect once older than release-after (never a
+// claim being deleted); an object no live claim names is unclaimed.
+func TestCompare(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	claim := func(name, uid string, age time.Duration, deleting bool) quotav1alpha1.ResourceClaim {
+		c := quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-age)),
+			Annotations: map[string]string{quotav1alpha1.AnnotationResourceUID: uid}}}
+		if deleting {
+			c.DeletionTimestamp = &c.CreationTimestamp
+		}
+		return c
+	}
+	objects := map[string]memberObject{"a": {uid: "a"}, "b": {uid: "b"}, "c": {uid: "c"}}
+	got := compare(objects, []quotav1alpha1.ResourceClaim{
+		claim("of-a", "a", time.Hour, false),         // its object is here
+		claim("gone-old", "x", 3*time.Minute, false), // suspect
+		claim("gone-young", "y", time.Minute, false), // may still be being stored
+		claim("of-b-deleting", "b", time.Hour, true), // b is unclaimed
+		claim("gone-deleting", "z", time.Hour, true), // already going
+	}, now, 2*time.Minute)
+	var suspect, unclaimed []string
+	for _, c := range got.suspect {
+		suspect = append(suspect, c.Name)
+	}
+	for _, o := range got.unclaimed {
+		unclaimed = append(unclaimed, o.uid)
+	}
+	if diff := cmp.Diff([]string{"gone-old"}, suspect); diff != "" {
+		t.Errorf("suspect (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"b", "c"}, unclaimed); diff != "" {
+		t.Errorf("unclaimed (-want +got):\n%s", diff)
+	}
+}
