@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -286,12 +287,16 @@ func TestGroups(t *testing.T) {
 	}
 	label := func(p, v string) {
 		t.Helper()
-		proj := &rmv1alpha1.Project{}
-		if err := w.admin.Get(ctx, client.ObjectKey{Name: p}, proj); err != nil {
-			t.Fatal(err)
-		}
-		proj.Labels[team] = v
-		if err := w.admin.Update(ctx, proj); err != nil {
+		// The project's own controller writes it too: a conflict is retried.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			proj := &rmv1alpha1.Project{}
+			if err := w.admin.Get(ctx, client.ObjectKey{Name: p}, proj); err != nil {
+				return err
+			}
+			proj.Labels[team] = v
+			return w.admin.Update(ctx, proj)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -349,18 +354,26 @@ func TestGroups(t *testing.T) {
 	}
 
 	// The tenant cannot take its project out of the group.
-	proj := &rmv1alpha1.Project{}
-	if err := w.owner.Get(ctx, client.ObjectKey{Name: web}, proj); err != nil {
-		t.Fatal(err)
+	tenantEdit := func(edit func(*rmv1alpha1.Project)) error {
+		var err error
+		for range 5 { // a conflict with the project's controller is retried
+			proj := &rmv1alpha1.Project{}
+			if err = w.owner.Get(ctx, client.ObjectKey{Name: web}, proj); err != nil {
+				t.Fatal(err)
+			}
+			edit(proj)
+			if err = w.owner.Update(ctx, proj); !apierrors.IsConflict(err) {
+				return err
+			}
+		}
+		return err
 	}
-	proj.Labels[team] = "none"
-	err = w.owner.Update(ctx, proj)
+	err = tenantEdit(func(p *rmv1alpha1.Project) { p.Labels[team] = "none" })
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("the tenant relabelling its project out of a group: want 403, got %v", err)
 	}
 	mustContain(t, err.Error(), "metadata.labels["+team+"]", "only by the platform")
-	delete(proj.Labels, team)
-	if err := w.owner.Update(ctx, proj); !apierrors.IsForbidden(err) {
+	if err := tenantEdit(func(p *rmv1alpha1.Project) { delete(p.Labels, team) }); !apierrors.IsForbidden(err) {
 		t.Fatalf("the tenant removing the group's label: want 403, got %v", err)
 	}
 
