@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
 	"github.com/quotaplane/quotaplane/internal/admission/policycheck"
+	"github.com/quotaplane/quotaplane/internal/admission/quotarequest"
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
 	"github.com/quotaplane/quotaplane/internal/admission/tenancy"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
@@ -26,7 +27,7 @@ import (
 // built-in ResourceQuota, after every other validating step. Tenancy comes
 // first: a Project's label and ownerReference are set before a
 // ClaimCreationPolicy renders its claims.
-var quotaPlugins = []string{tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, policycheck.PluginName, claimguard.PluginName, claimpolicy.PluginName}
+var quotaPlugins = []string{tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, policycheck.PluginName, quotarequest.PluginName, claimguard.PluginName, claimpolicy.PluginName}
 
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
@@ -38,6 +39,7 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Ha
 	hierarchy.Register(o.Plugins, hierarchy.Config{Handle: handle, SystemNamespace: systemNamespace, PlatformNamespaces: opts.PlatformNamespaces, ReservedLabelPrefix: opts.ReservedLabelPrefix})
 	registration.Register(o.Plugins)
 	policycheck.Register(o.Plugins)
+	quotarequest.Register(o.Plugins)
 	claimguard.Register(o.Plugins, systemNamespace, handle != nil)
 	if handle != nil {
 		claimpolicy.Register(o.Plugins, handle, systemNamespace, reviews)

@@ -24,6 +24,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/crdinstall"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
 	"github.com/quotaplane/quotaplane/internal/members"
+	"github.com/quotaplane/quotaplane/internal/requests"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
@@ -108,6 +109,8 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 		},
 		kubecontrollers.Start(le),
 		tenancy.Start(tenancy.Options{Namespace: le.Namespace, Identity: le.Identity,
+			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}),
+		requests.Start(requests.Options{Namespace: le.Namespace, Identity: le.Identity,
 			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}),
 	}, c.Components...)
 	if err := s.chain.GenericAPIServer.AddPostStartHook(readyHookName, func(hookCtx genericapiserver.PostStartHookContext) error {

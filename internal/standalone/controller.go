@@ -20,6 +20,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
+	"github.com/quotaplane/quotaplane/internal/requests"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
 )
 
@@ -87,6 +88,11 @@ func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
 		tenancyOpts.Identity = fmt.Sprintf("%s_%d", host, os.Getpid())
 	}
 	if err := tenancy.Start(tenancyOpts)(ctx, cfg); err != nil {
+		return err
+	}
+	requestOpts := requests.Options{Namespace: tenancyOpts.Namespace, Identity: tenancyOpts.Identity,
+		LeaseDuration: tenancyOpts.LeaseDuration, RenewDeadline: tenancyOpts.RenewDeadline, RetryPeriod: tenancyOpts.RetryPeriod}
+	if err := requests.Start(requestOpts)(ctx, cfg); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).Info("Running the quota engine and the tenancy controllers", "server", cfg.Host)

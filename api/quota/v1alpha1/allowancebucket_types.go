@@ -100,6 +100,17 @@ type AllowanceBucketStatus struct {
 	// lastReconciliation is when these numbers were last written.
 	// +optional
 	LastReconciliation *metav1.Time `json:"lastReconciliation,omitempty"`
+	// usageTrend is how allocated has moved over the decision history's
+	// last days, for example "+3/day over 7d" (docs/self-service.md).
+	// +optional
+	UsageTrend string `json:"usageTrend,omitempty"`
+	// fullIn says when, at that rate, the bucket is full: "about 9 days",
+	// "not filling", or "too little history to tell".
+	// +optional
+	FullIn string `json:"fullIn,omitempty"`
+	// estimatedFullAt is the moment fullIn estimates, when it estimates one.
+	// +optional
+	EstimatedFullAt *metav1.Time `json:"estimatedFullAt,omitempty"`
 
 	// conditions: OverLimit is True when allocated exceeds limit, for example
 	// after a grant was lowered; nothing is revoked.
@@ -122,6 +133,8 @@ type AllowanceBucketStatus struct {
 // +kubebuilder:printcolumn:name="Claims",type=integer,JSONPath=`.status.claimCount`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Unit",type=string,JSONPath=`.status.baseUnit`,priority=1
+// +kubebuilder:printcolumn:name="Trend",type=string,JSONPath=`.status.usageTrend`,priority=1
+// +kubebuilder:printcolumn:name="Full In",type=string,JSONPath=`.status.fullIn`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.name`

@@ -32,6 +32,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&AllowanceBucket{}, &AllowanceBucketList{},
 		&ClaimCreationPolicy{}, &ClaimCreationPolicyList{},
 		&GrantCreationPolicy{}, &GrantCreationPolicyList{},
+		&QuotaRequest{}, &QuotaRequestList{},
+		&QuotaApprovalRule{}, &QuotaApprovalRuleList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
