@@ -358,6 +358,8 @@ func (t *term) observe() func() {
 		x.Verified(src, id, b, st, at)
 	}
 	t.buckets.Gone = func(id quota.BucketID) { x.Gone(src, id) }
+	t.buckets.Forecast = h.Forecast
+	h.OnForecast(func(id quota.BucketID) { t.bucketQueue.Add(id) })
 	end := x.Lead(src, h)
 	ctx, cancel := context.WithCancel(t.ctx)
 	done := make(chan struct{})

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -101,8 +99,8 @@ func runTerm(ctx context.Context, kube kubernetes.Interface, cl client.WithWatch
 		recorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "quotaplane-requests"}),
 		now:      time.Now,
 	}
-	requests := informer(cl, &quotav1alpha1.QuotaRequest{}, &quotav1alpha1.QuotaRequestList{})
-	rules := informer(cl, &quotav1alpha1.QuotaApprovalRule{}, &quotav1alpha1.QuotaApprovalRuleList{})
+	requests := reconcile.NewInformer(cl, &quotav1alpha1.QuotaRequest{}, &quotav1alpha1.QuotaRequestList{}, "", "", 10*time.Hour)
+	rules := reconcile.NewInformer(cl, &quotav1alpha1.QuotaApprovalRule{}, &quotav1alpha1.QuotaApprovalRuleList{}, "", "", 10*time.Hour)
 	r.rules = rules.GetStore()
 	r.requests = requests.GetStore()
 	enqueue := func(rule bool) func(obj any) {
@@ -141,19 +139,4 @@ func runTerm(ctx context.Context, kube kubernetes.Interface, cl client.WithWatch
 	wg.Go(func() { reconcile.RunRequeue(ctx, q, "quota request", r.reconcile) })
 	<-ctx.Done()
 	return nil
-}
-
-// informer lists and watches one quota kind through the controller-runtime
-// client (CRDs, which the typed clientset does not know).
-func informer(cl client.WithWatch, obj client.Object, list client.ObjectList) toolscache.SharedIndexInformer {
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			l := list.DeepCopyObject().(client.ObjectList)
-			return l, cl.List(ctx, l, &client.ListOptions{Raw: &opts})
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return cl.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &opts})
-		},
-	}
-	return toolscache.NewSharedIndexInformer(lw, obj, 10*time.Hour, toolscache.Indexers{})
 }

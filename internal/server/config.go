@@ -32,9 +32,11 @@ import (
 	cpoptions "k8s.io/kubernetes/pkg/controlplane/apiserver/options"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
+	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/planes"
+	"github.com/quotaplane/quotaplane/internal/portal"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/memberserve"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
@@ -62,6 +64,8 @@ type Config struct {
 	planes *planeserve.Registry
 	// members decides member clusters' reviews (quotaplane webhook).
 	members *memberserve.Reviewer
+	// portal serves /portal/ (nil with --no-portal).
+	portal *portal.Portal
 	// EtcdServers are the etcd endpoints the server uses (the embedded one's
 	// when nothing else was given).
 	EtcdServers []string
@@ -86,6 +90,7 @@ type completedConfig struct {
 	storage *clientv3.Client
 	planes  *planeserve.Registry
 	members *memberserve.Reviewer
+	portal  *portal.Portal
 
 	aggregator    aggregatorapiserver.CompletedConfig
 	controlPlane  controlplaneapiserver.CompletedConfig
@@ -221,7 +226,14 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 
 	ko := cpoptions.NewOptions()
 	c.members = &memberserve.Reviewer{}
-	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options, c.members.Use)
+	link := requestLink(opts.PortalURL)
+	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options, func(p *claimpolicy.Plugin) {
+		c.members.Use(p)
+		p.SetIncreaseLink(link)
+	})
+	if !opts.NoPortal {
+		c.portal = portal.New(portal.Options{SystemNamespace: opts.SystemNamespace})
+	}
 	ko.Admission.GenericAdmission.DefaultOffPlugins = defaultOffAdmissionPlugins()
 	ko.Admission.GenericAdmission.Decorators = append(ko.Admission.GenericAdmission.Decorators, planeserve.AdmissionDecorator(c.planes))
 	ko.SecureServing.BindAddress = opts.bindIP
@@ -295,7 +307,13 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	// filter, the plane's owner resolved after authorization.
 	chain := c.aggregator.GenericConfig.BuildHandlerChainFunc
 	c.aggregator.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, cfg *genericapiserver.Config) http.Handler {
-		return planeserve.Outer(chain(planeserve.Inner(c.planes, h), cfg))
+		served := planeserve.Outer(chain(planeserve.Inner(c.planes, h), cfg))
+		if c.portal != nil {
+			// The pages are public; the portal authenticates each of its
+			// own API calls with the user's token (internal/portal).
+			return c.portal.Wrap(served)
+		}
+		return served
 	}
 	c.aggregator.GenericConfig.Authorization.Authorizer = planeAuthorizer
 	return c, nil
@@ -327,6 +345,7 @@ func (c *Config) Complete() CompletedConfig {
 		storage:       c.storage,
 		planes:        c.planes,
 		members:       c.members,
+		portal:        c.portal,
 		aggregator:    c.aggregator.Complete(),
 		controlPlane:  c.controlPlane.Complete(),
 		apiExtensions: c.apiExtensions.Complete(),

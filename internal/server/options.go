@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	"github.com/quotaplane/quotaplane/internal/etcdflags"
+	"github.com/quotaplane/quotaplane/internal/portal"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 )
 
@@ -54,6 +56,11 @@ type Options struct {
 	// ReservedLabelPrefix is the label prefix on Organizations and Projects
 	// only the platform may set; group grants select only on it.
 	ReservedLabelPrefix string
+	// NoPortal turns the web portal at /portal/ off.
+	NoPortal bool
+	// PortalURL is the portal's address as users reach it, which quota
+	// refusals link to; empty: https://<bind address>:<port>/portal/.
+	PortalURL string
 	// KubeControllers tunes the leader election of the upstream controllers
 	// (garbage collector, namespace deletion, ResourceQuota): only the replica
 	// holding their Lease runs them. Namespace defaults to SystemNamespace and
@@ -84,6 +91,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for etcd data (when embedded), certificates and admin.kubeconfig.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "IP address to serve the API on.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port to serve the API on.")
+	fs.BoolVar(&o.NoPortal, "no-portal", o.NoPortal, "Do not serve the web portal at /portal/ (docs/self-service.md).")
+	fs.StringVar(&o.PortalURL, "portal-url", o.PortalURL, "The portal's address as users reach it (behind a proxy or a load balancer), which quota refusals link to. Default: https://<bind-address>:<secure-port>/portal/.")
 	o.Etcd.AddFlags(fs, "Comma-separated URLs of an external etcd cluster. When empty, etcd runs embedded under --data-dir.")
 }
 
@@ -126,6 +135,9 @@ func (o *Options) Complete() (CompletedOptions, error) {
 	if c.Listener != nil {
 		addr := c.Listener.Addr().(*net.TCPAddr)
 		c.bindIP, c.SecurePort = addr.IP, addr.Port
+	}
+	if c.PortalURL == "" && !c.NoPortal {
+		c.PortalURL = fmt.Sprintf("https://%s%s", net.JoinHostPort(c.bindIP.String(), strconv.Itoa(c.SecurePort)), portal.Prefix)
 	}
 	return CompletedOptions{c}, nil
 }

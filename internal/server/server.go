@@ -113,6 +113,9 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 		requests.Start(requests.Options{Namespace: le.Namespace, Identity: le.Identity,
 			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}),
 	}, c.Components...)
+	if c.portal != nil {
+		components = append(components, c.portal.Start)
+	}
 	if err := s.chain.GenericAPIServer.AddPostStartHook(readyHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
 		if err := crdinstall.Install(hookCtx, hookCtx.LoopbackClientConfig); err != nil {
 			return err

@@ -31,6 +31,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
+	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // PluginName is the admission plugin's name.
@@ -53,6 +54,33 @@ func Register(plugins *admission.Plugins, handle *admit.Handle, systemNamespace 
 	})
 }
 
+// SetIncreaseLink makes quota refusals say where to ask for more: link
+// returns the address of the request form for a consumer's resource type
+// ("" when there is none).
+func (p *Plugin) SetIncreaseLink(link func(consumer quota.ConsumerID, resourceType string) string) {
+	p.increaseLink = link
+}
+
+// withIncreaseLink appends to a refusal where to ask for more of what ran
+// out, when the server has a portal.
+func (p *Plugin) withIncreaseLink(msg string, d []quota.RequestResult) string {
+	if p.increaseLink == nil {
+		return msg
+	}
+	for _, r := range d {
+		if r.Reason == quota.ReasonQuotaExceeded {
+			consumer := r.Bucket.Consumer
+			if r.Refused != nil { // the level that refused it
+				consumer = r.Refused.ID.Consumer
+			}
+			if url := p.increaseLink(consumer, r.ResourceType); url != "" {
+				return msg + "; to ask for a higher limit, open " + url
+			}
+		}
+	}
+	return msg
+}
+
 // Handle is the engine the plugin decides with.
 func (p *Plugin) Handle() *admit.Handle { return p.handle }
 
@@ -61,6 +89,7 @@ type Plugin struct {
 	*admission.Handler
 	handle          *admit.Handle
 	systemNamespace string
+	increaseLink    func(quota.ConsumerID, string) string
 	dynamic         dynamic.Interface
 	kube            kubernetes.Interface
 	schemasOnce     sync.Once
@@ -326,6 +355,12 @@ func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.
 	}
 	p.reports.resultAll(applying, resultDenied)
 	msg := denialMessage(kind.Kind, a.GetName(), res)
+	for _, d := range res.Decisions {
+		if linked := p.withIncreaseLink(msg, d.Requests); linked != msg {
+			msg = linked
+			break
+		}
+	}
 	p.reports.denied(applying, msg)
 	p.recordRefusal(a, applying, claims, msg)
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), errors.New(msg))

@@ -155,6 +155,14 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 	}
 	p.reports.resultAll(applying, resultDenied)
 	msg := updateDenialMessage(kind, a.GetName(), res)
+	for _, c := range res.Changes {
+		if c.Decision != nil {
+			if linked := p.withIncreaseLink(msg, c.Decision.Requests); linked != msg {
+				msg = linked
+				break
+			}
+		}
+	}
 	p.reports.denied(applying, msg)
 	var refused []*inForce
 	var claims []*quotav1alpha1.ResourceClaim

@@ -53,6 +53,10 @@ type Recorder struct {
 	// live are the accounts' numbers of a consumer's buckets.
 	live  func(quota.ConsumerID, []string) []quota.BucketStatus
 	queue chan historyItem
+	// samples are the buckets' allocated amounts from their histories, for
+	// forecasts; forecastChanged is told which buckets have new ones.
+	samples         usageSamples
+	forecastChanged func(quota.BucketID)
 }
 
 // NewRecorder records into ConfigMaps in namespace, through kube, while x
@@ -86,6 +90,7 @@ func (h *Recorder) record(c quota.ConsumerID, e history.Entry) {
 // Run writes what is queued every historyFlushPeriod until ctx is done,
 // and once more then.
 func (h *Recorder) Run(ctx context.Context) {
+	h.seedSamples(ctx)
 	tick := time.NewTicker(historyFlushPeriod)
 	defer tick.Stop()
 	pending := map[history.Consumer][]history.Entry{}
@@ -147,7 +152,8 @@ func (h *Recorder) write(ctx context.Context, c history.Consumer, entries []hist
 	ns := h.namespace
 	cms := h.kube.CoreV1().ConfigMaps(ns)
 	name := history.ConfigMapName(c)
-	return retry.OnError(retry.DefaultRetry, func(err error) bool {
+	var merged []history.Entry
+	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
 		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 	}, func() error {
 		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
@@ -156,7 +162,8 @@ func (h *Recorder) write(ctx context.Context, c history.Consumer, entries []hist
 				Labels: map[string]string{history.LabelHistory: "true", history.LabelConsumerKind: quotav1alpha1.ConsumerLabelValue(c.Kind),
 					history.LabelConsumerName: quotav1alpha1.ConsumerLabelValue(c.Name), quotav1alpha1.LabelManagedBy: quotav1alpha1.ManagedByQuotaplane},
 				Annotations: map[string]string{history.AnnotationConsumer: c.String()}}}
-			if err := history.Encode(cm, history.Merge(nil, entries, history.Limit)); err != nil {
+			merged = history.Merge(nil, entries, history.Limit)
+			if err := history.Encode(cm, merged); err != nil {
 				return err
 			}
 			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
@@ -170,12 +177,17 @@ func (h *Recorder) write(ctx context.Context, c history.Consumer, entries []hist
 			existing = nil // unreadable: start again rather than stop recording
 		}
 		updated := cm.DeepCopy()
-		if err := history.Encode(updated, history.Merge(existing, entries, history.Limit)); err != nil {
+		merged = history.Merge(existing, entries, history.Limit)
+		if err := history.Encode(updated, merged); err != nil {
 			return err
 		}
 		_, err = cms.Update(ctx, updated, metav1.UpdateOptions{})
 		return err
 	})
+	if err == nil {
+		h.learned(c, merged)
+	}
+	return err
 }
 
 // Watch records the decisions the claim and grant informers publish: a

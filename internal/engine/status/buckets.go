@@ -42,6 +42,9 @@ type BucketWriter struct {
 	// a bucket no longer exists.
 	Verified func(quota.BucketID, *quotav1alpha1.AllowanceBucket, quota.BucketStatus, time.Time)
 	Gone     func(quota.BucketID)
+	// Forecast, when set, is a bucket's usage trend and time to exhaustion
+	// from its decision history.
+	Forecast func(quota.BucketID, quota.BucketStatus, time.Time) (trend, fullIn string, fullAt *metav1.Time)
 }
 
 // Reconcile makes the stored bucket id agree with the accounts.
@@ -163,6 +166,9 @@ func (w *BucketWriter) writeBucketIn(ctx context.Context, id quota.BucketID, st 
 		want.BaseUnit = reg.Spec.BaseUnit
 	}
 	w.setThresholdCondition(&want, stored, st)
+	if w.Forecast != nil {
+		want.UsageTrend, want.FullIn, want.EstimatedFullAt = w.Forecast(id, st, time.Now())
+	}
 	if bucketStatusEqual(stored.Status, want) {
 		if !projected {
 			w.Verified(id, stored, st, time.Now())
@@ -257,7 +263,7 @@ func bucketStatusEqual(a, b quotav1alpha1.AllowanceBucketStatus) bool {
 		a.ClaimCount != b.ClaimCount || a.BaseUnit != b.BaseUnit || a.GrantCount != b.GrantCount || len(a.ContributingGrantRefs) != len(b.ContributingGrantRefs) || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}
-	if !slices.Equal(a.Clusters, b.Clusters) {
+	if a.UsageTrend != b.UsageTrend || a.FullIn != b.FullIn || !a.EstimatedFullAt.Equal(b.EstimatedFullAt) || !slices.Equal(a.Clusters, b.Clusters) {
 		return false
 	}
 	for i := range a.ContributingGrantRefs {

@@ -344,6 +344,17 @@ export function RequestForm({ route, me }) {
     return [...set].sort();
   }, [regs, items, kind, resourceType]);
 
+  // Switching consumer keeps the resource type only if it applies to the
+  // new consumer's kind.
+  const changeConsumer = (next) => {
+    const nextKind = next.slice(0, next.indexOf('/'));
+    const applies = (regs || []).some((r) => r.spec?.resourceType === resourceType
+        && (!r.spec.consumerType?.kind || r.spec.consumerType.kind === nextKind))
+      || items.some((b) => consumerText(b.spec.consumerRef) === next && b.spec.resourceType === resourceType);
+    if (!applies) setResourceType('');
+    setConsumer(next);
+  };
+
   const bucket = items.find((b) => consumerText(b.spec.consumerRef) === consumer
     && b.spec.resourceType === resourceType && sameDims(b.spec.dimensions, dims));
   const reg = (regs || []).find((r) => r.spec?.resourceType === resourceType);
@@ -394,7 +405,7 @@ export function RequestForm({ route, me }) {
       <div class="request-layout">
         <form id="request-form" class="card" onSubmit=${submit} novalidate>
           <label for="req-consumer">Consumer</label>
-          <select id="req-consumer" value=${consumer} onChange=${(e) => setConsumer(e.currentTarget.value)}>
+          <select id="req-consumer" value=${consumer} onChange=${(e) => changeConsumer(e.currentTarget.value)}>
             ${consumers.map((c) => html`<option value=${consumerText(c)}>${c.kind} ${c.name}</option>`)}
           </select>
 

@@ -1,0 +1,140 @@
+package portal
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+)
+
+// Overview is the staff view's table: every organization, closest to a
+// limit first.
+type Overview struct {
+	Total         int           `json:"total"`
+	ResourceTypes []string      `json:"resourceTypes"`
+	Organizations []OrgOverview `json:"organizations"`
+}
+
+// OrgOverview is one organization's row.
+type OrgOverview struct {
+	Name            string       `json:"name"`
+	Type            string       `json:"type,omitempty"`
+	Buckets         int          `json:"buckets"`
+	PendingRequests int          `json:"pendingRequests"`
+	Worst           *WorstBucket `json:"worst,omitempty"`
+	FullIn          string       `json:"fullIn,omitempty"`
+	FullInSeconds   *int64       `json:"fullInSeconds"`
+}
+
+// WorstBucket is the organization's bucket closest to its limit.
+type WorstBucket struct {
+	ConsumerKind string `json:"consumerKind"`
+	ConsumerName string `json:"consumerName"`
+	ResourceType string `json:"resourceType"`
+	Limit        int64  `json:"limit"`
+	Allocated    int64  `json:"allocated"`
+	Available    int64  `json:"available"`
+	Percent      int64  `json:"percent"`
+}
+
+// OverviewQuery filters the overview.
+type OverviewQuery struct {
+	// ResourceType, when set, considers only its buckets.
+	ResourceType string
+	// Organization, when set, keeps organizations whose name contains it.
+	Organization string
+	// Limit is how many rows to return (the total is counted anyway).
+	Limit int
+}
+
+// Percent is how full a bucket is: allocated of limit, 100 for any
+// allocation against no limit.
+func Percent(limit, allocated int64) int64 {
+	switch {
+	case limit > 0:
+		return allocated * 100 / limit
+	case allocated > 0:
+		return 100
+	}
+	return 0
+}
+
+// BuildOverview groups buckets by organization (an organization's and its
+// projects' buckets live in its namespace), and sorts organizations by their
+// fullest bucket, then by the soonest estimated exhaustion, then by name.
+func BuildOverview(buckets []*quotav1alpha1.AllowanceBucket, orgTypes map[string]string, pending map[string]int, q OverviewQuery, now time.Time) Overview {
+	rows := map[string]*OrgOverview{}
+	types := map[string]bool{}
+	for _, b := range buckets {
+		org, ok := strings.CutPrefix(b.Namespace, rmv1alpha1.OrganizationNamespacePrefix)
+		if !ok || b.Labels[quotav1alpha1.LabelProjectedFrom] != "" {
+			continue
+		}
+		rt := string(b.Spec.ResourceType)
+		types[rt] = true
+		if q.ResourceType != "" && rt != q.ResourceType {
+			continue
+		}
+		if q.Organization != "" && !strings.Contains(org, q.Organization) {
+			continue
+		}
+		row := rows[org]
+		if row == nil {
+			row = &OrgOverview{Name: org, Type: orgTypes[org], PendingRequests: pending[org]}
+			rows[org] = row
+		}
+		row.Buckets++
+		st := b.Status
+		w := &WorstBucket{ConsumerKind: b.Spec.ConsumerRef.Kind, ConsumerName: b.Spec.ConsumerRef.Name, ResourceType: rt,
+			Limit: st.Limit, Allocated: st.Allocated, Available: st.Available, Percent: Percent(st.Limit, st.Allocated)}
+		if row.Worst == nil || w.Percent > row.Worst.Percent {
+			row.Worst = w
+		}
+		if st.EstimatedFullAt != nil {
+			secs := max(0, int64(st.EstimatedFullAt.Sub(now).Seconds()))
+			if row.FullInSeconds == nil || secs < *row.FullInSeconds {
+				row.FullInSeconds, row.FullIn = &secs, st.FullIn
+			}
+		}
+	}
+	out := Overview{Total: len(rows), ResourceTypes: make([]string, 0, len(types)), Organizations: make([]OrgOverview, 0, len(rows))}
+	for t := range types {
+		out.ResourceTypes = append(out.ResourceTypes, t)
+	}
+	slices.Sort(out.ResourceTypes)
+	for _, r := range rows {
+		out.Organizations = append(out.Organizations, *r)
+	}
+	slices.SortFunc(out.Organizations, compareRows)
+	if q.Limit > 0 && len(out.Organizations) > q.Limit {
+		out.Organizations = out.Organizations[:q.Limit]
+	}
+	return out
+}
+
+func compareRows(a, b OrgOverview) int {
+	pa, pb := int64(-1), int64(-1)
+	if a.Worst != nil {
+		pa = a.Worst.Percent
+	}
+	if b.Worst != nil {
+		pb = b.Worst.Percent
+	}
+	if pa != pb {
+		return int(pb - pa)
+	}
+	switch {
+	case a.FullInSeconds != nil && b.FullInSeconds == nil:
+		return -1
+	case a.FullInSeconds == nil && b.FullInSeconds != nil:
+		return 1
+	case a.FullInSeconds != nil && *a.FullInSeconds != *b.FullInSeconds:
+		if *a.FullInSeconds < *b.FullInSeconds {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.Name, b.Name)
+}
