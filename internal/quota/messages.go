@@ -153,3 +153,13 @@ func isWord(s string) bool {
 	}
 	return true
 }
+
+// NotClaimingMessage refuses a claim for an object of a kind the
+// registration does not list in its claimingResources (allowed).
+func NotClaimingMessage(kind, resourceType, registration string, allowed []string) string {
+	if len(allowed) == 0 {
+		return fmt.Sprintf("%s objects may not claim %s: ResourceRegistration %s lists no claimingResources; add %s to its spec.claimingResources",
+			kind, resourceType, registration, kind)
+	}
+	return fmt.Sprintf("%s objects may not claim %s; ResourceRegistration %s allows only %s", kind, resourceType, registration, strings.Join(allowed, ", "))
+}

@@ -190,7 +190,10 @@ function PendingRow({ r, now }) {
     try {
       await mergePatch(
         `${QUOTA}/namespaces/${encodeURIComponent(ns)}/quotarequests/${encodeURIComponent(name)}/status`,
-        { status: { decision } });
+        // The resourceVersion the staff member saw: if the tenant changed
+        // the request since, the API server refuses with a conflict rather
+        // than approve what nobody read.
+        { metadata: { resourceVersion: r.metadata.resourceVersion }, status: { decision } });
       // The watch removes the row once the request is no longer Pending.
     } catch (e) {
       if (e.name !== 'AbortError') setError(e);
@@ -201,7 +204,8 @@ function PendingRow({ r, now }) {
 
   const approve = () => {
     const text = grant.trim();
-    if (text === '') return decide({ verdict: 'Approve' }); // in full
+    // In full: the amount shown, explicitly.
+    if (text === '') return decide({ verdict: 'Approve', grantedLimit: spec.requestedLimit });
     const n = Number(text);
     if (!Number.isInteger(n) || n < 1) return setError('The granted limit must be a whole number above 0.');
     return decide({ verdict: 'Approve', grantedLimit: n });

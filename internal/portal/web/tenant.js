@@ -297,8 +297,28 @@ function Refusals({ org }) {
 
 // ---- the request form -----------------------------------------------------
 
+// RequestForm: a refusal's link names a project but not its organization;
+// the portal finds it (only for whoever may read that organization).
 export function RequestForm({ route, me }) {
-  const org = route.org;
+  const [org, setOrg] = useState(route.org || (route.kind === 'Organization' ? route.consumer : ''));
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    if (org || !route.consumer) return undefined;
+    const ac = new AbortController();
+    getJSON(`/portal/api/locate?project=${encodeURIComponent(route.consumer)}`, { signal: ac.signal })
+      .then((r) => setOrg(r.organization))
+      .catch((e) => { if (e.name !== 'AbortError') setError(e); });
+    return () => ac.abort();
+  }, [org, route.consumer]);
+  if (!org) {
+    return html`<main>${error ? html`<${ErrorBox} error=${error} />`
+      : route.consumer ? html`<${Loading} />`
+        : html`<p class="error">The request link names no organization or consumer.</p>`}</main>`;
+  }
+  return html`<${RequestFormIn} route=${route} me=${me} org=${org} />`;
+}
+
+function RequestFormIn({ route, me, org }) {
   const ns = orgNamespace(org);
   const buckets = useWatch(`${QUOTA}/namespaces/${ns}/allowancebuckets`);
   const [regs, setRegs] = useState(null); // registrations; [] when not readable

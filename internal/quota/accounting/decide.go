@@ -3,7 +3,6 @@ package accounting
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -175,7 +174,7 @@ func (e *Accounts) validateClaim(c quota.Claim) (string, bool) {
 				for i, gk := range reg.Claiming {
 					names[i] = gk.String()
 				}
-				return fmt.Sprintf("%s objects may not claim %s; ResourceRegistration %s allows only %s", c.ResourceRef, r.ResourceType, reg.Name, strings.Join(names, ", ")), false
+				return quota.NotClaimingMessage(c.ResourceRef.String(), r.ResourceType, reg.Name, names), false
 			}
 		}
 	}
