@@ -412,3 +412,23 @@ func TestApprovalRule(t *testing.T) {
 		t.Fatalf("beyond the rule: %+v", beyond.Status)
 	}
 }
+
+// TestRefusalLinksToTheRequestForm: a create refused for quota says where
+// to ask for more — the portal's request form for that consumer and
+// resource type, prefilled.
+func TestRefusalLinksToTheRequestForm(t *testing.T) {
+	c := quotatest.NewClient(t, srv.Config)
+	f := quotatest.NewFixture(t, c)
+	f.SecretsPolicy(1)
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: f.NS}}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: f.NS}})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("the second Secret: want 403, got %v", err)
+	}
+	want := fmt.Sprintf("%s/portal/#/request?consumer=%s&kind=Organization&org=%s&resourceType=%s",
+		srv.Config.Host, f.Org.Name, f.Org.Name, strings.ReplaceAll(string(f.RT("secrets")), "/", "%2F"))
+	mustContain(t, err, "to ask for a higher limit, open "+want)
+}
