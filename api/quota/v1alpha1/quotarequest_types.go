@@ -47,7 +47,7 @@ const (
 
 // QuotaRequestSpec is what a tenant asks for. It never changes once the
 // request is decided.
-// +kubebuilder:validation:XValidation:rule="self.consumerRef.name != ”",message="name the consumer whose limit should change in spec.consumerRef.name (its organization or one of its projects)",fieldPath=".consumerRef.name"
+// +kubebuilder:validation:XValidation:rule="size(self.consumerRef.name) > 0",message="name the consumer whose limit should change in spec.consumerRef.name (its organization or one of its projects)",fieldPath=".consumerRef.name"
 type QuotaRequestSpec struct {
 	// consumerRef is the consumer whose limit should change: the
 	// organization of the request's namespace, or one of its projects.
