@@ -107,6 +107,16 @@ func TestTenantAsksStaffApprove(t *testing.T) {
 	if marked, err := chromedp.Run(tenant, chromedp.Evaluate[bool](`window.notReloaded === true`)); err != nil || !marked {
 		t.Error("the tenant's page was reloaded: it should follow the bucket by itself")
 	}
+	// At a phone's width, both views fit: nothing wider than the screen
+	// but the tables, which scroll inside their own boxes.
+	for name, page := range map[string]context.Context{"tenant": tenant, "staff": staff} {
+		must(chromedp.Do(page, chromedp.EmulateViewport(390, 844)))
+		fits, err := chromedp.Run(page, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth + 1`))
+		if err != nil || !fits {
+			width, _ := chromedp.Run(page, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+			t.Errorf("the %s view at 390px is %dpx wide (%v)", name, width, err)
+		}
+	}
 	must(admin.Get(ctx, client.ObjectKeyFromObject(&qr), &qr))
 	if qr.Status.Decision.DecidedBy != staffUser || *qr.Status.GrantedLimit != 25 {
 		t.Fatalf("decided by %q, granted %v", qr.Status.Decision.DecidedBy, qr.Status.GrantedLimit)

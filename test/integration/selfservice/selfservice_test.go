@@ -357,7 +357,10 @@ func TestDecreases(t *testing.T) {
 	claim := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "in-use", Namespace: w.ns}, Spec: quotav1alpha1.ResourceClaimSpec{
 		ConsumerRef: org, Requests: []quotav1alpha1.ResourceRequest{{ResourceType: quotav1alpha1.ResourceType(w.rt), Amount: 18}}}}
 	w.create(claim)
-	w.bucket(org, w.rt, func(b *quotav1alpha1.AllowanceBucket) bool { return b.Status.Allocated == 18 })
+	// The bucket's forecast, from a history of seconds: too little to tell.
+	w.bucket(org, w.rt, func(b *quotav1alpha1.AllowanceBucket) bool {
+		return b.Status.Allocated == 18 && b.Status.FullIn == "too little history to tell"
+	})
 
 	below := w.state(w.ask(w.request(org, w.rt, 12)), quotav1alpha1.QuotaRequestDenied)
 	if !strings.Contains(below.Status.Decision.Reason, "below the 18 allocated now, by 6") {
