@@ -132,6 +132,8 @@ func (p *Portal) events(w http.ResponseWriter, r *http.Request, id *identity) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-p.done: // the server is stopping: do not hold its shutdown
+			return
 		case <-keepAlive.C:
 			_, _ = fmt.Fprint(w, ": keep-alive\n\n")
 		case <-ch:

@@ -56,7 +56,8 @@ type Portal struct {
 	static http.Handler
 
 	mu       sync.RWMutex
-	userBase *rest.Config // how to reach the API server, without credentials
+	userBase *rest.Config    // how to reach the API server, without credentials
+	done     <-chan struct{} // closed when the server stops: streams end
 	informers
 	identities *identityCache
 
@@ -118,6 +119,7 @@ func (p *Portal) Start(ctx context.Context, cfg *rest.Config) error {
 	p.mu.Lock()
 	p.userBase = rest.AnonymousClientConfig(cfg)
 	p.informers = inf
+	p.done = ctx.Done()
 	p.mu.Unlock()
 	klog.FromContext(ctx).V(2).Info("Portal started", "path", Prefix)
 	return nil

@@ -77,6 +77,9 @@ func (r *reconciler) accept(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 	if err != nil {
 		return 0, err
 	}
+	if b == nil { // an earlier approval not in the bucket yet
+		return settleRetry, nil
+	}
 	qr.Status.AtRequest = &quotav1alpha1.QuotaUsageSnapshot{Limit: b.Status.Limit, Allocated: b.Status.Allocated, At: r.timeNow()}
 	qr.Status.State = quotav1alpha1.QuotaRequestPending
 	qr.Status.Message = "waiting for a decision"
