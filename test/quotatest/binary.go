@@ -1,13 +1,19 @@
 package quotatest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 var (
@@ -16,26 +22,89 @@ var (
 	buildErr  error
 )
 
-// BuildBinary builds the quotaplane binary once per test process.
+// BuildBinary builds the quotaplane binary once for every test process of a
+// run: the binary is kept in the temporary directory under a key of the
+// sources and the git state, and the packages that need it (about ten, run
+// two at a time) take turns on a file lock, so the first builds and the
+// others reuse it (a link is ~10 s of CPU each on the 2-core machine).
 func BuildBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "quotaplane-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "quotaplane")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildvcs=auto", "-o", binPath, "./cmd/quotaplane")
-		cmd.Dir = moduleRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { binPath, buildErr = sharedBuild() })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+func sharedBuild() (string, error) {
+	root := moduleRoot()
+	key, err := sourceKey(root)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(os.TempDir(), "quotaplane-test-bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "quotaplane-"+key)
+	lock, err := os.OpenFile(bin+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
+		return bin, nil
+	}
+	removeStale(dir, bin)
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildvcs=auto", "-o", bin+".tmp", "./cmd/quotaplane")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, os.Rename(bin+".tmp", bin)
+}
+
+// sourceKey names the sources a binary is built from: every file under the
+// directories compiled into it (path, size, modification time) and the git
+// state the build stamps (HEAD and whether the tree is modified).
+func sourceKey(root string) (string, error) {
+	h := sha256.New()
+	for _, dir := range []string{"api", "cmd", "config", "internal", "go.mod", "go.sum"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%s %d %d\n", strings.TrimPrefix(path, root), info.Size(), info.ModTime().UnixNano())
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+	}
+	for _, args := range [][]string{{"rev-parse", "HEAD"}, {"status", "--porcelain"}} {
+		out, _ := exec.Command("git", append([]string{"-C", root}, args...)...).Output()
+		h.Write(out)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:20], nil
+}
+
+// removeStale deletes binaries of other sources left for more than a day.
+func removeStale(dir, keep string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if info, err := e.Info(); err == nil && !strings.HasPrefix(p, keep) && time.Since(info.ModTime()) > 24*time.Hour {
+			_ = os.Remove(p)
+		}
+	}
 }
 
 // ModuleRoot is the repository root, found from this file's location.
