@@ -11,13 +11,10 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,14 +75,8 @@ func newWorld(t *testing.T) *world {
 		Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: w.org}}})
 	w.create(w.grantFor("platform", w.consumer("Organization", w.org), w.rt, 10))
 	w.create(w.grantFor("platform-web", w.consumer("Project", w.proj), w.projectRT, 10))
-	w.tenant, w.tenantName = w.serviceAccount(w.ns, "owner", func(s rbacv1.Subject) {
-		w.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "owner-sa", Namespace: w.ns}, Subjects: []rbacv1.Subject{s},
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: rmv1alpha1.OrganizationOwnerRole}})
-	})
-	w.staff, w.staffName = w.serviceAccount(w.ns, "staff", func(s rbacv1.Subject) {
-		w.create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "staff-" + w.org}, Subjects: []rbacv1.Subject{s},
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quotaplane-quota-approver"}})
-	})
+	w.tenant, w.tenantName = w.client(quotatest.ServiceAccountToken(t, srv.Config, w.ns, "owner", rmv1alpha1.OrganizationOwnerRole, w.ns))
+	w.staff, w.staffName = w.client(quotatest.ServiceAccountToken(t, srv.Config, w.ns, "staff", "quotaplane-quota-approver", ""))
 	w.bucket(w.consumer("Organization", w.org), w.rt, func(b *quotav1alpha1.AllowanceBucket) bool { return b.Status.Limit == 10 })
 	return w
 }
@@ -104,25 +95,17 @@ func (w *world) poll(what string, ok func() bool) {
 	}
 }
 
-// serviceAccount makes a service account, binds it with bind and returns a
-// client authenticated by its token, once RBAC sees the binding.
-func (w *world) serviceAccount(ns, name string, bind func(rbacv1.Subject)) (client.Client, string) {
+// client authenticates with a service account's token, once RBAC sees its
+// binding.
+func (w *world) client(token, user string) (client.Client, string) {
 	w.t.Helper()
-	ctx := context.Background()
-	w.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
-	bind(rbacv1.Subject{Kind: "ServiceAccount", Name: name, Namespace: ns})
-	tok, err := kubernetes.NewForConfigOrDie(srv.Config).CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
 	cfg := rest.AnonymousClientConfig(srv.Config)
-	cfg.BearerToken = tok.Status.Token
+	cfg.BearerToken = token
 	c := quotatest.NewClient(w.t, cfg)
-	w.poll(name+"'s role", func() bool {
-		return c.List(ctx, &quotav1alpha1.QuotaRequestList{}, client.InNamespace(w.ns)) == nil
+	w.poll(user+"'s role", func() bool {
+		return c.List(context.Background(), &quotav1alpha1.QuotaRequestList{}, client.InNamespace(w.ns)) == nil
 	})
-	return c, fmt.Sprintf("system:serviceaccount:%s:%s", ns, name)
+	return c, user
 }
 
 func (w *world) consumer(kind, name string) quotav1alpha1.ConsumerRef {
