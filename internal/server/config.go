@@ -39,6 +39,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/portal"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/memberserve"
+	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
 )
@@ -218,8 +219,9 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	if err != nil {
 		return nil, fmt.Errorf("connecting to etcd: %w", err)
 	}
+	engineStorage := &admit.Storage{Client: c.storage, Prefix: opts.EtcdPrefix}
 	if opts.QuotaEngine != nil {
-		opts.QuotaEngine.UseStorage(&admit.Storage{Client: c.storage, Prefix: opts.EtcdPrefix})
+		opts.QuotaEngine.UseStorage(engineStorage)
 	}
 	c.planes = planeserve.NewRegistry(planes.SystemNamespace)
 	planeStorage := &planeserve.Storage{SystemNamespace: planes.SystemNamespace}
@@ -265,14 +267,32 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		return nil, fmt.Errorf("invalid API server options: %w", utilerrors.NewAggregate(errs))
 	}
 
+	// quotaplane's own kinds are registered in the API server's scheme
+	// before its configuration (the OpenAPI namer, the storage factory)
+	// reads the scheme.
+	openAPIDefinitions := generatedopenapi.GetOpenAPIDefinitions
+	if !opts.CRDStorage {
+		nativeapi.Register()
+		openAPIDefinitions = nativeapi.OpenAPIDefinitions(openAPIDefinitions)
+	}
 	genericConfig, versionedInformers, storageFactory, err := controlplaneapiserver.BuildGenericConfig(
 		completed,
 		[]*runtime.Scheme{legacyscheme.Scheme, apiextensionsapiserver.Scheme, aggregatorscheme.Scheme},
 		controlplane.DefaultGenericAPIResourceConfigSource(),
-		generatedopenapi.GetOpenAPIDefinitions,
+		openAPIDefinitions,
 	)
 	if err != nil {
 		return nil, fmt.Errorf("building the API server configuration: %w", err)
+	}
+	if !opts.CRDStorage {
+		if err := nativeapi.ConfigureStorage(storageFactory); err != nil {
+			return nil, err
+		}
+		// Upgrading from a serve that installed them as CRDs: their
+		// objects stay where they are and are read natively.
+		if err := nativeapi.DropObsoleteCRDs(ctx, c.storage, opts.EtcdPrefix); err != nil {
+			return nil, err
+		}
 	}
 	genericConfig.EffectiveVersion = stampedVersion{genericConfig.EffectiveVersion}
 	serviceResolver := webhook.NewDefaultServiceResolver()
@@ -281,6 +301,13 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		return nil, fmt.Errorf("configuring the built-in APIs: %w", err)
 	}
 	kubeAPIs.Generic.RESTOptionsGetter = planeStorage.OptionsGetter(kubeAPIs.Generic.RESTOptionsGetter)
+	if !opts.CRDStorage {
+		// Admission's claims are encoded as the storage layer encodes
+		// every ResourceClaim (docs/native-storage.md).
+		if engineStorage.Claims, err = nativeapi.NewClaimCodec(kubeAPIs.Generic.RESTOptionsGetter); err != nil {
+			return nil, err
+		}
+	}
 	// RBAC's escalation checks and SubjectAccessReviews decide in a plane
 	// as the plane does; admission plugins keep the root's authorizer
 	// (captured above), so a plane's administrator charges no one else.

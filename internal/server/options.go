@@ -58,6 +58,10 @@ type Options struct {
 	ReservedLabelPrefix string
 	// NoPortal turns the web portal at /portal/ off.
 	NoPortal bool
+	// CRDStorage serves quotaplane's own kinds as CustomResourceDefinitions,
+	// as serve did before they were served natively (docs/native-storage.md).
+	// Hidden: only for comparing the two and for testing the upgrade.
+	CRDStorage bool
 	// PortalURL is the portal's address as users reach it, which quota
 	// refusals link to; empty: https://<bind address>:<port>/portal/.
 	PortalURL string
@@ -91,6 +95,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for etcd data (when embedded), certificates and admin.kubeconfig.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "IP address to serve the API on.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port to serve the API on.")
+	fs.BoolVar(&o.CRDStorage, "serve-kinds-as-crds", o.CRDStorage, "Serve quota.miloapis.com and resourcemanager.miloapis.com as CustomResourceDefinitions instead of natively (docs/native-storage.md); for comparisons and upgrade tests only.")
+	_ = fs.MarkHidden("serve-kinds-as-crds")
 	fs.BoolVar(&o.NoPortal, "no-portal", o.NoPortal, "Do not serve the web portal at /portal/ (docs/self-service.md).")
 	fs.StringVar(&o.PortalURL, "portal-url", o.PortalURL, "The portal's address as users reach it (behind a proxy or a load balancer), which quota refusals link to. Default: https://<bind-address>:<secure-port>/portal/.")
 	o.Etcd.AddFlags(fs, "Comma-separated URLs of an external etcd cluster. When empty, etcd runs embedded under --data-dir.")

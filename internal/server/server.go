@@ -27,6 +27,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/requests"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
+	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
 )
@@ -55,8 +56,8 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 			if c.storage != nil {
 				_ = c.storage.Close()
 			}
-			if s.etcd != nil {
-				s.etcd.Stop()
+			if c.etcd != nil { // s is nil here: the named result was returned
+				c.etcd.Stop()
 			}
 			c.lock.release()
 		}
@@ -84,6 +85,15 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	providers = withWorkloadProviders(providers)
 	if err := native.InstallAPIs(providers...); err != nil {
 		return nil, fmt.Errorf("installing the built-in APIs: %w", err)
+	}
+	if !c.Options.CRDStorage {
+		groups, err := nativeapi.APIGroups(c.controlPlane.Generic.RESTOptionsGetter)
+		if err != nil {
+			return nil, err
+		}
+		if err := native.GenericAPIServer.InstallAPIGroups(groups...); err != nil {
+			return nil, fmt.Errorf("installing quotaplane's API groups: %w", err)
+		}
 	}
 	s.chain, err = controlplaneapiserver.CreateAggregatorServer(c.aggregator, native.GenericAPIServer,
 		apiExtensions.Informers.Apiextensions().V1().CustomResourceDefinitions(), crdAPIEnabled,
@@ -117,7 +127,11 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 		components = append(components, c.portal.Start)
 	}
 	if err := s.chain.GenericAPIServer.AddPostStartHook(readyHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		if err := crdinstall.Install(hookCtx, hookCtx.LoopbackClientConfig); err != nil {
+		install := crdinstall.Install
+		if !c.Options.CRDStorage {
+			install = crdinstall.InstallRoles // the kinds are served natively
+		}
+		if err := install(hookCtx, hookCtx.LoopbackClientConfig); err != nil {
 			return err
 		}
 		for _, start := range components {

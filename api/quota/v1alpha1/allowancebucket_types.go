@@ -10,78 +10,78 @@ import (
 type AllowanceBucketSpec struct {
 	// consumerRef is the consumer this bucket accounts for.
 	// +required
-	ConsumerRef ConsumerRef `json:"consumerRef"`
+	ConsumerRef ConsumerRef `json:"consumerRef" protobuf:"bytes,1,opt,name=consumerRef"`
 
 	// resourceType is the resource type this bucket accounts for.
 	// +required
-	ResourceType ResourceType `json:"resourceType"`
+	ResourceType ResourceType `json:"resourceType" protobuf:"bytes,2,opt,name=resourceType,casttype=ResourceType"`
 
 	// dimensions narrow the bucket; empty means the overall limit.
 	// +optional
 	// +listType=map
 	// +listMapKey=key
 	// +kubebuilder:validation:MaxItems=10
-	Dimensions []Dimension `json:"dimensions,omitempty"`
+	Dimensions []Dimension `json:"dimensions,omitempty" protobuf:"bytes,3,rep,name=dimensions"`
 }
 
 // ContributingGrantRef names a grant that adds to a bucket's limit.
 type ContributingGrantRef struct {
 	// name is the grant's name.
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 
 	// namespace is the grant's namespace.
 	// +optional
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" protobuf:"bytes,2,opt,name=namespace"`
 
 	// amount is what this grant adds to the limit.
 	// +required
-	Amount int64 `json:"amount"`
+	Amount int64 `json:"amount" protobuf:"varint,3,opt,name=amount"`
 
 	// lastObservedGeneration is the grant's generation these numbers were
 	// taken from.
 	// +optional
-	LastObservedGeneration int64 `json:"lastObservedGeneration"`
+	LastObservedGeneration int64 `json:"lastObservedGeneration" protobuf:"varint,4,opt,name=lastObservedGeneration"`
 }
 
 // ClusterUsage is what objects in one member cluster hold of a bucket.
 type ClusterUsage struct {
 	// name is the member cluster's name.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// allocated is the sum of the granted requests of its objects.
-	Allocated int64 `json:"allocated"`
+	Allocated int64 `json:"allocated" protobuf:"varint,2,opt,name=allocated"`
 }
 
 // AllowanceBucketStatus holds the live numbers of a bucket.
 type AllowanceBucketStatus struct {
 	// observedGeneration is the generation last reconciled.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 
 	// limit is the sum of the matching buckets of all active grants.
 	// +optional
-	Limit int64 `json:"limit"`
+	Limit int64 `json:"limit" protobuf:"varint,2,opt,name=limit"`
 
 	// allocated is the sum of the granted requests counted in this bucket.
 	// +optional
-	Allocated int64 `json:"allocated"`
+	Allocated int64 `json:"allocated" protobuf:"varint,3,opt,name=allocated"`
 
 	// available is limit minus allocated, never below 0.
 	// +optional
-	Available int64 `json:"available"`
+	Available int64 `json:"available" protobuf:"varint,4,opt,name=available"`
 
 	// baseUnit is the unit limit, allocated and available are counted in:
 	// the registration's baseUnit.
 	// +optional
-	BaseUnit string `json:"baseUnit,omitempty"`
+	BaseUnit string `json:"baseUnit,omitempty" protobuf:"bytes,5,opt,name=baseUnit"`
 
 	// claimCount is the number of granted claims counted in this bucket.
 	// +optional
-	ClaimCount int32 `json:"claimCount"`
+	ClaimCount int32 `json:"claimCount" protobuf:"varint,6,opt,name=claimCount"`
 
 	// grantCount is the number of active grants contributing to the limit.
 	// +optional
-	GrantCount int32 `json:"grantCount"`
+	GrantCount int32 `json:"grantCount" protobuf:"varint,7,opt,name=grantCount"`
 
 	// clusters is the part of allocated held by objects in each member
 	// cluster (quotaplane webhook); allocated is the total across them and
@@ -90,27 +90,27 @@ type AllowanceBucketStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=1000
-	Clusters []ClusterUsage `json:"clusters,omitempty"`
+	Clusters []ClusterUsage `json:"clusters,omitempty" protobuf:"bytes,8,rep,name=clusters"`
 
 	// contributingGrantRefs are the grants adding to the limit.
 	// +optional
 	// +kubebuilder:validation:MaxItems=1000
-	ContributingGrantRefs []ContributingGrantRef `json:"contributingGrantRefs,omitempty"`
+	ContributingGrantRefs []ContributingGrantRef `json:"contributingGrantRefs,omitempty" protobuf:"bytes,9,rep,name=contributingGrantRefs"`
 
 	// lastReconciliation is when these numbers were last written.
 	// +optional
-	LastReconciliation *metav1.Time `json:"lastReconciliation,omitempty"`
+	LastReconciliation *metav1.Time `json:"lastReconciliation,omitempty" protobuf:"bytes,10,opt,name=lastReconciliation"`
 	// usageTrend is how allocated has moved over the decision history's
 	// last days, for example "+3/day over 7d" (docs/self-service.md).
 	// +optional
-	UsageTrend string `json:"usageTrend,omitempty"`
+	UsageTrend string `json:"usageTrend,omitempty" protobuf:"bytes,11,opt,name=usageTrend"`
 	// fullIn says when, at that rate, the bucket is full: "about 9 days",
 	// "not filling", or "too little history to tell".
 	// +optional
-	FullIn string `json:"fullIn,omitempty"`
+	FullIn string `json:"fullIn,omitempty" protobuf:"bytes,12,opt,name=fullIn"`
 	// estimatedFullAt is the moment fullIn estimates, when it estimates one.
 	// +optional
-	EstimatedFullAt *metav1.Time `json:"estimatedFullAt,omitempty"`
+	EstimatedFullAt *metav1.Time `json:"estimatedFullAt,omitempty" protobuf:"bytes,13,opt,name=estimatedFullAt"`
 
 	// conditions: OverLimit is True when allocated exceeds limit, for example
 	// after a grant was lowered; nothing is revoked.
@@ -118,7 +118,7 @@ type AllowanceBucketStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,14,rep,name=conditions"`
 }
 
 // AllowanceBucket is the live limit, allocation and availability of one
@@ -141,21 +141,21 @@ type AllowanceBucketStatus struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.resourceType`
 type AllowanceBucket struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec identifies what the bucket accounts for.
 	// +required
-	Spec AllowanceBucketSpec `json:"spec"`
+	Spec AllowanceBucketSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status holds the live numbers.
 	// +optional
-	Status AllowanceBucketStatus `json:"status,omitempty"`
+	Status AllowanceBucketStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // AllowanceBucketList is a list of AllowanceBuckets.
 // +kubebuilder:object:root=true
 type AllowanceBucketList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []AllowanceBucket `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []AllowanceBucket `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

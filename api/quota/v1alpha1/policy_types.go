@@ -13,14 +13,14 @@ type TriggerResource struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=316
-	APIVersion string `json:"apiVersion"`
+	APIVersion string `json:"apiVersion" protobuf:"bytes,1,opt,name=apiVersion"`
 
 	// kind is the trigger kind, for example Project.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
-	Kind string `json:"kind"`
+	Kind string `json:"kind" protobuf:"bytes,2,opt,name=kind"`
 }
 
 // Constraint is a CEL expression that must be true for a policy to apply.
@@ -30,24 +30,24 @@ type Constraint struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
-	Expression string `json:"expression"`
+	Expression string `json:"expression" protobuf:"bytes,1,opt,name=expression"`
 
 	// message is shown when the constraint is false, for documentation.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,2,opt,name=message"`
 }
 
 // Trigger selects the objects a policy applies to.
 type Trigger struct {
 	// resource is the kind that triggers the policy.
 	// +required
-	Resource TriggerResource `json:"resource"`
+	Resource TriggerResource `json:"resource" protobuf:"bytes,1,opt,name=resource"`
 
 	// constraints must all be true for the policy to apply to an object.
 	// +optional
 	// +kubebuilder:validation:MaxItems=10
-	Constraints []Constraint `json:"constraints,omitempty"`
+	Constraints []Constraint `json:"constraints,omitempty" protobuf:"bytes,2,rep,name=constraints"`
 }
 
 // TemplateMetadata is the metadata of an object rendered from a template.
@@ -56,25 +56,25 @@ type TemplateMetadata struct {
 	// name of the rendered object. Generated when empty.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	Name string `json:"name,omitempty"`
+	Name string `json:"name,omitempty" protobuf:"bytes,1,opt,name=name"`
 
 	// generateName is the prefix of a generated name.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	GenerateName string `json:"generateName,omitempty"`
+	GenerateName string `json:"generateName,omitempty" protobuf:"bytes,2,opt,name=generateName"`
 
 	// namespace of the rendered object.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" protobuf:"bytes,3,opt,name=namespace"`
 
 	// labels of the rendered object.
 	// +optional
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels,omitempty" protobuf:"bytes,4,rep,name=labels"`
 
 	// annotations of the rendered object.
 	// +optional
-	Annotations map[string]string `json:"annotations,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty" protobuf:"bytes,5,rep,name=annotations"`
 }
 
 // TemplateDimension is a dimension whose value may be a {{ CEL }} template.
@@ -83,13 +83,13 @@ type TemplateDimension struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=316
-	Key string `json:"key"`
+	Key string `json:"key" protobuf:"bytes,1,opt,name=key"`
 
 	// value is the dimension value or a template for it.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
-	Value string `json:"value"`
+	Value string `json:"value" protobuf:"bytes,2,opt,name=value"`
 }
 
 // TemplateConsumerRef is a consumerRef whose name and namespace may be
@@ -98,24 +98,24 @@ type TemplateConsumerRef struct {
 	// apiGroup is the API group of the consumer.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	APIGroup string `json:"apiGroup,omitempty"`
+	APIGroup string `json:"apiGroup,omitempty" protobuf:"bytes,1,opt,name=apiGroup"`
 
 	// kind is the kind of the consumer.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	Kind string `json:"kind"`
+	Kind string `json:"kind" protobuf:"bytes,2,opt,name=kind"`
 
 	// name is the consumer's name or a template for it.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,3,opt,name=name"`
 
 	// namespace is the consumer's namespace or a template for it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" protobuf:"bytes,4,opt,name=namespace"`
 }
 
 // ClaimTemplateRequest is a request whose amount may be computed.
@@ -124,21 +124,21 @@ type ClaimTemplateRequest struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
-	ResourceType string `json:"resourceType"`
+	ResourceType string `json:"resourceType" protobuf:"bytes,1,opt,name=resourceType"`
 
 	// amount is a positive integer, or a string holding a {{ CEL }}
 	// expression over the trigger object that yields one, for example
 	// "{{ trigger.spec.cpu * 1000 }}".
 	// +required
 	// +kubebuilder:validation:XIntOrString
-	Amount intstr.IntOrString `json:"amount"`
+	Amount intstr.IntOrString `json:"amount" protobuf:"bytes,2,opt,name=amount"`
 
 	// dimensions of the request; values may be templates.
 	// +optional
 	// +listType=map
 	// +listMapKey=key
 	// +kubebuilder:validation:MaxItems=10
-	Dimensions []TemplateDimension `json:"dimensions,omitempty"`
+	Dimensions []TemplateDimension `json:"dimensions,omitempty" protobuf:"bytes,3,rep,name=dimensions"`
 }
 
 // ResourceClaimTemplateSpec is the spec of the claims a policy creates.
@@ -148,7 +148,7 @@ type ResourceClaimTemplateSpec struct {
 	// control plane the request came to; a create at the root under a
 	// policy without one is refused, naming the policy.
 	// +optional
-	ConsumerRef TemplateConsumerRef `json:"consumerRef,omitzero"`
+	ConsumerRef TemplateConsumerRef `json:"consumerRef,omitzero" protobuf:"bytes,1,opt,name=consumerRef"`
 
 	// requests are the amounts claimed.
 	// +required
@@ -156,18 +156,18 @@ type ResourceClaimTemplateSpec struct {
 	// +listMapKey=resourceType
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	Requests []ClaimTemplateRequest `json:"requests"`
+	Requests []ClaimTemplateRequest `json:"requests" protobuf:"bytes,2,rep,name=requests"`
 }
 
 // ResourceClaimTemplate is the template of the claims a policy creates.
 type ResourceClaimTemplate struct {
 	// metadata of the rendered claim.
 	// +optional
-	Metadata TemplateMetadata `json:"metadata,omitempty"`
+	Metadata TemplateMetadata `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec of the rendered claim.
 	// +required
-	Spec ResourceClaimTemplateSpec `json:"spec"`
+	Spec ResourceClaimTemplateSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 }
 
 // FailurePolicy says what admission does when a governed create cannot be
@@ -189,62 +189,62 @@ type ClaimTarget struct {
 	// resourceClaimTemplate is rendered into a ResourceClaim for each
 	// matching create.
 	// +required
-	ResourceClaimTemplate ResourceClaimTemplate `json:"resourceClaimTemplate"`
+	ResourceClaimTemplate ResourceClaimTemplate `json:"resourceClaimTemplate" protobuf:"bytes,1,opt,name=resourceClaimTemplate"`
 }
 
 // ClaimCreationPolicySpec says which creations consume which quota.
 type ClaimCreationPolicySpec struct {
 	// trigger selects the creates that consume quota.
 	// +required
-	Trigger Trigger `json:"trigger"`
+	Trigger Trigger `json:"trigger" protobuf:"bytes,1,opt,name=trigger"`
 
 	// target is the claim each matching create makes.
 	// +required
-	Target ClaimTarget `json:"target"`
+	Target ClaimTarget `json:"target" protobuf:"bytes,2,opt,name=target"`
 
 	// disabled turns the policy off without deleting it.
 	// +optional
 	// +kubebuilder:default=false
-	Disabled bool `json:"disabled,omitempty"`
+	Disabled bool `json:"disabled,omitempty" protobuf:"varint,3,opt,name=disabled"`
 
 	// failurePolicy is Fail (default) or Ignore: what to do when a create
 	// cannot be decided in time. Ignore is audited.
 	// +optional
 	// +kubebuilder:default=Fail
-	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty" protobuf:"bytes,4,opt,name=failurePolicy,casttype=FailurePolicy"`
 }
 
 // PolicyStatus is the observed state of a policy.
 type PolicyStatus struct {
 	// observedGeneration is the generation last validated.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 
 	// conditions: Ready says whether the policy is valid and in force.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
 }
 
 // ClaimCreationPolicyStatus is the observed state of a ClaimCreationPolicy.
 type ClaimCreationPolicyStatus struct {
-	PolicyStatus `json:",inline"`
+	PolicyStatus `json:",inline" protobuf:"bytes,1,opt,name=policyStatus"`
 
 	// enforced is the last version of the policy judged valid: admission
 	// enforces it while a newer generation is not yet judged or is invalid,
 	// so that editing a policy never opens a window where its kind is
 	// created uncharged. Written by the quota engine only.
 	// +optional
-	Enforced *EnforcedClaimPolicy `json:"enforced,omitempty"`
+	Enforced *EnforcedClaimPolicy `json:"enforced,omitempty" protobuf:"bytes,2,opt,name=enforced"`
 
 	// existingObjects says what the engine charged, for the enforced
 	// generation, to objects that existed before it was in force (created
 	// while the policy was disabled, before it was created, or before an
 	// edit widened its trigger). Written by the quota engine only.
 	// +optional
-	ExistingObjects *ExistingObjectsStatus `json:"existingObjects,omitempty"`
+	ExistingObjects *ExistingObjectsStatus `json:"existingObjects,omitempty" protobuf:"bytes,3,opt,name=existingObjects"`
 }
 
 // ExistingObjectsStatus is the outcome of charging the objects that already
@@ -252,52 +252,52 @@ type ClaimCreationPolicyStatus struct {
 type ExistingObjectsStatus struct {
 	// generation is the enforced generation the existing objects were
 	// charged for.
-	Generation int64 `json:"generation"`
+	Generation int64 `json:"generation" protobuf:"varint,1,opt,name=generation"`
 
 	// request is the value of the annotation
 	// quota.miloapis.com/charge-existing this pass answered (quotaplane
 	// verify --repair sets it to ask for a new pass).
 	// +optional
-	Request string `json:"request,omitempty"`
+	Request string `json:"request,omitempty" protobuf:"bytes,2,opt,name=request"`
 
 	// objects is how many objects of the trigger kind were examined.
-	Objects int64 `json:"objects"`
+	Objects int64 `json:"objects" protobuf:"varint,3,opt,name=objects"`
 
 	// charged is how many of them the policy governs and held no claim of
 	// it, and were charged.
-	Charged int64 `json:"charged"`
+	Charged int64 `json:"charged" protobuf:"varint,4,opt,name=charged"`
 
 	// overLimit is how many of those charges put a bucket over its limit:
 	// they are granted anyway (the objects exist); the bucket shows it is
 	// over and new creates are refused until usage falls.
-	OverLimit int64 `json:"overLimit"`
+	OverLimit int64 `json:"overLimit" protobuf:"varint,5,opt,name=overLimit"`
 
 	// notCharged is how many objects the policy could not be evaluated for,
 	// or whose claim could not be written; message names the first few.
 	// +optional
-	NotCharged int64 `json:"notCharged,omitempty"`
+	NotCharged int64 `json:"notCharged,omitempty" protobuf:"varint,6,opt,name=notCharged"`
 
 	// message says what was charged, and what was not and why.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,7,opt,name=message"`
 
 	// completionTime is when the pass ended.
 	// +optional
-	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	CompletionTime *metav1.Time `json:"completionTime,omitempty" protobuf:"bytes,8,opt,name=completionTime"`
 }
 
 // EnforcedClaimPolicy is a validated copy of a policy's spec.
 type EnforcedClaimPolicy struct {
 	// generation is the policy generation this copy was taken from.
-	Generation int64 `json:"generation"`
+	Generation int64 `json:"generation" protobuf:"varint,1,opt,name=generation"`
 	// trigger as validated.
-	Trigger Trigger `json:"trigger"`
+	Trigger Trigger `json:"trigger" protobuf:"bytes,2,opt,name=trigger"`
 	// target as validated.
-	Target ClaimTarget `json:"target"`
+	Target ClaimTarget `json:"target" protobuf:"bytes,3,opt,name=target"`
 	// failurePolicy as validated.
 	// +optional
-	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty" protobuf:"bytes,4,opt,name=failurePolicy,casttype=FailurePolicy"`
 }
 
 // ClaimCreationPolicy makes creations of a kind consume quota: each matching
@@ -316,23 +316,23 @@ type EnforcedClaimPolicy struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.disabled`
 type ClaimCreationPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is the policy.
 	// +required
-	Spec ClaimCreationPolicySpec `json:"spec"`
+	Spec ClaimCreationPolicySpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the observed state of the policy.
 	// +optional
-	Status ClaimCreationPolicyStatus `json:"status,omitempty"`
+	Status ClaimCreationPolicyStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // ClaimCreationPolicyList is a list of ClaimCreationPolicies.
 // +kubebuilder:object:root=true
 type ClaimCreationPolicyList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ClaimCreationPolicy `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []ClaimCreationPolicy `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // GrantTemplateBucket is a bucket of a grant template.
@@ -340,34 +340,39 @@ type GrantTemplateBucket struct {
 	// amount is the quota granted.
 	// +required
 	// +kubebuilder:validation:Minimum=0
-	Amount int64 `json:"amount"`
+	Amount int64 `json:"amount" protobuf:"varint,1,opt,name=amount"`
+
+	// AmountQuantity is amount as written when it was a quantity ("16Gi"),
+	// until serve's admission converts it to base units; never stored or
+	// served (see UnmarshalJSON).
+	AmountQuantity string `json:"-" protobuf:"-"`
 
 	// dimensions of the bucket; values may be templates.
 	// +optional
 	// +listType=map
 	// +listMapKey=key
 	// +kubebuilder:validation:MaxItems=10
-	Dimensions []TemplateDimension `json:"dimensions,omitempty"`
+	Dimensions []TemplateDimension `json:"dimensions,omitempty" protobuf:"bytes,2,rep,name=dimensions"`
 }
 
 // GrantTemplateAllowance is an allowance of a grant template.
 type GrantTemplateAllowance struct {
 	// resourceType is a registered resource type.
 	// +required
-	ResourceType ResourceType `json:"resourceType"`
+	ResourceType ResourceType `json:"resourceType" protobuf:"bytes,1,opt,name=resourceType,casttype=ResourceType"`
 
 	// buckets are the amounts granted.
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	Buckets []GrantTemplateBucket `json:"buckets"`
+	Buckets []GrantTemplateBucket `json:"buckets" protobuf:"bytes,2,rep,name=buckets"`
 }
 
 // ResourceGrantTemplateSpec is the spec of the grants a policy creates.
 type ResourceGrantTemplateSpec struct {
 	// consumerRef is the consumer receiving the quota.
 	// +required
-	ConsumerRef TemplateConsumerRef `json:"consumerRef"`
+	ConsumerRef TemplateConsumerRef `json:"consumerRef" protobuf:"bytes,1,opt,name=consumerRef"`
 
 	// allowances are the quotas granted.
 	// +required
@@ -375,18 +380,18 @@ type ResourceGrantTemplateSpec struct {
 	// +listMapKey=resourceType
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	Allowances []GrantTemplateAllowance `json:"allowances"`
+	Allowances []GrantTemplateAllowance `json:"allowances" protobuf:"bytes,2,rep,name=allowances"`
 }
 
 // ResourceGrantTemplate is the template of the grants a policy creates.
 type ResourceGrantTemplate struct {
 	// metadata of the rendered grant.
 	// +optional
-	Metadata TemplateMetadata `json:"metadata,omitempty"`
+	Metadata TemplateMetadata `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec of the rendered grant.
 	// +required
-	Spec ResourceGrantTemplateSpec `json:"spec"`
+	Spec ResourceGrantTemplateSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 }
 
 // ParentContext says in which parent control plane a grant is created, for
@@ -395,19 +400,19 @@ type ParentContext struct {
 	// apiGroup of the parent context kind.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	APIGroup string `json:"apiGroup,omitempty"`
+	APIGroup string `json:"apiGroup,omitempty" protobuf:"bytes,1,opt,name=apiGroup"`
 
 	// kind of the parent context, for example Organization.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	Kind string `json:"kind"`
+	Kind string `json:"kind" protobuf:"bytes,2,opt,name=kind"`
 
 	// nameExpression is a {{ CEL }} template yielding the parent's name.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
-	NameExpression string `json:"nameExpression"`
+	NameExpression string `json:"nameExpression" protobuf:"bytes,3,opt,name=nameExpression"`
 }
 
 // GrantTarget is what a GrantCreationPolicy creates.
@@ -415,27 +420,27 @@ type GrantTarget struct {
 	// resourceGrantTemplate is rendered into a ResourceGrant for each
 	// matching object.
 	// +required
-	ResourceGrantTemplate ResourceGrantTemplate `json:"resourceGrantTemplate"`
+	ResourceGrantTemplate ResourceGrantTemplate `json:"resourceGrantTemplate" protobuf:"bytes,1,opt,name=resourceGrantTemplate"`
 
 	// parentContext, when set, creates the grant in the parent's context.
 	// +optional
-	ParentContext *ParentContext `json:"parentContext,omitempty"`
+	ParentContext *ParentContext `json:"parentContext,omitempty" protobuf:"bytes,2,opt,name=parentContext"`
 }
 
 // GrantCreationPolicySpec says which grants exist for which objects.
 type GrantCreationPolicySpec struct {
 	// trigger selects the objects that receive grants.
 	// +required
-	Trigger Trigger `json:"trigger"`
+	Trigger Trigger `json:"trigger" protobuf:"bytes,1,opt,name=trigger"`
 
 	// target is the grant each matching object receives.
 	// +required
-	Target GrantTarget `json:"target"`
+	Target GrantTarget `json:"target" protobuf:"bytes,2,opt,name=target"`
 
 	// disabled turns the policy off without deleting it.
 	// +optional
 	// +kubebuilder:default=false
-	Disabled bool `json:"disabled,omitempty"`
+	Disabled bool `json:"disabled,omitempty" protobuf:"varint,3,opt,name=disabled"`
 }
 
 // GrantCreationPolicy keeps a ResourceGrant for each object of a kind that
@@ -454,35 +459,35 @@ type GrantCreationPolicySpec struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.disabled`
 type GrantCreationPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is the policy.
 	// +required
-	Spec GrantCreationPolicySpec `json:"spec"`
+	Spec GrantCreationPolicySpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the observed state of the policy.
 	// +optional
-	Status GrantCreationPolicyStatus `json:"status,omitempty"`
+	Status GrantCreationPolicyStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // GrantCreationPolicyStatus is the observed state of a GrantCreationPolicy:
 // its one condition, Ready, as in the reference implementation, and beside
 // it whether every grant it renders exists as rendered.
 type GrantCreationPolicyStatus struct {
-	PolicyStatus `json:",inline"`
+	PolicyStatus `json:",inline" protobuf:"bytes,1,opt,name=policyStatus"`
 
 	// grantsSynced says whether every grant the Ready policy renders exists
 	// as rendered; its reason names what holds a grant back
 	// (docs/grant-policies.md). Kept out of conditions so that a client
 	// comparing the conditions with the reference's sees the same list.
 	// +optional
-	GrantsSynced *metav1.Condition `json:"grantsSynced,omitempty"`
+	GrantsSynced *metav1.Condition `json:"grantsSynced,omitempty" protobuf:"bytes,2,opt,name=grantsSynced"`
 }
 
 // GrantCreationPolicyList is a list of GrantCreationPolicies.
 // +kubebuilder:object:root=true
 type GrantCreationPolicyList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []GrantCreationPolicy `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []GrantCreationPolicy `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

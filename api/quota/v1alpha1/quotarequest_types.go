@@ -52,37 +52,37 @@ type QuotaRequestSpec struct {
 	// consumerRef is the consumer whose limit should change: the
 	// organization of the request's namespace, or one of its projects.
 	// +required
-	ConsumerRef ConsumerRef `json:"consumerRef"`
+	ConsumerRef ConsumerRef `json:"consumerRef" protobuf:"bytes,1,opt,name=consumerRef"`
 	// resourceType is the registered resource type, for example
 	// compute.example.com/cpus.
 	// +required
-	ResourceType ResourceType `json:"resourceType"`
+	ResourceType ResourceType `json:"resourceType" protobuf:"bytes,2,opt,name=resourceType,casttype=ResourceType"`
 	// dimensions narrow the limit asked for to one dimension set, as a
 	// grant bucket's do.
 	// +optional
 	// +listType=map
 	// +listMapKey=key
 	// +kubebuilder:validation:MaxItems=10
-	Dimensions []Dimension `json:"dimensions,omitempty"`
+	Dimensions []Dimension `json:"dimensions,omitempty" protobuf:"bytes,3,rep,name=dimensions"`
 	// requestedLimit is the limit asked for, in the registration's baseUnit:
 	// the whole limit, not the increase. Below the current limit it is a
 	// decrease, applied at once unless it would go below current usage.
 	// +required
 	// +kubebuilder:validation:Minimum=0
-	RequestedLimit int64 `json:"requestedLimit"`
+	RequestedLimit int64 `json:"requestedLimit" protobuf:"varint,4,opt,name=requestedLimit"`
 	// justification says why the limit is needed.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2000
-	Justification string `json:"justification"`
+	Justification string `json:"justification" protobuf:"bytes,5,opt,name=justification"`
 	// contact is whom staff should contact about the request.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	Contact string `json:"contact,omitempty"`
+	Contact string `json:"contact,omitempty" protobuf:"bytes,6,opt,name=contact"`
 	// withdrawn, set by the tenant while the request is pending, takes the
 	// request back.
 	// +optional
-	Withdrawn bool `json:"withdrawn,omitempty"`
+	Withdrawn bool `json:"withdrawn,omitempty" protobuf:"varint,7,opt,name=withdrawn"`
 }
 
 // QuotaRequestDecision is staff's decision (or an approval rule's), written
@@ -92,49 +92,49 @@ type QuotaRequestSpec struct {
 type QuotaRequestDecision struct {
 	// verdict is Approve or Deny.
 	// +required
-	Verdict QuotaRequestVerdict `json:"verdict"`
+	Verdict QuotaRequestVerdict `json:"verdict" protobuf:"bytes,1,opt,name=verdict,casttype=QuotaRequestVerdict"`
 	// grantedLimit, with Approve, approves part of the request: the limit
 	// to set, at most spec.requestedLimit. Omitted: the request in full.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	GrantedLimit *int64 `json:"grantedLimit,omitempty"`
+	GrantedLimit *int64 `json:"grantedLimit,omitempty" protobuf:"varint,2,opt,name=grantedLimit"`
 	// reason is said to the tenant: required to deny.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2000
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty" protobuf:"bytes,3,opt,name=reason"`
 	// decidedBy is who decided: the user (serve's admission records it,
 	// replacing whatever the client sent), or rule:<name> for an approval
 	// rule, or quotaplane for a decrease applied at once.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
-	DecidedBy string `json:"decidedBy,omitempty"`
+	DecidedBy string `json:"decidedBy,omitempty" protobuf:"bytes,4,opt,name=decidedBy"`
 	// rule is the QuotaApprovalRule that approved the request.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	Rule string `json:"rule,omitempty"`
+	Rule string `json:"rule,omitempty" protobuf:"bytes,5,opt,name=rule"`
 	// decidedAt is when.
 	// +optional
-	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
+	DecidedAt *metav1.Time `json:"decidedAt,omitempty" protobuf:"bytes,6,opt,name=decidedAt"`
 }
 
 // QuotaUsageSnapshot is a bucket's numbers at one moment.
 type QuotaUsageSnapshot struct {
 	// limit of the consumer's bucket then.
-	Limit int64 `json:"limit"`
+	Limit int64 `json:"limit" protobuf:"varint,1,opt,name=limit"`
 	// allocated in it then.
-	Allocated int64 `json:"allocated"`
+	Allocated int64 `json:"allocated" protobuf:"varint,2,opt,name=allocated"`
 	// at is when they were read.
 	// +optional
-	At *metav1.Time `json:"at,omitempty"`
+	At *metav1.Time `json:"at,omitempty" protobuf:"bytes,3,opt,name=at"`
 }
 
 // QuotaRequestGrant names the ResourceGrant an approved request made.
 type QuotaRequestGrant struct {
 	// name of the ResourceGrant, in the request's namespace.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// amount it grants: the difference between the limit approved and the
 	// limit when the request was decided.
-	Amount int64 `json:"amount"`
+	Amount int64 `json:"amount" protobuf:"varint,2,opt,name=amount"`
 }
 
 // QuotaRequestStatus is where the request is, and what was decided.
@@ -142,41 +142,41 @@ type QuotaRequestGrant struct {
 type QuotaRequestStatus struct {
 	// state is Pending, Approved, Denied or Withdrawn.
 	// +optional
-	State QuotaRequestState `json:"state,omitempty"`
+	State QuotaRequestState `json:"state,omitempty" protobuf:"bytes,1,opt,name=state,casttype=QuotaRequestState"`
 	// requestedBy is who asked (the annotation serve's admission sets).
 	// +optional
-	RequestedBy string `json:"requestedBy,omitempty"`
+	RequestedBy string `json:"requestedBy,omitempty" protobuf:"bytes,2,opt,name=requestedBy"`
 	// atRequest is the consumer's bucket when the request was first seen.
 	// +optional
-	AtRequest *QuotaUsageSnapshot `json:"atRequest,omitempty"`
+	AtRequest *QuotaUsageSnapshot `json:"atRequest,omitempty" protobuf:"bytes,3,opt,name=atRequest"`
 	// decision is staff's or a rule's decision.
 	// +optional
-	Decision *QuotaRequestDecision `json:"decision,omitempty"`
+	Decision *QuotaRequestDecision `json:"decision,omitempty" protobuf:"bytes,4,opt,name=decision"`
 	// limitAtDecision is the consumer's limit when the decision was applied.
 	// +optional
-	LimitAtDecision *int64 `json:"limitAtDecision,omitempty"`
+	LimitAtDecision *int64 `json:"limitAtDecision,omitempty" protobuf:"varint,5,opt,name=limitAtDecision"`
 	// grantedLimit is the limit the approval set: at most
 	// spec.requestedLimit.
 	// +optional
-	GrantedLimit *int64 `json:"grantedLimit,omitempty"`
+	GrantedLimit *int64 `json:"grantedLimit,omitempty" protobuf:"varint,6,opt,name=grantedLimit"`
 	// grant is the ResourceGrant the approval made (none when the limit
 	// was already there, or for a decrease).
 	// +optional
-	Grant *QuotaRequestGrant `json:"grant,omitempty"`
+	Grant *QuotaRequestGrant `json:"grant,omitempty" protobuf:"bytes,7,opt,name=grant"`
 	// reducedGrants are the grants of earlier requests a decrease lowered.
 	// +optional
 	// +kubebuilder:validation:MaxItems=50
-	ReducedGrants []QuotaRequestGrant `json:"reducedGrants,omitempty"`
+	ReducedGrants []QuotaRequestGrant `json:"reducedGrants,omitempty" protobuf:"bytes,8,rep,name=reducedGrants"`
 	// message says, in a sentence, where the request is and what happens
 	// next.
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,9,opt,name=message"`
 	// conditions: Decided is True once the decision is applied.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,10,rep,name=conditions"`
 }
 
 // QuotaRequest asks the platform to change a consumer's limit for one
@@ -203,21 +203,21 @@ type QuotaRequestStatus struct {
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.withdrawn) || !oldSelf.spec.withdrawn || (has(self.spec.withdrawn) && self.spec.withdrawn)",message="a withdrawn request stays withdrawn: create a new request",fieldPath=".spec.withdrawn"
 type QuotaRequest struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 	// spec is what is asked.
 	// +required
-	Spec QuotaRequestSpec `json:"spec"`
+	Spec QuotaRequestSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status is where the request is and what was decided.
 	// +optional
-	Status QuotaRequestStatus `json:"status,omitempty"`
+	Status QuotaRequestStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // QuotaRequestList is a list of QuotaRequests.
 // +kubebuilder:object:root=true
 type QuotaRequestList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []QuotaRequest `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []QuotaRequest `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // QuotaApprovalRuleSpec approves requests without a person.
@@ -226,12 +226,12 @@ type QuotaApprovalRuleSpec struct {
 	// requests it approved.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1000
-	Description string `json:"description,omitempty"`
+	Description string `json:"description,omitempty" protobuf:"bytes,1,opt,name=description"`
 	// resourceTypes limits the rule to these resource types; empty: any.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=50
-	ResourceTypes []ResourceType `json:"resourceTypes,omitempty"`
+	ResourceTypes []ResourceType `json:"resourceTypes,omitempty" protobuf:"bytes,2,rep,name=resourceTypes,casttype=ResourceType"`
 	// expression is a CEL expression that is true for the requests the rule
 	// approves in full. Its variables: request (the QuotaRequest: spec,
 	// metadata), consumer (the consumer object: Organization or Project),
@@ -242,21 +242,21 @@ type QuotaApprovalRuleSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
-	Expression string `json:"expression"`
+	Expression string `json:"expression" protobuf:"bytes,3,opt,name=expression"`
 }
 
 // QuotaApprovalRuleStatus says whether the rule is in use.
 type QuotaApprovalRuleStatus struct {
 	// observedGeneration is the generation last compiled.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 	// conditions: Ready is False, with the compiler's message, when the
 	// expression does not compile; such a rule approves nothing.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
 }
 
 // QuotaApprovalRule approves quota requests that its expression allows,
@@ -270,19 +270,19 @@ type QuotaApprovalRuleStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type QuotaApprovalRule struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 	// spec is the rule.
 	// +required
-	Spec QuotaApprovalRuleSpec `json:"spec"`
+	Spec QuotaApprovalRuleSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status says whether it compiles.
 	// +optional
-	Status QuotaApprovalRuleStatus `json:"status,omitempty"`
+	Status QuotaApprovalRuleStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // QuotaApprovalRuleList is a list of QuotaApprovalRules.
 // +kubebuilder:object:root=true
 type QuotaApprovalRuleList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []QuotaApprovalRule `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []QuotaApprovalRule `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

@@ -9,12 +9,17 @@ type ResourceRequest struct {
 	// resourceType is a registered resource type. Each resource type may
 	// appear once per claim.
 	// +required
-	ResourceType ResourceType `json:"resourceType"`
+	ResourceType ResourceType `json:"resourceType" protobuf:"bytes,1,opt,name=resourceType,casttype=ResourceType"`
 
 	// amount is the quantity requested, in the registration's baseUnit.
 	// +required
 	// +kubebuilder:validation:Minimum=1
-	Amount int64 `json:"amount"`
+	Amount int64 `json:"amount" protobuf:"varint,2,opt,name=amount"`
+
+	// AmountQuantity is amount as written when it was a quantity ("16Gi"),
+	// until serve's admission converts it to base units; never stored or
+	// served (see UnmarshalJSON).
+	AmountQuantity string `json:"-" protobuf:"-"`
 
 	// dimensions are the dimension values of what is requested, for example
 	// location=dfw. The request draws from every bucket of its consumer and
@@ -23,7 +28,7 @@ type ResourceRequest struct {
 	// +listType=map
 	// +listMapKey=key
 	// +kubebuilder:validation:MaxItems=10
-	Dimensions []Dimension `json:"dimensions,omitempty"`
+	Dimensions []Dimension `json:"dimensions,omitempty" protobuf:"bytes,3,rep,name=dimensions"`
 }
 
 // ResourceRef names the object a claim consumes quota for.
@@ -31,24 +36,24 @@ type ResourceRef struct {
 	// apiGroup is the API group of the object. Empty means the core group.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	APIGroup string `json:"apiGroup,omitempty"`
+	APIGroup string `json:"apiGroup,omitempty" protobuf:"bytes,1,opt,name=apiGroup"`
 
 	// kind is the kind of the object, for example Project.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	Kind string `json:"kind"`
+	Kind string `json:"kind" protobuf:"bytes,2,opt,name=kind"`
 
 	// name is the name of the object.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,3,opt,name=name"`
 
 	// namespace is the namespace of the object, empty when cluster-scoped.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" protobuf:"bytes,4,opt,name=namespace"`
 }
 
 // ResourceClaimSpec asks to consume quota. All requests are granted together
@@ -59,7 +64,7 @@ type ResourceRef struct {
 type ResourceClaimSpec struct {
 	// consumerRef is the consumer charged for the requests.
 	// +required
-	ConsumerRef ConsumerRef `json:"consumerRef"`
+	ConsumerRef ConsumerRef `json:"consumerRef" protobuf:"bytes,1,opt,name=consumerRef"`
 
 	// requests are the amounts asked for, at most one per resource type.
 	// +required
@@ -67,12 +72,12 @@ type ResourceClaimSpec struct {
 	// +listMapKey=resourceType
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	Requests []ResourceRequest `json:"requests"`
+	Requests []ResourceRequest `json:"requests" protobuf:"bytes,2,rep,name=requests"`
 
 	// resourceRef is the object this claim consumes quota for. Its kind must
 	// be among the claimingResources of each requested resource type.
 	// +optional
-	ResourceRef *ResourceRef `json:"resourceRef,omitempty"`
+	ResourceRef *ResourceRef `json:"resourceRef,omitempty" protobuf:"bytes,3,opt,name=resourceRef"`
 }
 
 // AllocationStatus is the outcome of one request of a claim.
@@ -92,43 +97,43 @@ const (
 type RequestAllocation struct {
 	// resourceType is the request's resource type.
 	// +required
-	ResourceType ResourceType `json:"resourceType"`
+	ResourceType ResourceType `json:"resourceType" protobuf:"bytes,1,opt,name=resourceType,casttype=ResourceType"`
 
 	// status is Granted, Denied or Pending.
 	// +required
-	Status AllocationStatus `json:"status"`
+	Status AllocationStatus `json:"status" protobuf:"bytes,2,opt,name=status,casttype=AllocationStatus"`
 
 	// reason is a CamelCase reason for the status, for example QuotaExceeded.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty" protobuf:"bytes,3,opt,name=reason"`
 
 	// message explains the status in words: what was asked, what is
 	// available and what to do.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,4,opt,name=message"`
 
 	// allocatedAmount is the amount allocated, 0 unless Granted.
 	// +optional
-	AllocatedAmount int64 `json:"allocatedAmount,omitempty"`
+	AllocatedAmount int64 `json:"allocatedAmount,omitempty" protobuf:"varint,5,opt,name=allocatedAmount"`
 
 	// allocatingBucket is the name of the AllowanceBucket without dimensions
 	// that the amount is counted in.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	AllocatingBucket string `json:"allocatingBucket,omitempty"`
+	AllocatingBucket string `json:"allocatingBucket,omitempty" protobuf:"bytes,6,opt,name=allocatingBucket"`
 
 	// lastTransitionTime is when status last changed.
 	// +optional
-	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty" protobuf:"bytes,7,opt,name=lastTransitionTime"`
 }
 
 // ResourceClaimStatus is the decision on a claim.
 type ResourceClaimStatus struct {
 	// observedGeneration is the generation last decided.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 
 	// conditions: Granted is True when every request is allocated, False with
 	// a reason when the claim is denied or pending.
@@ -136,14 +141,14 @@ type ResourceClaimStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
 
 	// allocations hold the outcome of each request.
 	// +optional
 	// +listType=map
 	// +listMapKey=resourceType
 	// +kubebuilder:validation:MaxItems=20
-	Allocations []RequestAllocation `json:"allocations,omitempty"`
+	Allocations []RequestAllocation `json:"allocations,omitempty" protobuf:"bytes,3,rep,name=allocations"`
 
 	// decisionSeal proves that the quota engine made the Granted decision:
 	// a keyed hash of the claim's UID, consumer and requests under a key
@@ -152,7 +157,7 @@ type ResourceClaimStatus struct {
 	// again. Written by the engine only.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
-	DecisionSeal string `json:"decisionSeal,omitempty"`
+	DecisionSeal string `json:"decisionSeal,omitempty" protobuf:"bytes,4,opt,name=decisionSeal"`
 }
 
 // ResourceClaim asks to consume quota on behalf of a consumer. A claim is
@@ -178,24 +183,24 @@ type ResourceClaimStatus struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.resourceRef.namespace`
 type ResourceClaim struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is what the claim asks for.
 	// +required
-	Spec ResourceClaimSpec `json:"spec"`
+	Spec ResourceClaimSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the decision on the claim. A new claim reads Granted=False,
 	// reason PendingEvaluation, until it is decided, as in the reference
 	// implementation.
 	// +optional
 	// +kubebuilder:default={conditions: {{type: "Granted", status: "False", reason: "PendingEvaluation", message: "Awaiting capacity evaluation", lastTransitionTime: "1970-01-01T00:00:00Z"}}}
-	Status ResourceClaimStatus `json:"status,omitempty"`
+	Status ResourceClaimStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // ResourceClaimList is a list of ResourceClaims.
 // +kubebuilder:object:root=true
 type ResourceClaimList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ResourceClaim `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []ResourceClaim `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

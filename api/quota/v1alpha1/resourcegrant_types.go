@@ -9,7 +9,12 @@ type GrantBucket struct {
 	// amount is the quota granted, in the registration's baseUnit.
 	// +required
 	// +kubebuilder:validation:Minimum=0
-	Amount int64 `json:"amount"`
+	Amount int64 `json:"amount" protobuf:"varint,1,opt,name=amount"`
+
+	// AmountQuantity is amount as written when it was a quantity ("16Gi"),
+	// until serve's admission converts it to base units; never stored or
+	// served (see UnmarshalJSON).
+	AmountQuantity string `json:"-" protobuf:"-"`
 
 	// dimensions narrow this bucket: it limits only requests whose dimension
 	// values include every pair listed. A bucket without dimensions is the
@@ -18,7 +23,7 @@ type GrantBucket struct {
 	// +listType=map
 	// +listMapKey=key
 	// +kubebuilder:validation:MaxItems=10
-	Dimensions []Dimension `json:"dimensions,omitempty"`
+	Dimensions []Dimension `json:"dimensions,omitempty" protobuf:"bytes,2,rep,name=dimensions"`
 }
 
 // Allowance is the quota granted for one resource type.
@@ -26,13 +31,13 @@ type Allowance struct {
 	// resourceType is a registered resource type, for example
 	// resourcemanager.miloapis.com/projects.
 	// +required
-	ResourceType ResourceType `json:"resourceType"`
+	ResourceType ResourceType `json:"resourceType" protobuf:"bytes,1,opt,name=resourceType,casttype=ResourceType"`
 
 	// buckets are the amounts granted, each for one dimension set.
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	Buckets []GrantBucket `json:"buckets"`
+	Buckets []GrantBucket `json:"buckets" protobuf:"bytes,2,rep,name=buckets"`
 }
 
 // ResourceGrantSpec gives quota to one consumer, or to a group of consumers
@@ -44,7 +49,7 @@ type ResourceGrantSpec struct {
 	// one of its parentConsumerTypes. With consumerSelector it names only the
 	// kind of the consumers selected (name is omitted).
 	// +required
-	ConsumerRef ConsumerRef `json:"consumerRef"`
+	ConsumerRef ConsumerRef `json:"consumerRef" protobuf:"bytes,1,opt,name=consumerRef"`
 
 	// consumerSelector makes the grant a group's: its buckets cap the sum of
 	// the usage of every consumer of kind consumerRef.kind whose labels it
@@ -54,7 +59,7 @@ type ResourceGrantSpec struct {
 	// set, so that a tenant cannot leave a cap by relabelling its project.
 	// Only the platform writes group grants, in a platform namespace.
 	// +optional
-	ConsumerSelector *metav1.LabelSelector `json:"consumerSelector,omitempty"`
+	ConsumerSelector *metav1.LabelSelector `json:"consumerSelector,omitempty" protobuf:"bytes,2,opt,name=consumerSelector"`
 
 	// allowances are the quotas granted, one per resource type.
 	// +required
@@ -62,21 +67,21 @@ type ResourceGrantSpec struct {
 	// +listMapKey=resourceType
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	Allowances []Allowance `json:"allowances"`
+	Allowances []Allowance `json:"allowances" protobuf:"bytes,3,rep,name=allowances"`
 }
 
 // ResourceGrantStatus is the observed state of a grant.
 type ResourceGrantStatus struct {
 	// observedGeneration is the generation last reconciled.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 
 	// conditions: Active says whether the grant counts towards limits.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
 }
 
 // ResourceGrant gives quota to a consumer. Grants for one consumer and
@@ -96,21 +101,21 @@ type ResourceGrantStatus struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.name`
 type ResourceGrant struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is the quota granted.
 	// +required
-	Spec ResourceGrantSpec `json:"spec"`
+	Spec ResourceGrantSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the observed state of the grant.
 	// +optional
-	Status ResourceGrantStatus `json:"status,omitempty"`
+	Status ResourceGrantStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // ResourceGrantList is a list of ResourceGrants.
 // +kubebuilder:object:root=true
 type ResourceGrantList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ResourceGrant `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []ResourceGrant `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

@@ -25,14 +25,14 @@ type ClaimingResource struct {
 	// +kubebuilder:default=""
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
-	APIGroup string `json:"apiGroup"`
+	APIGroup string `json:"apiGroup" protobuf:"bytes,1,opt,name=apiGroup"`
 
 	// kind is the claiming kind, for example Project.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
-	Kind string `json:"kind"`
+	Kind string `json:"kind" protobuf:"bytes,2,opt,name=kind"`
 }
 
 // ResourceRegistrationSpec defines a quotable resource type.
@@ -43,7 +43,7 @@ type ResourceRegistrationSpec struct {
 	// consumerType is the kind of object that receives grants and is charged
 	// by claims of this resource type, for example an Organization.
 	// +required
-	ConsumerType ConsumerTypeRef `json:"consumerType"`
+	ConsumerType ConsumerTypeRef `json:"consumerType" protobuf:"bytes,1,opt,name=consumerType"`
 	// parentConsumerTypes are the consumer kinds above consumerType, nearest
 	// first, that this resource type is also charged to: a claim of a
 	// Project then draws, in the same all-or-nothing decision, from its own
@@ -54,41 +54,41 @@ type ResourceRegistrationSpec struct {
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=4
-	ParentConsumerTypes []ConsumerTypeRef `json:"parentConsumerTypes,omitempty"`
+	ParentConsumerTypes []ConsumerTypeRef `json:"parentConsumerTypes,omitempty" protobuf:"bytes,2,rep,name=parentConsumerTypes"`
 
 	// type says how the resource is consumed: Entity (counted objects) or
 	// Allocation (a measured amount).
 	// +required
-	Type RegistrationType `json:"type"`
+	Type RegistrationType `json:"type" protobuf:"bytes,3,opt,name=type,casttype=RegistrationType"`
 
 	// resourceType is the unique name of the quotable resource, for example
 	// resourcemanager.miloapis.com/projects. Only one registration may name
 	// a given resourceType.
 	// +required
-	ResourceType ResourceType `json:"resourceType"`
+	ResourceType ResourceType `json:"resourceType" protobuf:"bytes,4,opt,name=resourceType,casttype=ResourceType"`
 
 	// description says what the resource is, for people reading quotas.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
-	Description string `json:"description,omitempty"`
+	Description string `json:"description,omitempty" protobuf:"bytes,5,opt,name=description"`
 
 	// baseUnit is the unit that grant and claim amounts are expressed in,
 	// for example project, millicore or byte.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	BaseUnit string `json:"baseUnit"`
+	BaseUnit string `json:"baseUnit" protobuf:"bytes,6,opt,name=baseUnit"`
 
 	// displayUnit is the unit people read amounts in, for example core or GiB.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	DisplayUnit string `json:"displayUnit,omitempty"`
+	DisplayUnit string `json:"displayUnit,omitempty" protobuf:"bytes,7,opt,name=displayUnit"`
 
 	// unitConversionFactor is the number of base units in one display unit,
 	// for example 1000 millicores per core. Defaults to 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
-	UnitConversionFactor int64 `json:"unitConversionFactor,omitempty"`
+	UnitConversionFactor int64 `json:"unitConversionFactor,omitempty" protobuf:"varint,8,opt,name=unitConversionFactor"`
 
 	// baseUnitQuantity is what one base unit is as a Kubernetes quantity,
 	// for example "1Mi" for a base unit of MiB, or "1" for cores. With it,
@@ -97,7 +97,7 @@ type ResourceRegistrationSpec struct {
 	// that is not a whole number of base units is refused, never rounded.
 	// Without it, amounts are whole numbers of base units.
 	// +optional
-	BaseUnitQuantity *resource.Quantity `json:"baseUnitQuantity,omitempty"`
+	BaseUnitQuantity *resource.Quantity `json:"baseUnitQuantity,omitempty" protobuf:"bytes,9,opt,name=baseUnitQuantity"`
 
 	// claimingResources lists the kinds whose objects may claim this
 	// resource. Each kind may appear once (admission refuses a duplicate,
@@ -106,7 +106,7 @@ type ResourceRegistrationSpec struct {
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=20
-	ClaimingResources []ClaimingResource `json:"claimingResources,omitempty"`
+	ClaimingResources []ClaimingResource `json:"claimingResources,omitempty" protobuf:"bytes,10,rep,name=claimingResources"`
 
 	// thresholds are the fractions of a limit, in percent, at which the
 	// buckets of this resource type report that they are filling up: their
@@ -115,7 +115,7 @@ type ResourceRegistrationSpec struct {
 	// values (milo_quota_registration_threshold_percent). Defaults to 80 and
 	// 95.
 	// +optional
-	Thresholds *UtilizationThresholds `json:"thresholds,omitempty"`
+	Thresholds *UtilizationThresholds `json:"thresholds,omitempty" protobuf:"bytes,11,opt,name=thresholds"`
 }
 
 // UtilizationThresholds are percentages of a bucket's limit. A bucket that
@@ -128,21 +128,21 @@ type UtilizationThresholds struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
-	Warning int32 `json:"warning,omitempty"`
+	Warning int32 `json:"warning,omitempty" protobuf:"varint,1,opt,name=warning"`
 
 	// critical is the percent of the limit at which a bucket reports
 	// CriticalThresholdReached. Defaults to 95.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
-	Critical int32 `json:"critical,omitempty"`
+	Critical int32 `json:"critical,omitempty" protobuf:"varint,2,opt,name=critical"`
 }
 
 // ResourceRegistrationStatus is the observed state of a registration.
 type ResourceRegistrationStatus struct {
 	// observedGeneration is the generation last reconciled.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 
 	// conditions: Active says whether grants and claims may use this
 	// resource type.
@@ -150,7 +150,7 @@ type ResourceRegistrationStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
 }
 
 // ResourceRegistration registers a quotable resource type: its unit, the kind
@@ -170,21 +170,21 @@ type ResourceRegistrationStatus struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.resourceType`
 type ResourceRegistration struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec defines the registered resource type.
 	// +required
-	Spec ResourceRegistrationSpec `json:"spec"`
+	Spec ResourceRegistrationSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the observed state of the registration.
 	// +optional
-	Status ResourceRegistrationStatus `json:"status,omitempty"`
+	Status ResourceRegistrationStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // ResourceRegistrationList is a list of ResourceRegistrations.
 // +kubebuilder:object:root=true
 type ResourceRegistrationList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ResourceRegistration `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []ResourceRegistration `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

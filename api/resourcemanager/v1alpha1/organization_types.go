@@ -22,19 +22,19 @@ type OrganizationSpec struct {
 	// implementation: create a new organization to change it.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.type is immutable; create a new Organization of the other type instead"
-	Type OrganizationType `json:"type"`
+	Type OrganizationType `json:"type" protobuf:"bytes,1,opt,name=type,casttype=OrganizationType"`
 }
 
 // OrganizationStatus is the observed state of an organization.
 type OrganizationStatus struct {
 	// observedGeneration is the generation last reconciled.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 
 	// namespace is the organization's namespace, once it exists.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" protobuf:"bytes,2,opt,name=namespace"`
 
 	// conditions: Ready says whether the organization's namespace and owner
 	// binding exist.
@@ -42,7 +42,7 @@ type OrganizationStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,3,rep,name=conditions"`
 }
 
 // Organization is a tenant. It gets a namespace organization-<name>, owned by
@@ -61,21 +61,21 @@ type OrganizationStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Organization struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is what the organization is.
 	// +required
-	Spec OrganizationSpec `json:"spec"`
+	Spec OrganizationSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the observed state of the organization.
 	// +optional
-	Status OrganizationStatus `json:"status,omitempty"`
+	Status OrganizationStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // OrganizationList is a list of Organizations.
 // +kubebuilder:object:root=true
 type OrganizationList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Organization `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []Organization `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

@@ -15,13 +15,13 @@ const ProjectOwnerKindOrganization ProjectOwnerKind = "Organization"
 type OwnerReference struct {
 	// kind is the owner's kind: Organization.
 	// +required
-	Kind ProjectOwnerKind `json:"kind"`
+	Kind ProjectOwnerKind `json:"kind" protobuf:"bytes,1,opt,name=kind,casttype=ProjectOwnerKind"`
 
 	// name is the owner's name.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=50
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,2,opt,name=name"`
 }
 
 // ProjectSpec is what a project is.
@@ -30,14 +30,14 @@ type ProjectSpec struct {
 	// charges. It is immutable.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.ownerRef is immutable: a project cannot move to another organization; create a new project there instead"
-	OwnerRef OwnerReference `json:"ownerRef"`
+	OwnerRef OwnerReference `json:"ownerRef" protobuf:"bytes,1,opt,name=ownerRef"`
 }
 
 // ProjectStatus is the observed state of a project.
 type ProjectStatus struct {
 	// observedGeneration is the generation last reconciled.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 
 	// conditions: Ready says whether the project's organization exists and is
 	// not being deleted.
@@ -45,7 +45,7 @@ type ProjectStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
 }
 
 // Project belongs to one Organization and charges its quota. It is labelled
@@ -61,21 +61,21 @@ type ProjectStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Project struct {
 	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec is what the project is.
 	// +required
-	Spec ProjectSpec `json:"spec"`
+	Spec ProjectSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 
 	// status is the observed state of the project.
 	// +optional
-	Status ProjectStatus `json:"status,omitempty"`
+	Status ProjectStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // ProjectList is a list of Projects.
 // +kubebuilder:object:root=true
 type ProjectList struct {
 	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []Project `json:"items"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Items           []Project `json:"items" protobuf:"bytes,2,rep,name=items"`
 }

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
@@ -63,12 +64,13 @@ func (p *plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	if !ok || a.GetSubresource() != "" {
 		return nil
 	}
-	obj, ok := a.GetObject().(*unstructured.Unstructured)
-	if !ok {
-		return nil
-	}
 	c := &converter{ctx: ctx, p: p, min: k.min}
-	c.walk(obj.Object, k.lists, nil, "")
+	switch obj := a.GetObject().(type) {
+	case *unstructured.Unstructured: // a CRD's object
+		c.walk(obj.Object, k.lists, nil, "")
+	default: // a natively served kind
+		c.typed(obj)
+	}
 	if len(c.errs) > 0 {
 		return apierrors.NewInvalid(quotav1alpha1.SchemeGroupVersion.WithKind(k.kind).GroupKind(), a.GetName(), c.errs)
 	}
@@ -116,6 +118,50 @@ func (c *converter) walk(m map[string]any, lists [][]string, at *field.Path, res
 		items[i] = item
 	}
 	_ = unstructured.SetNestedSlice(m, items, lists[0]...)
+}
+
+// typed converts the quantities a natively served object was written with
+// (kept in AmountQuantity by its JSON decoding).
+func (c *converter) typed(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *quotav1alpha1.ResourceClaim:
+		at := field.NewPath("spec", "requests")
+		for i := range o.Spec.Requests {
+			r := &o.Spec.Requests[i]
+			c.convertTyped(&r.Amount, &r.AmountQuantity, at.Index(i).Child("amount"), string(r.ResourceType))
+		}
+	case *quotav1alpha1.ResourceGrant:
+		at := field.NewPath("spec", "allowances")
+		for i := range o.Spec.Allowances {
+			al := &o.Spec.Allowances[i]
+			for j := range al.Buckets {
+				b := &al.Buckets[j]
+				c.convertTyped(&b.Amount, &b.AmountQuantity, at.Index(i).Child("buckets").Index(j).Child("amount"), string(al.ResourceType))
+			}
+		}
+	case *quotav1alpha1.GrantCreationPolicy:
+		at := field.NewPath("spec", "target", "resourceGrantTemplate", "spec", "allowances")
+		allowances := o.Spec.Target.ResourceGrantTemplate.Spec.Allowances
+		for i := range allowances {
+			al := &allowances[i]
+			for j := range al.Buckets {
+				b := &al.Buckets[j]
+				c.convertTyped(&b.Amount, &b.AmountQuantity, at.Index(i).Child("buckets").Index(j).Child("amount"), string(al.ResourceType))
+			}
+		}
+	}
+}
+
+// convertTyped converts one quantity as convert does.
+func (c *converter) convertTyped(amount *int64, quantity *string, path *field.Path, resourceType string) {
+	if *quantity == "" {
+		return // an integer: the schema checks it
+	}
+	m := map[string]any{"amount": *quantity}
+	c.convert(m, path, resourceType)
+	if n, ok := m["amount"].(int64); ok {
+		*amount, *quantity = n, ""
+	}
 }
 
 func (c *converter) convert(m map[string]any, path *field.Path, resourceType string) {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -105,8 +107,8 @@ func (p *plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	if org == "" {
 		return nil
 	}
-	obj, ok := a.GetObject().(*unstructured.Unstructured)
-	if !ok {
+	obj, err := meta.Accessor(a.GetObject()) // typed (served natively) or unstructured (a CRD)
+	if err != nil {
 		return nil
 	}
 	platform, err := p.isPlatform(ctx, a.GetUserInfo())
@@ -116,7 +118,7 @@ func (p *plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	labels := obj.GetLabels()
 	if platform {
 		// The platform keeps a delegated grant delegated when it edits it.
-		if old, ok := a.GetOldObject().(*unstructured.Unstructured); ok {
+		if old, err := meta.Accessor(a.GetOldObject()); err == nil && a.GetOldObject() != nil {
 			if was := old.GetLabels()[quotav1alpha1.BudgetLabel]; was != "" && labels[quotav1alpha1.BudgetLabel] == "" {
 				setLabel(obj, quotav1alpha1.BudgetLabel, was)
 			}
@@ -127,7 +129,7 @@ func (p *plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	return nil
 }
 
-func setLabel(obj *unstructured.Unstructured, k, v string) {
+func setLabel(obj metav1.Object, k, v string) {
 	l := obj.GetLabels()
 	if l == nil {
 		l = map[string]string{}

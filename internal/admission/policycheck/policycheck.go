@@ -14,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/policy"
 )
 
@@ -41,7 +42,7 @@ func (p *plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 	if a.GetSubresource() != "" || (gr != claimPolicy && gr != grantPolicy) {
 		return nil
 	}
-	obj, ok := a.GetObject().(*unstructured.Unstructured)
+	obj, ok := plugininit.Unstructured(a.GetObject())
 	if !ok {
 		return nil
 	}
@@ -69,7 +70,7 @@ func check[T runtime.Object](a admission.Attributes, obj *unstructured.Unstructu
 		return nil // the schema reports what does not decode
 	}
 	if a.GetOperation() == admission.Update {
-		if old, ok := a.GetOldObject().(*unstructured.Unstructured); ok {
+		if old, ok := plugininit.Unstructured(a.GetOldObject()); ok {
 			prev := into.DeepCopyObject().(T)
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(old.Object, prev); err == nil && equality.Semantic.DeepEqual(spec(prev), spec(into)) {
 				return nil

@@ -52,8 +52,8 @@ func objects(a admission.Attributes) (obj, old *unstructured.Unstructured, ok bo
 	if a.GetResource().GroupResource() != quotaRequests {
 		return nil, nil, false
 	}
-	obj, ok = a.GetObject().(*unstructured.Unstructured)
-	old, _ = a.GetOldObject().(*unstructured.Unstructured)
+	obj, ok = plugininit.Unstructured(a.GetObject())
+	old, _ = plugininit.Unstructured(a.GetOldObject())
 	return obj, old, ok
 }
 
@@ -63,6 +63,13 @@ func (p *plugin) Admit(_ context.Context, a admission.Attributes, _ admission.Ob
 	if !ok {
 		return nil
 	}
+	if err := p.admit(a, obj, old); err != nil {
+		return err
+	}
+	return plugininit.Store(obj, a.GetObject())
+}
+
+func (p *plugin) admit(a admission.Attributes, obj, old *unstructured.Unstructured) error {
 	switch {
 	case a.GetOperation() == admission.Create && a.GetSubresource() == "":
 		setAnnotation(obj, quotav1alpha1.AnnotationRequestedBy, a.GetUserInfo().GetName())

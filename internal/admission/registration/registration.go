@@ -57,7 +57,7 @@ var (
 // Validate refuses a second registration of a resource type.
 func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	if a.GetResource().GroupResource() == grantResource && a.GetSubresource() == "" {
-		if obj, ok := a.GetObject().(*unstructured.Unstructured); ok {
+		if obj, ok := plugininit.Unstructured(a.GetObject()); ok {
 			p.warnUnregistered(ctx, obj)
 		}
 		return nil
@@ -65,7 +65,7 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if a.GetResource().GroupResource() != registrationKind || a.GetSubresource() != "" {
 		return nil
 	}
-	obj, ok := a.GetObject().(*unstructured.Unstructured)
+	obj, ok := plugininit.Unstructured(a.GetObject())
 	if !ok {
 		return nil
 	}

@@ -64,10 +64,21 @@ func (p *plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	if a.GetSubresource() != "" {
 		return nil
 	}
-	obj, ok := a.GetObject().(*unstructured.Unstructured)
+	gr := a.GetResource().GroupResource()
+	if gr != organizations && gr != projects {
+		return nil
+	}
+	obj, ok := plugininit.Unstructured(a.GetObject())
 	if !ok {
 		return nil
 	}
+	if err := p.admit(ctx, a, obj); err != nil {
+		return err
+	}
+	return plugininit.Store(obj, a.GetObject())
+}
+
+func (p *plugin) admit(ctx context.Context, a admission.Attributes, obj *unstructured.Unstructured) error {
 	switch a.GetResource().GroupResource() {
 	case organizations:
 		if a.GetOperation() == admission.Create {
@@ -76,7 +87,7 @@ func (p *plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 		// An update that omits the creator (kubectl replace of the
 		// original manifest) keeps it; one that changes it is refused by
 		// Validate.
-		if old, ok := a.GetOldObject().(*unstructured.Unstructured); ok {
+		if old, ok := plugininit.Unstructured(a.GetOldObject()); ok {
 			was, hadIt := old.GetAnnotations()[rmv1alpha1.CreatorAnnotation]
 			if _, has := obj.GetAnnotations()[rmv1alpha1.CreatorAnnotation]; hadIt && !has {
 				ann := obj.GetAnnotations()
@@ -105,7 +116,7 @@ func (p *plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 	if a.GetSubresource() != "" || a.GetResource().GroupResource() != organizations {
 		return nil
 	}
-	obj, ok := a.GetObject().(*unstructured.Unstructured)
+	obj, ok := plugininit.Unstructured(a.GetObject())
 	if !ok {
 		return nil
 	}
@@ -120,7 +131,7 @@ func (p *plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 				field.Invalid(creatorPath, got, fmt.Sprintf("must be the creating user %q, as admission records it; remove it from the request", want))})
 		}
 	case admission.Update:
-		old, ok := a.GetOldObject().(*unstructured.Unstructured)
+		old, ok := plugininit.Unstructured(a.GetOldObject())
 		if !ok {
 			return nil
 		}

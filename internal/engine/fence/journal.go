@@ -26,6 +26,30 @@ type Storage struct {
 	Client *clientv3.Client
 	// Prefix is the API server's etcd prefix (--etcd-prefix).
 	Prefix string
+	// Claims, when set, encodes and decodes ResourceClaims as the API
+	// server's storage layer does for them (serve's native storage:
+	// protobuf, encryption at rest); nil: JSON, as a CRD's storage.
+	Claims ClaimCodec
+}
+
+// ClaimCodec is how ResourceClaims are stored at a key.
+type ClaimCodec interface {
+	Encode(ctx context.Context, key string, c *quotav1alpha1.ResourceClaim) ([]byte, error)
+	Decode(ctx context.Context, key string, data []byte) (*quotav1alpha1.ResourceClaim, error)
+}
+
+// jsonClaims stores claims as a CRD's storage does.
+type jsonClaims struct{ apiVersion string }
+
+func (j jsonClaims) Encode(_ context.Context, _ string, c *quotav1alpha1.ResourceClaim) ([]byte, error) {
+	stored := c.DeepCopy()
+	stored.APIVersion, stored.Kind = j.apiVersion, "ResourceClaim"
+	return json.Marshal(stored)
+}
+
+func (jsonClaims) Decode(_ context.Context, _ string, data []byte) (*quotav1alpha1.ResourceClaim, error) {
+	c := &quotav1alpha1.ResourceClaim{}
+	return c, json.Unmarshal(data, c)
 }
 
 // maxJournalOps keeps a transaction under etcd's default --max-txn-ops (128).
@@ -40,6 +64,7 @@ type Journal struct {
 	ledger *Ledger
 	// claimVersion is the apiVersion the API server stores ResourceClaims in.
 	claimVersion string
+	claims       ClaimCodec
 }
 
 // journalOps is one batch of journal writes.
@@ -102,7 +127,11 @@ func NewJournal(s *Storage, l *Ledger) (*Journal, error) {
 		// needs a conversion here first.
 		return nil, fmt.Errorf("ResourceClaims are stored as %s, but the engine writes %s", v, quotav1alpha1.SchemeGroupVersion)
 	}
-	return &Journal{s: s, ledger: l, claimVersion: v}, nil
+	j := &Journal{s: s, ledger: l, claimVersion: v, claims: s.Claims}
+	if j.claims == nil {
+		j.claims = jsonClaims{apiVersion: v}
+	}
+	return j, nil
 }
 
 // Pending reads every grant made at admission and not yet written as a
@@ -179,7 +208,7 @@ func (j *Journal) Write(ctx context.Context, ops *Ops, exists map[string]error) 
 		var txn []clientv3.Op
 		var conds []clientv3.Cmp
 		for _, c := range ops.Creates[:n] {
-			o, cmp, err := j.createOps(c)
+			o, cmp, err := j.createOps(ctx, c)
 			if err != nil {
 				return err
 			}
@@ -190,7 +219,7 @@ func (j *Journal) Write(ctx context.Context, ops *Ops, exists map[string]error) 
 			// A claim of one of these names exists: write them one by one.
 			for len(ops.Creates) > 0 && n > 0 {
 				c := ops.Creates[0]
-				o, cmp, err := j.createOps(c)
+				o, cmp, err := j.createOps(ctx, c)
 				if err != nil {
 					return err
 				}
@@ -238,15 +267,14 @@ func (j *Journal) grantOps(grants []*record.PendingClaim) ([]clientv3.Op, []clie
 
 // createOps writes a claim, as the API server stores it, if no claim of that
 // name exists, and drops its pending grant.
-func (j *Journal) createOps(c *quotav1alpha1.ResourceClaim) ([]clientv3.Op, clientv3.Cmp, error) {
+func (j *Journal) createOps(ctx context.Context, c *quotav1alpha1.ResourceClaim) ([]clientv3.Op, clientv3.Cmp, error) {
 	stored := c.DeepCopy()
-	stored.APIVersion, stored.Kind = j.claimVersion, "ResourceClaim"
 	stored.ResourceVersion = "" // the storage's revision is the version
-	v, err := json.Marshal(stored)
-	if err != nil {
-		return nil, clientv3.Cmp{}, err
-	}
 	ck := j.claimKey(c.Namespace, c.Name)
+	v, err := j.claims.Encode(ctx, ck, stored)
+	if err != nil {
+		return nil, clientv3.Cmp{}, fmt.Errorf("encoding claim %s: %w", record.Key(c.Namespace, c.Name), err)
+	}
 	return []clientv3.Op{
 			clientv3.OpPut(ck, string(v)),
 			clientv3.OpDelete(j.pendingKey(record.GrantKeyOf(c))),
@@ -329,7 +357,7 @@ func (j *Journal) Replace(ctx context.Context, p *record.PendingClaim, c *quotav
 		ops := []clientv3.Op{clientv3.OpDelete(j.pendingKey(p.Key()))}
 		var conds []clientv3.Cmp
 		if c != nil {
-			o, cmp, err := j.createOps(c)
+			o, cmp, err := j.createOps(ctx, c)
 			if err != nil {
 				return err
 			}
@@ -345,12 +373,8 @@ func (j *Journal) Replace(ctx context.Context, p *record.PendingClaim, c *quotav
 			if len(resp.Kvs) == 0 {
 				continue // deleted meanwhile
 			}
-			var m struct {
-				Metadata struct {
-					UID string `json:"uid"`
-				} `json:"metadata"`
-			}
-			if err := json.Unmarshal(resp.Kvs[0].Value, &m); err != nil || m.Metadata.UID != r.UID {
+			stored, err := j.claims.Decode(ctx, ck, resp.Kvs[0].Value)
+			if err != nil || string(stored.UID) != r.UID {
 				continue // another claim of that name: not this one's
 			}
 			ops = append(ops, clientv3.OpDelete(ck))
