@@ -37,6 +37,9 @@ type Options struct {
 	// Engine, when set, runs the quota engine in-process with these options
 	// and enforces ClaimCreationPolicies at admission, exactly as serve does.
 	Engine *engine.Options
+	// CRDStorage serves quotaplane's kinds as CRDs, as serve did before it
+	// served them natively (to compare the two, and to test the upgrade).
+	CRDStorage bool
 	// Fsync keeps etcd's fsync on. Off by default: tests stop servers
 	// gracefully, and fsync makes them slow on shared disks.
 	Fsync bool
@@ -94,6 +97,7 @@ func Start(o Options) (*Server, error) {
 	opts.DataDir = s.DataDir
 	opts.Listener = listener
 	opts.EtcdUnsafeNoFsync = !o.Fsync
+	opts.CRDStorage = o.CRDStorage
 	components := o.Components
 	if o.Engine != nil {
 		eo := *o.Engine

@@ -154,10 +154,12 @@ func (c *converter) typed(obj runtime.Object) {
 
 // convertTyped converts one quantity as convert does.
 func (c *converter) convertTyped(amount *int64, quantity *string, path *field.Path, resourceType string) {
+	var m map[string]any
 	if *quantity == "" {
-		return // an integer: the schema checks it
+		m = map[string]any{"amount": *amount} // checked against the least amount, as a CRD's integer is
+	} else {
+		m = map[string]any{"amount": *quantity}
 	}
-	m := map[string]any{"amount": *quantity}
 	c.convert(m, path, resourceType)
 	if n, ok := m["amount"].(int64); ok {
 		*amount, *quantity = n, ""

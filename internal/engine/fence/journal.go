@@ -127,7 +127,10 @@ func NewJournal(s *Storage, l *Ledger) (*Journal, error) {
 		// needs a conversion here first.
 		return nil, fmt.Errorf("ResourceClaims are stored as %s, but the engine writes %s", v, quotav1alpha1.SchemeGroupVersion)
 	}
-	j := &Journal{s: s, ledger: l, claimVersion: v, claims: s.Claims}
+	j := &Journal{s: s, ledger: l, claimVersion: v}
+	if s != nil {
+		j.claims = s.Claims
+	}
 	if j.claims == nil {
 		j.claims = jsonClaims{apiVersion: v}
 	}

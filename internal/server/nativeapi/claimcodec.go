@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage/value"
+	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -43,7 +44,11 @@ func NewClaimCodec(getter generic.RESTOptionsGetter) (*ClaimCodec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the storage of ResourceClaims: %w", err)
 	}
-	return &ClaimCodec{codec: opts.StorageConfig.Codec, transformer: opts.StorageConfig.Transformer,
+	transformer := opts.StorageConfig.Transformer
+	if transformer == nil { // no encryption at rest configured: as the storage does
+		transformer = identity.NewEncryptCheckTransformer()
+	}
+	return &ClaimCodec{codec: opts.StorageConfig.Codec, transformer: transformer,
 		fields: managedfields.NewDeducedTypeConverter(), now: time.Now}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -201,7 +202,49 @@ func (k *Kind) unstructured(obj runtime.Object) (*unstructured.Unstructured, err
 	if err != nil {
 		return nil, err
 	}
+	dropUnset(k.schema, m)
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(k.GVK)
 	return u, nil
+}
+
+// dropUnset removes from v what a typed object cannot tell from unset and
+// the CRD server never sees set: nulls (a nil slice or map the Go type
+// writes as null; the CRD server prunes nulls) and empty strings of
+// required fields that may not be empty. So an object missing a required
+// field reads "Required value", as with the CRD.
+func dropUnset(s *structuralschema.Structural, v any) {
+	if s == nil {
+		return
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		required := map[string]bool{}
+		if s.ValueValidation != nil {
+			for _, r := range s.ValueValidation.Required {
+				required[r] = true
+			}
+		}
+		for name, child := range t {
+			prop, ok := s.Properties[name]
+			if !ok {
+				if s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil {
+					dropUnset(s.AdditionalProperties.Structural, child)
+				}
+				continue
+			}
+			switch {
+			case child == nil && !prop.Nullable:
+				delete(t, name)
+			case child == "" && required[name] && prop.ValueValidation != nil && prop.ValueValidation.MinLength != nil && *prop.ValueValidation.MinLength > 0:
+				delete(t, name)
+			default:
+				dropUnset(&prop, child)
+			}
+		}
+	case []any:
+		for _, item := range t {
+			dropUnset(s.Items, item)
+		}
+	}
 }
