@@ -146,9 +146,10 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The quota kinds are CRDs: JSON only, whatever the loopback config prefers.
+	// The quota kinds may be CRDs (another cluster): JSON bodies, protobuf
+	// answers where they are served natively.
 	jsonCfg := rest.CopyConfig(cfg)
-	jsonCfg.ContentType, jsonCfg.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+	jsonCfg.ContentType, jsonCfg.AcceptContentTypes = runtime.ContentTypeJSON, readContentTypes
 	cl, err := client.New(jsonCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,10 @@ import (
 
 var srv *testserver.Server
 
+// crds serves quotaplane's kinds as CRDs, as serve did before it served
+// them natively: the baseline of docs/benchmarks.md §15.
+var crds = flag.Bool("crds", false, "serve the quota kinds as CRDs (the baseline before native storage)")
+
 func engineOptions() engine.Options {
 	o := quotatest.FastEngineOptions()
 	o.Identity = "bench_0_x" // stable across the recovery benchmark's restarts
@@ -32,7 +36,7 @@ func TestMain(m *testing.M) {
 	testserver.Quiet()
 	var err error
 	eo := engineOptions()
-	srv, err = testserver.Start(testserver.Options{Engine: &eo})
+	srv, err = testserver.Start(testserver.Options{Engine: &eo, CRDStorage: *crds})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
