@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,7 +100,9 @@ func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
 	return runner.Run(ctx)
 }
 
-// checkCRDs fails with instructions when a quota CRD is missing.
+// checkCRDs fails with instructions when a quota kind is not served: its
+// CRD is missing, and no API server serves it natively (serve does; the
+// journal check that follows then refuses it, saying why).
 func checkCRDs(ctx context.Context, client apiextensionsclient.Interface) error {
 	crds, err := crd.All()
 	if err != nil {
@@ -107,6 +110,9 @@ func checkCRDs(ctx context.Context, client apiextensionsclient.Interface) error 
 	}
 	for _, c := range crds {
 		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, c.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && servedNatively(client, c) {
+			continue
+		}
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("CRD %s is not installed on this API server; install the quota CRDs first: quotaplane crds | kubectl apply -f -", c.Name)
 		}
@@ -115,4 +121,20 @@ func checkCRDs(ctx context.Context, client apiextensionsclient.Interface) error 
 		}
 	}
 	return nil
+}
+
+// servedNatively tells whether the server serves c's kind without its CRD.
+func servedNatively(client apiextensionsclient.Interface, c *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, v := range c.Spec.Versions {
+		list, err := client.Discovery().ServerResourcesForGroupVersion(c.Spec.Group + "/" + v.Name)
+		if err != nil {
+			continue
+		}
+		for _, r := range list.APIResources {
+			if r.Name == c.Spec.Names.Plural {
+				return true
+			}
+		}
+	}
+	return false
 }

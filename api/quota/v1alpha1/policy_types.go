@@ -205,7 +205,7 @@ type ClaimCreationPolicySpec struct {
 	// disabled turns the policy off without deleting it.
 	// +optional
 	// +kubebuilder:default=false
-	Disabled bool `json:"disabled,omitempty" protobuf:"varint,3,opt,name=disabled"`
+	Disabled bool `json:"disabled" protobuf:"varint,3,opt,name=disabled"`
 
 	// failurePolicy is Fail (default) or Ignore: what to do when a create
 	// cannot be decided in time. Ignore is audited.
@@ -440,7 +440,7 @@ type GrantCreationPolicySpec struct {
 	// disabled turns the policy off without deleting it.
 	// +optional
 	// +kubebuilder:default=false
-	Disabled bool `json:"disabled,omitempty" protobuf:"varint,3,opt,name=disabled"`
+	Disabled bool `json:"disabled" protobuf:"varint,3,opt,name=disabled"`
 }
 
 // GrantCreationPolicy keeps a ResourceGrant for each object of a kind that

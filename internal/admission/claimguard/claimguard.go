@@ -195,9 +195,12 @@ func toClaim(obj runtime.Object) (*quotav1alpha1.ResourceClaim, error) {
 	if obj == nil {
 		return nil, nil
 	}
+	if c, ok := obj.(*quotav1alpha1.ResourceClaim); ok { // served natively
+		return c, nil
+	}
 	u, ok := obj.(runtime.Unstructured)
 	if !ok {
-		return nil, nil
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("a ResourceClaim was expected, not %T", obj))
 	}
 	c := &quotav1alpha1.ResourceClaim{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), c); err != nil {

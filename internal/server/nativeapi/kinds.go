@@ -38,6 +38,8 @@ type Kind struct {
 	schema *structuralschema.Structural
 	// openAPI is the version's schema as CRD validation reads it.
 	openAPI *apiextensionsinternal.JSONSchemaProps
+	// validator is the schema's validator.
+	validator apiservervalidation.SchemaValidator
 	// rules validates as the CRD server's strategy does.
 	rules       rest.RESTCreateUpdateStrategy
 	statusRules rest.RESTUpdateStrategy
@@ -148,6 +150,7 @@ func buildKind(s *runtime.Scheme, c *apiextensionsv1.CustomResourceDefinition) (
 	if err != nil {
 		return nil, err
 	}
+	k.validator = validator
 	var statusValidator apiservervalidation.SchemaValidator
 	var status *apiextensionsinternal.CustomResourceSubresourceStatus
 	if k.HasStatus {
@@ -166,12 +169,26 @@ func buildKind(s *runtime.Scheme, c *apiextensionsv1.CustomResourceDefinition) (
 	if k.table, err = tableconvertor.New(v.AdditionalPrinterColumns); err != nil {
 		return nil, fmt.Errorf("printer columns: %w", err)
 	}
+	known := map[string]bool{"metadata.name": true}
+	if k.Namespaced {
+		known["metadata.namespace"] = true
+	}
 	for _, f := range v.SelectableFields {
 		sf, err := newSelectable(k.goType, f.JSONPath)
 		if err != nil {
 			return nil, fmt.Errorf("selectable field %s: %w", f.JSONPath, err)
 		}
 		k.fields = append(k.fields, sf)
+		known[sf.name] = true
+	}
+	// Field selectors name what the CRD declares selectable.
+	if err := s.AddFieldLabelConversionFunc(k.GVK, func(label, value string) (string, string, error) {
+		if known[label] {
+			return label, value, nil
+		}
+		return "", "", fmt.Errorf("field label not supported: %s", label)
+	}); err != nil {
+		return nil, err
 	}
 	return k, nil
 }

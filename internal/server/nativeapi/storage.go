@@ -113,6 +113,7 @@ func APIGroups(optsGetter generic.RESTOptionsGetter) ([]*genericapiserver.APIGro
 		if !ok {
 			i := genericapiserver.NewDefaultAPIGroupInfo(k.GVK.Group, Scheme(), legacyscheme.ParameterCodec, legacyscheme.Codecs)
 			info = &i
+			info.NegotiatedSerializer = schemaErrors{legacyscheme.Codecs}
 			byGroup[k.GVK.Group] = info
 			out = append(out, info)
 		}

@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -231,10 +232,14 @@ func TestAForgedGrantIsNotCounted(t *testing.T) {
 	if err != nil || len(got.Kvs) != 1 {
 		t.Fatalf("reading the claim from etcd: %v", err)
 	}
-	c := &quotav1alpha1.ResourceClaim{}
-	if err := json.Unmarshal(got.Kvs[0].Value, c); err != nil {
+	// Stored as the storage layer stores it (protobuf); the forgery is
+	// written back as JSON, which the storage reads too.
+	decoded, _, err := serializer.NewCodecFactory(quotatest.Scheme).UniversalDeserializer().Decode(got.Kvs[0].Value, nil, &quotav1alpha1.ResourceClaim{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	c := decoded.(*quotav1alpha1.ResourceClaim)
+	c.APIVersion, c.Kind = quotav1alpha1.SchemeGroupVersion.String(), "ResourceClaim"
 	c.Status.Conditions = []metav1.Condition{{Type: quotav1alpha1.ClaimConditionGranted, Status: metav1.ConditionTrue,
 		Reason: quotav1alpha1.ClaimReasonQuotaAvailable, Message: "forged", LastTransitionTime: metav1.Now()}}
 	c.Status.DecisionSeal = "forged-seal"
