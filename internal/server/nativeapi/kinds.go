@@ -54,8 +54,7 @@ func (k *Kind) GroupResource() schema.GroupResource {
 
 // New returns an empty object of the kind.
 func (k *Kind) New() runtime.Object {
-	o := reflect.New(k.goType).Interface().(runtime.Object)
-	return o
+	return reflect.New(k.goType).Interface().(runtime.Object)
 }
 
 // NewList returns an empty list of the kind.
@@ -255,11 +254,6 @@ func (sf selectable) value(obj runtime.Object) string {
 			return ""
 		}
 		v = v.Elem()
-	}
-	if v.IsZero() && v.Kind() != reflect.Bool {
-		if v.Kind() == reflect.String {
-			return ""
-		}
 	}
 	return fmt.Sprint(v.Interface())
 }
