@@ -202,6 +202,9 @@ func TestAForgedGrantIsNotCounted(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, 1)
 	w.Claim("decided", quotatest.R("units", 1))
+	// The engine may see the claim before the grant (two watches) and deny
+	// it first; it is decided again once the grant gives room.
+	w.WaitBucket(quotatest.N(1, 1, 0), "units")
 	if cond := w.Decided("decided"); cond.Status != metav1.ConditionTrue {
 		t.Fatalf("the first claim: %+v", cond)
 	}
