@@ -2,39 +2,23 @@ package v1alpha1_test
 
 import (
 	"encoding/json"
-	"math/rand"
 	"reflect"
-	"sort"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/quotaplane/quotaplane/api/internal/prototest"
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 )
 
-// protoObject is what the generated protobuf code gives every kind, and what
-// k8s.io/apimachinery/pkg/runtime/serializer/protobuf needs of it.
-type protoObject interface {
-	runtime.Object
-	Marshal() ([]byte, error)
-	MarshalToSizedBuffer([]byte) (int, error)
-	Size() int
-	Reset()
-	Unmarshal([]byte) error
-}
-
 // protoKinds are the kinds of the package: every one must round-trip.
-var protoKinds = []protoObject{
+var protoKinds = []prototest.Object{
 	&quotav1alpha1.ResourceRegistration{}, &quotav1alpha1.ResourceRegistrationList{},
 	&quotav1alpha1.ResourceGrant{}, &quotav1alpha1.ResourceGrantList{},
 	&quotav1alpha1.ResourceClaim{}, &quotav1alpha1.ResourceClaimList{},
@@ -44,17 +28,6 @@ var protoKinds = []protoObject{
 	&quotav1alpha1.QuotaRequest{}, &quotav1alpha1.QuotaRequestList{},
 	&quotav1alpha1.QuotaApprovalRule{}, &quotav1alpha1.QuotaApprovalRuleList{},
 }
-
-// apiPkgPath is the import path of the package under test.
-var apiPkgPath = reflect.TypeFor[quotav1alpha1.ResourceClaim]().PkgPath()
-
-const (
-	fuzzSeed = 20260101
-	// Iterations per kind with every pointer, slice and map filled, then
-	// with the fuzzer's defaults (half of them nil or empty).
-	fullIterations    = 20
-	defaultIterations = 20
-)
 
 func newScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
@@ -67,187 +40,19 @@ func newScheme(t *testing.T) *runtime.Scheme {
 
 // TestProtoKindsAreRegistered keeps protoKinds in step with the scheme.
 func TestProtoKindsAreRegistered(t *testing.T) {
-	scheme := newScheme(t)
-	want := map[string]bool{}
-	for kind, typ := range scheme.KnownTypes(quotav1alpha1.SchemeGroupVersion) {
-		if typ.PkgPath() == apiPkgPath {
-			want[kind] = true
-		}
-	}
-	got := map[string]bool{}
-	for _, obj := range protoKinds {
-		got[reflect.TypeOf(obj).Elem().Name()] = true
-	}
-	if d := diff.Diff(want, got); d != "" {
-		t.Errorf("protoKinds differ from the kinds in the scheme (-scheme +protoKinds):\n%s", d)
-	}
+	prototest.KindsAreRegistered(t, newScheme(t), quotav1alpha1.SchemeGroupVersion, protoKinds)
 }
 
-// TestProtobufRoundTrip fills every kind with random values, marshals it with
-// the generated code, unmarshals it into a fresh object and into a reused one
-// (Reset first, as the protobuf serializer does), and checks that nothing was
-// lost. It also checks that every field of every type of this package was
-// non-zero in at least one of the objects, so that no field escapes the test.
+// TestProtobufRoundTrip: every kind, fuzzed, round-trips through the
+// generated code; no field escapes.
 func TestProtobufRoundTrip(t *testing.T) {
-	scheme := newScheme(t)
-	codecs := serializer.NewCodecFactory(scheme)
-	for _, kind := range protoKinds {
-		typ := reflect.TypeOf(kind).Elem()
-		t.Run(typ.Name(), func(t *testing.T) {
-			seen := map[string]bool{}
-			f := fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(fuzzSeed), codecs)
-			r := rand.New(rand.NewSource(fuzzSeed))
-			nilChance := 0.0
-			for i := range fullIterations + defaultIterations {
-				if i == 0 {
-					f.NilChance(nilChance).NumElements(1, 2)
-				} else if i == fullIterations {
-					nilChance = .5
-					f.NilChance(nilChance).NumElements(0, 2)
-				}
-				obj := reflect.New(typ).Interface().(protoObject)
-				f.Fill(obj)
-				fillNilTimes(reflect.ValueOf(obj), r, nilChance)
-				recordNonZero(reflect.ValueOf(obj).Elem(), typ.Name(), seen)
-
-				data, err := obj.Marshal()
-				if err != nil {
-					t.Fatalf("iteration %d: Marshal: %v", i, err)
-				}
-				if len(data) != obj.Size() {
-					t.Fatalf("iteration %d: Marshal wrote %d bytes, Size says %d", i, len(data), obj.Size())
-				}
-
-				fresh := reflect.New(typ).Interface().(protoObject)
-				if err := fresh.Unmarshal(data); err != nil {
-					t.Fatalf("iteration %d: Unmarshal: %v", i, err)
-				}
-				if !equality.Semantic.DeepEqual(obj, fresh) {
-					t.Fatalf("iteration %d: round trip changed the object (-want +got):\n%s", i, diff.Diff(obj, fresh))
-				}
-
-				reused := reflect.New(typ).Interface().(protoObject)
-				f.Fill(reused)
-				reused.Reset()
-				if err := reused.Unmarshal(data); err != nil {
-					t.Fatalf("iteration %d: Unmarshal after Reset: %v", i, err)
-				}
-				if !equality.Semantic.DeepEqual(obj, reused) {
-					t.Fatalf("iteration %d: round trip into a reset object changed it (-want +got):\n%s", i, diff.Diff(obj, reused))
-				}
-			}
-			var never []string
-			for path, nonZero := range seen {
-				if !nonZero {
-					never = append(never, path)
-				}
-			}
-			sort.Strings(never)
-			for _, path := range never {
-				t.Errorf("field %s was zero in every fuzzed object", path)
-			}
-		})
-	}
+	prototest.RoundTrip(t, newScheme(t), protoKinds)
 }
 
-// fillNilTimes sets the nil *metav1.Time fields of the structs of this
-// package reachable from v to random times, each with probability
-// 1-nilChance. randfill leaves them nil: it calls metav1.Time's RandFill on
-// the nil pointer, which returns without allocating.
-func fillNilTimes(v reflect.Value, r *rand.Rand, nilChance float64) {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if v.IsNil() {
-			if v.Type() == reflect.TypeFor[*metav1.Time]() && r.Float64() >= nilChance {
-				// Whole seconds, as metav1.Time's own RandFill does.
-				tm := metav1.Unix(r.Int63n(1000*365*24*60*60), 0)
-				v.Set(reflect.ValueOf(&tm))
-			}
-			return
-		}
-		fillNilTimes(v.Elem(), r, nilChance)
-	case reflect.Slice:
-		for i := range v.Len() {
-			fillNilTimes(v.Index(i), r, nilChance)
-		}
-	case reflect.Struct:
-		if v.Type().PkgPath() != apiPkgPath {
-			return
-		}
-		for i := range v.NumField() {
-			if v.Type().Field(i).Tag.Get("protobuf") == "-" {
-				v.Field(i).SetZero() // never serialized (AmountQuantity)
-				continue
-			}
-			fillNilTimes(v.Field(i), r, nilChance)
-		}
-	}
-}
-
-// recordNonZero notes in seen, for every field of every struct of this
-// package reachable from v, whether it holds a non-zero value. Types of
-// other packages (ObjectMeta, Condition, Quantity, ...) are leaves. TypeMeta
-// is skipped: protobuf carries apiVersion and kind in the envelope the
-// serializer writes, not in the message.
-func recordNonZero(v reflect.Value, path string, seen map[string]bool) {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if !v.IsNil() {
-			recordNonZero(v.Elem(), path, seen)
-		}
-	case reflect.Slice:
-		for i := range v.Len() {
-			recordNonZero(v.Index(i), path+"[]", seen)
-		}
-	case reflect.Struct:
-		if v.Type().PkgPath() != apiPkgPath {
-			return
-		}
-		for i := range v.NumField() {
-			field := v.Type().Field(i)
-			if field.Type == reflect.TypeFor[metav1.TypeMeta]() || field.Tag.Get("protobuf") == "-" {
-				continue
-			}
-			p := path + "." + field.Name
-			seen[p] = seen[p] || !v.Field(i).IsZero()
-			recordNonZero(v.Field(i), p, seen)
-		}
-	}
-}
-
-// TestProtobufSerializer encodes and decodes every kind through the protobuf
-// serializer of a codec factory, as an API server or a client with
-// content type application/vnd.kubernetes.protobuf does.
+// TestProtobufSerializer: every kind round-trips through a codec factory's
+// protobuf serializer.
 func TestProtobufSerializer(t *testing.T) {
-	scheme := newScheme(t)
-	codecs := serializer.NewCodecFactory(scheme)
-	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
-	if !ok {
-		t.Fatal("no protobuf serializer")
-	}
-	codec := codecs.CodecForVersions(info.Serializer, info.Serializer, quotav1alpha1.SchemeGroupVersion, quotav1alpha1.SchemeGroupVersion)
-	f := fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(fuzzSeed), codecs).NilChance(0).NumElements(1, 2)
-	for _, kind := range protoKinds {
-		typ := reflect.TypeOf(kind).Elem()
-		obj := reflect.New(typ).Interface().(protoObject)
-		f.Fill(obj)
-		fillNilTimes(reflect.ValueOf(obj), rand.New(rand.NewSource(fuzzSeed)), 1) // clears what is never serialized
-		data, err := runtime.Encode(codec, obj)
-		if err != nil {
-			t.Fatalf("%s: encode: %v", typ.Name(), err)
-		}
-		decoded, err := runtime.Decode(codec, data)
-		if err != nil {
-			t.Fatalf("%s: decode: %v", typ.Name(), err)
-		}
-		if gvk := decoded.GetObjectKind().GroupVersionKind(); gvk != quotav1alpha1.SchemeGroupVersion.WithKind(typ.Name()) {
-			t.Errorf("%s: decoded object has kind %v", typ.Name(), gvk)
-		}
-		decoded.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
-		if !equality.Semantic.DeepEqual(obj, decoded) {
-			t.Errorf("%s: serializer round trip changed the object (-want +got):\n%s", typ.Name(), diff.Diff(obj, decoded))
-		}
-	}
+	prototest.Serializer(t, newScheme(t), quotav1alpha1.SchemeGroupVersion, protoKinds)
 }
 
 // sampleClaimCreationPolicy is a hand-filled object: an embedded inline
@@ -313,7 +118,7 @@ func sampleResourceRegistration() *quotav1alpha1.ResourceRegistration {
 // were added.
 func TestJSONUnchanged(t *testing.T) {
 	for _, tc := range []struct {
-		obj  protoObject
+		obj  prototest.Object
 		want string
 	}{
 		{sampleClaimCreationPolicy(), wantClaimCreationPolicyJSON},
@@ -332,7 +137,7 @@ func TestJSONUnchanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := reflect.New(reflect.TypeOf(tc.obj).Elem()).Interface().(protoObject)
+		out := reflect.New(reflect.TypeOf(tc.obj).Elem()).Interface().(prototest.Object)
 		if err := out.Unmarshal(data); err != nil {
 			t.Fatal(err)
 		}
