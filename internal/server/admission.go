@@ -21,19 +21,21 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
 	"github.com/quotaplane/quotaplane/internal/admission/tenancy"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
 )
 
 // quotaPlugins are quotaplane's own admission plugins, run just before the
 // built-in ResourceQuota, after every other validating step. Tenancy comes
 // first: a Project's label and ownerReference are set before a
 // ClaimCreationPolicy renders its claims.
-var quotaPlugins = []string{tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, policycheck.PluginName, quotarequest.PluginName, claimguard.PluginName, claimpolicy.PluginName}
+var quotaPlugins = []string{nativeapi.PluginName, tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, policycheck.PluginName, quotarequest.PluginName, claimguard.PluginName, claimpolicy.PluginName}
 
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
 // enforced at admission (the plugin is registered but disabled).
 func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Handle, opts *Options, reviews func(*claimpolicy.Plugin)) {
 	systemNamespace := opts.SystemNamespace
+	nativeapi.RegisterAdmission(o.Plugins, !opts.CRDStorage)
 	tenancy.Register(o.Plugins)
 	amounts.Register(o.Plugins)
 	hierarchy.Register(o.Plugins, hierarchy.Config{Handle: handle, SystemNamespace: systemNamespace, PlatformNamespaces: opts.PlatformNamespaces, ReservedLabelPrefix: opts.ReservedLabelPrefix})

@@ -58,7 +58,10 @@ func TestChartAppliesToServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the server")
 	}
-	srv, err := testserver.Start(testserver.Options{})
+	// The chart is for clusters that run quotaplane controller, where the
+	// quota kinds are CRDs: a serve serving them as CRDs stands for one (a
+	// native serve refuses quota CRDs).
+	srv, err := testserver.Start(testserver.Options{CRDStorage: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package prototest
 
 import (
+	"encoding/json"
 	"math/rand"
 	"reflect"
 	"sort"
@@ -217,5 +218,31 @@ func recordNonZero(v reflect.Value, pkg, path string, seen map[string]bool) {
 			seen[p] = seen[p] || !v.Field(i).IsZero()
 			recordNonZero(v.Field(i), pkg, p, seen)
 		}
+	}
+}
+
+// JSONUnchanged checks that obj, hand-filled, still serializes to want —
+// the JSON its type produced before it had protobuf tags — and that it
+// round-trips through protobuf too.
+func JSONUnchanged(t *testing.T, obj Object, want string) {
+	t.Helper()
+	got, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("%T: JSON changed:\n got %s\nwant %s", obj, got, want)
+	}
+	data, err := obj.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(Object)
+	if err := out.Unmarshal(data); err != nil {
+		t.Fatal(err)
+	}
+	out.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	if !equality.Semantic.DeepEqual(obj, out) {
+		t.Errorf("%T: protobuf round trip changed the object (-want +got):\n%s", obj, diff.Diff(obj, out))
 	}
 }

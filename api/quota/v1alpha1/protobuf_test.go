@@ -1,16 +1,12 @@
 package v1alpha1_test
 
 import (
-	"encoding/json"
-	"reflect"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/quotaplane/quotaplane/api/internal/prototest"
@@ -124,27 +120,7 @@ func TestJSONUnchanged(t *testing.T) {
 		{sampleClaimCreationPolicy(), wantClaimCreationPolicyJSON},
 		{sampleResourceRegistration(), wantResourceRegistrationJSON},
 	} {
-		got, err := json.Marshal(tc.obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != tc.want {
-			t.Errorf("%T: JSON changed:\n got %s\nwant %s", tc.obj, got, tc.want)
-		}
-
-		// The hand-filled objects round-trip through protobuf too.
-		data, err := tc.obj.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := reflect.New(reflect.TypeOf(tc.obj).Elem()).Interface().(prototest.Object)
-		if err := out.Unmarshal(data); err != nil {
-			t.Fatal(err)
-		}
-		out.GetObjectKind().SetGroupVersionKind(tc.obj.GetObjectKind().GroupVersionKind())
-		if !equality.Semantic.DeepEqual(tc.obj, out) {
-			t.Errorf("%T: protobuf round trip changed the object (-want +got):\n%s", tc.obj, diff.Diff(tc.obj, out))
-		}
+		prototest.JSONUnchanged(t, tc.obj, tc.want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +14,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/config/crd"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -73,6 +76,14 @@ func TestUpgradeFromCRDStorage(t *testing.T) {
 	for _, d := range crds.Items {
 		if g, _, _ := unstructured.NestedString(d.Object, "spec", "group"); g == quotav1alpha1.GroupName {
 			t.Errorf("CRD %s is still installed after the upgrade", d.GetName())
+		}
+	}
+	// A quota CRD cannot come back: it would claim the native API, and its
+	// deletion would delete the objects at the same keys.
+	for _, d := range crdsOf(t) {
+		err := c.Create(ctx, d)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "quotaplane controller") {
+			t.Errorf("installing CRD %s into serve: want 403 saying what the CRDs are for, got %v", d.GetName(), err)
 		}
 	}
 	// Every claim and number is kept.
@@ -179,4 +190,24 @@ func waitAllocated(t *testing.T, c client.Client, f *quotatest.Fixture, allocate
 func granted(c quotav1alpha1.ResourceClaim) bool {
 	d := quotav1alpha1.ClaimDecision(c.Status.Conditions)
 	return d != nil && d.Status == metav1.ConditionTrue
+}
+
+// crdsOf are the CRDs quotaplane crds prints, as objects to create.
+func crdsOf(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	all, err := crd.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	for _, d := range all {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+		out = append(out, u)
+	}
+	return out
 }
