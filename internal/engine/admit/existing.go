@@ -28,6 +28,9 @@ type ExistingResult struct {
 	Charged []string
 	// OverLimit counts the charges that did not fit their limits.
 	OverLimit int
+	// Held are the objects that held a claim of the policy already
+	// (charged by their create or update, or by an earlier pass).
+	Held []string
 	// Busy are the objects not charged because another change of them is
 	// being charged (a create's or update's claim not yet written): charge
 	// them again once it settles.
@@ -71,7 +74,8 @@ func (t *Term) chargeExistingLocked(policy string, claims []*quotav1alpha1.Resou
 	for _, c := range claims {
 		uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
 		if len(t.Cache.ClaimsOfObjectLocked(uid, policy)) > 0 {
-			continue // charged already
+			res.Held = append(res.Held, uid)
+			continue
 		}
 		if _, others := t.Cache.PendingOfObjectLocked(uid, notMine); others || t.Cache.UpdatingLocked(uid) {
 			res.Busy = append(res.Busy, uid)

@@ -87,6 +87,10 @@ type pass struct {
 	objects    int64
 	charged    int64
 	overLimit  int64
+	// mine are the objects this pass charged: a later attempt finds them
+	// holding a claim, and counts them as charged, not as held.
+	mine map[string]bool
+	held int64
 	notCharged int64
 	reasons    []string
 }
@@ -161,11 +165,11 @@ func (c *Charger) pass(name, version string) *pass {
 	}
 	p := c.passes[name]
 	if p == nil || p.version != version {
-		p = &pass{version: version, seen: time.Now()}
+		p = &pass{version: version, seen: time.Now(), mine: map[string]bool{}}
 		c.passes[name] = p
 	}
 	// Each attempt examines every object again; what it charges adds up.
-	p.objects, p.notCharged, p.reasons = 0, 0, nil
+	p.objects, p.held, p.notCharged, p.reasons = 0, 0, 0, nil
 	return p
 }
 
@@ -215,9 +219,22 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		p.charged += int64(len(res.Charged))
 		p.overLimit += int64(res.OverLimit)
 		busy += len(res.Busy)
+		skipped := map[string]bool{}
+		for _, uid := range res.Held {
+			skipped[uid] = true
+			if !p.mine[uid] {
+				p.held++
+			}
+		}
+		for _, uid := range res.Busy {
+			skipped[uid] = true // not charged by this attempt either
+		}
 		for _, cl := range batch {
-			if why, refused := res.Refused[cl.Annotations[quotav1alpha1.AnnotationResourceUID]]; refused {
+			uid := cl.Annotations[quotav1alpha1.AnnotationResourceUID]
+			if why, refused := res.Refused[uid]; refused {
 				p.refuse(objectName(gvk.Kind, cl.Spec.ResourceRef.Namespace, cl.Spec.ResourceRef.Name), why)
+			} else if !skipped[uid] {
+				p.mine[uid] = true
 			}
 		}
 	}
@@ -318,6 +335,9 @@ func (c *Charger) report(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 	msg := fmt.Sprintf("%d existing %s objects examined for generation %d, %d charged", p.objects, kind, generation, p.charged)
 	if p.overLimit > 0 {
 		msg += fmt.Sprintf(", %d of them beyond a limit (granted anyway: the objects exist; the buckets show they are over, and new creates are refused until usage falls below the limit)", p.overLimit)
+	}
+	if p.held > 0 {
+		msg += fmt.Sprintf("; %d already held a claim of this policy (charged when created or updated, or by a pass for an earlier generation) and were left as they are", p.held)
 	}
 	if p.notCharged > 0 {
 		msg += fmt.Sprintf("; %d not charged — %s", p.notCharged, strings.Join(p.reasons, "; "))
