@@ -82,15 +82,15 @@ type Charger struct {
 
 // pass is one pass over a policy version's objects.
 type pass struct {
-	version    string
-	seen       time.Time
-	objects    int64
-	charged    int64
-	overLimit  int64
+	version   string
+	seen      time.Time
+	objects   int64
+	charged   int64
+	overLimit int64
 	// mine are the objects this pass charged: a later attempt finds them
 	// holding a claim, and counts them as charged, not as held.
-	mine map[string]bool
-	held int64
+	mine       map[string]bool
+	held       int64
 	notCharged int64
 	reasons    []string
 }
