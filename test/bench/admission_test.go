@@ -54,72 +54,84 @@ func processCPU(b *testing.B) time.Duration {
 func BenchmarkAdmission(b *testing.B) {
 	c := quotatest.NewClient(b, srv.Config)
 	for _, clients := range []int{1, 16, 64} {
-		for _, mode := range []string{"a-none", "b-resourcequota", "c-claimpolicy"} {
-			b.Run(fmt.Sprintf("clients=%d/%s", clients, mode), func(b *testing.B) {
-				b.StopTimer()
-				f := quotatest.NewFixture(b, c)
-				limit := int64(b.N + 10)
-				switch mode {
-				case "b-resourcequota":
-					rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "secrets", Namespace: f.NS},
-						Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/secrets": *resource.NewQuantity(limit, resource.DecimalSI)}}}
-					if err := c.Create(context.Background(), rq); err != nil {
-						b.Fatal(err)
-					}
-					waitQuotaStatus(b, c, rq)
-				case "c-claimpolicy":
-					f.SecretsPolicy(limit)
-				}
-				time.Sleep(time.Second) // let set-up writes settle
-				before := etcdRevision(b, c)
-				cpuBefore := processCPU(b)
-				latencies := make([]time.Duration, b.N)
-				next := make(chan int, b.N)
-				for i := range b.N {
-					next <- i
-				}
-				close(next)
-				var wg sync.WaitGroup
-				var failed error
-				var mu sync.Mutex
-				b.StartTimer()
-				began := time.Now()
-				for range clients {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := range next {
-							t0 := time.Now()
-							err := c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%06d", i), Namespace: f.NS}, StringData: map[string]string{"k": "v"}})
-							latencies[i] = time.Since(t0)
-							if err != nil {
-								mu.Lock()
-								failed = err
-								mu.Unlock()
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				elapsed := time.Since(began)
-				b.StopTimer()
-				if failed != nil {
-					b.Fatal(failed)
-				}
-				time.Sleep(3 * time.Second) // the asynchronous writes: claim status, binding, buckets, ledger
-				writes := float64(etcdRevision(b, c)-before) / float64(b.N)
-				cpu := (processCPU(b) - cpuBefore) / time.Duration(b.N)
-				sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
-				b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
-				b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
-				b.ReportMetric(writes, "writes/create")
-				b.ReportMetric(float64(cpu.Microseconds())/1000, "cpu-ms/create")
-				// Leave nothing behind: each case starts from the same server state.
-				removeNamespace(b, c, f.NS)
-			})
+		for round := 1; round <= *rounds; round++ {
+			for _, mode := range []string{"a-none", "b-resourcequota", "c-claimpolicy"} {
+				admissionCase(b, c, clients, mode, round)
+			}
 		}
 	}
+}
+
+// admissionCase is one case of BenchmarkAdmission: creates by clients
+// concurrent clients under mode, in round (of -rounds).
+func admissionCase(b *testing.B, c client.Client, clients int, mode string, round int) {
+	name := fmt.Sprintf("clients=%d/%s", clients, mode)
+	if *rounds > 1 {
+		name += fmt.Sprintf("/round=%d", round)
+	}
+	b.Run(name, func(b *testing.B) {
+		b.StopTimer()
+		f := quotatest.NewFixture(b, c)
+		limit := int64(b.N + 10)
+		switch mode {
+		case "b-resourcequota":
+			rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "secrets", Namespace: f.NS},
+				Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/secrets": *resource.NewQuantity(limit, resource.DecimalSI)}}}
+			if err := c.Create(context.Background(), rq); err != nil {
+				b.Fatal(err)
+			}
+			waitQuotaStatus(b, c, rq)
+		case "c-claimpolicy":
+			f.SecretsPolicy(limit)
+		}
+		time.Sleep(time.Second) // let set-up writes settle
+		before := etcdRevision(b, c)
+		cpuBefore := processCPU(b)
+		latencies := make([]time.Duration, b.N)
+		next := make(chan int, b.N)
+		for i := range b.N {
+			next <- i
+		}
+		close(next)
+		var wg sync.WaitGroup
+		var failed error
+		var mu sync.Mutex
+		b.StartTimer()
+		began := time.Now()
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					t0 := time.Now()
+					err := c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%06d", i), Namespace: f.NS}, StringData: map[string]string{"k": "v"}})
+					latencies[i] = time.Since(t0)
+					if err != nil {
+						mu.Lock()
+						failed = err
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(began)
+		b.StopTimer()
+		if failed != nil {
+			b.Fatal(failed)
+		}
+		time.Sleep(3 * time.Second) // the asynchronous writes: claim status, binding, buckets, ledger
+		writes := float64(etcdRevision(b, c)-before) / float64(b.N)
+		cpu := (processCPU(b) - cpuBefore) / time.Duration(b.N)
+		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
+		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(writes, "writes/create")
+		b.ReportMetric(float64(cpu.Microseconds())/1000, "cpu-ms/create")
+		// Leave nothing behind: each case starts from the same server state.
+		removeNamespace(b, c, f.NS)
+	})
 }
 
 // removeNamespace deletes a namespace and waits until it and everything in it

@@ -20,6 +20,11 @@ var srv *testserver.Server
 // them natively: the baseline of docs/benchmarks.md §15.
 var crds = flag.Bool("crds", false, "serve the quota kinds as CRDs (the baseline before native storage)")
 
+// rounds interleaves BenchmarkAdmission's runs: at each concurrency the
+// three modes are measured in turn, rounds times (a, b, c, a, b, c, …), so
+// that a slow minute of the shared machine falls on every mode alike.
+var rounds = flag.Int("rounds", 1, "BenchmarkAdmission: rounds of the three modes at each concurrency, interleaved")
+
 func engineOptions() engine.Options {
 	o := quotatest.FastEngineOptions()
 	o.Identity = "bench_0_x" // stable across the recovery benchmark's restarts
