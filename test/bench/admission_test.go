@@ -3,9 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -87,43 +85,14 @@ func admissionCase(b *testing.B, c client.Client, clients int, mode string, roun
 		time.Sleep(time.Second) // let set-up writes settle
 		before := etcdRevision(b, c)
 		cpuBefore := processCPU(b)
-		latencies := make([]time.Duration, b.N)
-		next := make(chan int, b.N)
-		for i := range b.N {
-			next <- i
-		}
-		close(next)
-		var wg sync.WaitGroup
-		var failed error
-		var mu sync.Mutex
 		b.StartTimer()
-		began := time.Now()
-		for range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range next {
-					t0 := time.Now()
-					err := c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%06d", i), Namespace: f.NS}, StringData: map[string]string{"k": "v"}})
-					latencies[i] = time.Since(t0)
-					if err != nil {
-						mu.Lock()
-						failed = err
-						mu.Unlock()
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		elapsed := time.Since(began)
+		elapsed, latencies := runClients(b, b.N, clients, func(i int) error {
+			return c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%06d", i), Namespace: f.NS}, StringData: map[string]string{"k": "v"}})
+		})
 		b.StopTimer()
-		if failed != nil {
-			b.Fatal(failed)
-		}
 		time.Sleep(3 * time.Second) // the asynchronous writes: claim status, binding, buckets, ledger
 		writes := float64(etcdRevision(b, c)-before) / float64(b.N)
 		cpu := (processCPU(b) - cpuBefore) / time.Duration(b.N)
-		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
 		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
