@@ -131,11 +131,6 @@ func (c *Charger) Reconcile(ctx context.Context, name string) error {
 	if st := cp.Status.ExistingObjects; st != nil && st.Generation == e.Generation && st.Request == request {
 		return nil
 	}
-	if c.validator == nil {
-		if c.validator, err = claims.NewClaimValidator(); err != nil {
-			return err
-		}
-	}
 	version := fmt.Sprintf("%s/%d/%s", cp.UID, e.Generation, request)
 	p := c.pass(name, version)
 	if wait := inFlightGrace - time.Since(p.seen); wait > 0 {
@@ -176,6 +171,13 @@ func (c *Charger) pass(name, version string) *pass {
 // charge lists the trigger kind's objects and charges those the policy
 // governs; it returns how many were busy.
 func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPolicy, p *pass) (int, error) {
+	if c.validator == nil {
+		v, err := claims.NewClaimValidator()
+		if err != nil {
+			return 0, err
+		}
+		c.validator = v
+	}
 	e := cp.Status.Enforced
 	compiled, err := policy.Compile(&quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Generation: e.Generation},
 		Spec: quotav1alpha1.ClaimCreationPolicySpec{Trigger: e.Trigger, Target: e.Target}}, policy.Options{})
