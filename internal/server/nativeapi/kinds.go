@@ -2,7 +2,9 @@ package nativeapi
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -180,12 +182,14 @@ func buildKind(s *runtime.Scheme, c *apiextensionsv1.CustomResourceDefinition) (
 		k.fields = append(k.fields, sf)
 		known[sf.name] = true
 	}
-	// Field selectors name what the CRD declares selectable.
+	// Field selectors name what the CRD declares selectable. The error
+	// begins as the CRD server's does, and lists what may be selected.
+	supported := slices.Sorted(maps.Keys(known))
 	if err := s.AddFieldLabelConversionFunc(k.GVK, func(label, value string) (string, string, error) {
 		if known[label] {
 			return label, value, nil
 		}
-		return "", "", fmt.Errorf("field label not supported: %s", label)
+		return "", "", fmt.Errorf("field label not supported: %s (%s objects can be selected by %s)", label, k.GVK.Kind, strings.Join(supported, ", "))
 	}); err != nil {
 		return nil, err
 	}

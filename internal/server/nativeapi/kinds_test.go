@@ -1,6 +1,7 @@
 package nativeapi
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,23 @@ func TestSelectableFieldsReadTypedObjects(t *testing.T) {
 		if got, ok := fields[k]; !ok || got != v {
 			t.Errorf("%s = %q (present %v), want %q", k, got, ok, v)
 		}
+	}
+}
+
+// TestFieldSelectorsSayWhatIsSupported: a field selector on a field the
+// CRD does not declare selectable is refused, naming those that are.
+func TestFieldSelectorsSayWhatIsSupported(t *testing.T) {
+	if _, err := Kinds(); err != nil {
+		t.Fatal(err)
+	}
+	claims := quotav1alpha1.SchemeGroupVersion.WithKind("ResourceClaim")
+	if _, _, err := Scheme().ConvertFieldLabel(claims, "spec.consumerRef.name", "acme"); err != nil {
+		t.Fatalf("a selectable field: %v", err)
+	}
+	_, _, err := Scheme().ConvertFieldLabel(claims, "spec.requests", "x")
+	want := "field label not supported: spec.requests (ResourceClaim objects can be selected by metadata.name, metadata.namespace, spec.consumerRef.kind"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a field not selectable: %v; want it to say %q", err, want)
 	}
 }
 

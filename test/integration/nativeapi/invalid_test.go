@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -144,6 +145,34 @@ func TestInvalidObjectsRefusedAlike(t *testing.T) {
 			}
 		})
 	}
+	t.Run("field selectors", func(t *testing.T) {
+		claims := schema.GroupVersionResource{Group: "quota.miloapis.com", Version: "v1alpha1", Resource: "resourceclaims"}
+		list := func(s *testserver.Server, selector string) error {
+			d, err := dynamic.NewForConfig(s.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = d.Resource(claims).List(context.Background(), metav1.ListOptions{FieldSelector: selector})
+			return err
+		}
+		for _, s := range []*testserver.Server{crds, native} {
+			if err := list(s, "spec.consumerRef.name=acme"); err != nil {
+				t.Errorf("a selectable field: %v", err)
+			}
+		}
+		var c, n *apierrors.StatusError
+		if !errors.As(list(crds, "spec.requests=x"), &c) || !errors.As(list(native, "spec.requests=x"), &n) {
+			t.Fatal("a field not selectable: want both to refuse")
+		}
+		cs, ns := c.ErrStatus, n.ErrStatus
+		t.Logf("CRD: %q; native: %q", cs.Message, ns.Message)
+		// The native answer begins as the CRD's and goes on to list the
+		// fields that can be selected.
+		if cs.Code != 400 || ns.Code != cs.Code || ns.Reason != cs.Reason || !strings.HasPrefix(ns.Message, cs.Message) ||
+			!strings.Contains(ns.Message, "can be selected by metadata.name, metadata.namespace, spec.consumerRef.kind") {
+			t.Errorf("a field not selectable:\n  CRD:    %d %s %q\n  native: %d %s %q", cs.Code, cs.Reason, cs.Message, ns.Code, ns.Reason, ns.Message)
+		}
+	})
 }
 
 func causes(s metav1.Status) []metav1.StatusCause {
