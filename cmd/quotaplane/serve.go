@@ -43,6 +43,7 @@ func newServeCommand() *cobra.Command {
 			}
 			engineOpts.Handle = admit.NewHandle()
 			o.QuotaEngine, o.SystemNamespace = engineOpts.Handle, engineOpts.SystemNamespace
+			o.ExemptNamespaces = engineOpts.ExemptNamespaces
 			// One set of --leader-elect-* flags tunes both Leases.
 			le := &o.KubeControllers
 			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = engineOpts.LeaseDuration, engineOpts.RenewDeadline, engineOpts.RetryPeriod

@@ -8,6 +8,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/quotaplane/quotaplane/internal/webhook"
+	"github.com/quotaplane/quotaplane/internal/webhook/setup"
 )
 
 func newWebhookCommand() *cobra.Command {
@@ -26,19 +27,37 @@ func newWebhookCommand() *cobra.Command {
 	}
 	o.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logOpts, cmd.Flags())
-	cmd.AddCommand(newWebhookPrintConfigCommand())
+	cmd.AddCommand(newWebhookPrintConfigCommand(), newWebhookPrintRBACCommand())
+	return cmd
+}
+
+func newWebhookPrintRBACCommand() *cobra.Command {
+	var cluster string
+	var r setup.RBACOptions
+	cmd := &cobra.Command{
+		Use:   "print-rbac",
+		Short: "Print what the quota plane needs before a member cluster's webhook may speak for it: the cluster's namespace and the bindings of quotaplane-member-webhook and quotaplane-member-cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return setup.PrintRBAC(cluster, r, cmd.OutOrStdout())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cluster, "cluster-name", cluster, "The member cluster's name in the quota plane. Required.")
+	fs.StringVar(&r.ServiceAccount, "service-account", r.ServiceAccount, "The webhook's service account in the quota plane, as <namespace>/<name> (the one its --quota-kubeconfig uses).")
+	fs.StringVar(&r.User, "user", r.User, "The webhook's user name in the quota plane, instead of --service-account.")
 	return cmd
 }
 
 func newWebhookPrintConfigCommand() *cobra.Command {
 	o := webhook.NewOptions()
-	c := webhook.NewConfigOptions()
+	c := setup.NewConfigOptions()
 	cmd := &cobra.Command{
 		Use:   "print-config",
 		Short: "Print the ValidatingWebhookConfiguration that registers the webhook in a member cluster, with rules for the kinds the quota plane's Ready policies govern",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return webhook.PrintConfig(cmd.Context(), o, c, cmd.OutOrStdout())
+			return setup.PrintConfig(cmd.Context(), o, c, cmd.OutOrStdout())
 		},
 	}
 	fs := cmd.Flags()

@@ -37,6 +37,7 @@ import (
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/planes"
+	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
@@ -46,6 +47,11 @@ type Options struct {
 	// SystemNamespace holds the leader Lease, the ledger, and the buckets of
 	// consumers without a namespace of their own.
 	SystemNamespace string
+	// ExemptNamespaces are, besides SystemNamespace (always exempt), the
+	// namespaces whose objects no ClaimCreationPolicy charges, at admission
+	// and when existing objects are charged (internal/policy/governed). Nil:
+	// governed.DefaultExemptNamespaces.
+	ExemptNamespaces []string
 	// Identity names this replica in the Lease; defaults to host_pid_random.
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
@@ -68,11 +74,12 @@ type Options struct {
 // DefaultOptions are the production defaults.
 func DefaultOptions() Options {
 	return Options{
-		SystemNamespace: "quotaplane-system",
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
-		Workers:         16,
+		SystemNamespace:  "quotaplane-system",
+		ExemptNamespaces: append([]string(nil), governed.DefaultExemptNamespaces...),
+		LeaseDuration:    15 * time.Second,
+		RenewDeadline:    10 * time.Second,
+		RetryPeriod:      2 * time.Second,
+		Workers:          16,
 	}
 }
 
@@ -106,6 +113,9 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	def := DefaultOptions()
 	if opts.SystemNamespace == "" {
 		opts.SystemNamespace = def.SystemNamespace
+	}
+	if opts.ExemptNamespaces == nil {
+		opts.ExemptNamespaces = def.ExemptNamespaces
 	}
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = def.LeaseDuration, def.RenewDeadline, def.RetryPeriod
@@ -226,6 +236,7 @@ func (r *Runner) Run(ctx context.Context) error {
 // AddFlags registers the engine's flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "Namespace of the engine's Lease and ledger, and of the AllowanceBuckets of consumers without a namespace of their own (Organizations' buckets live in organization-<name>).")
+	fs.StringSliceVar(&o.ExemptNamespaces, governed.FlagName, o.ExemptNamespaces, governed.FlagUsage)
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a replica waits after the leader stops renewing before it takes over.")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it stops deciding.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew leadership.")

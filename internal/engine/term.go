@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -28,7 +29,9 @@ import (
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/engine/settle"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
@@ -264,6 +267,9 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 		Client:          r.client,
 		Events:          r.eventRecorder,
 		SystemNamespace: r.opts.SystemNamespace,
+		Exemptions:      governed.NewExemptions(r.opts.SystemNamespace, r.opts.ExemptNamespaces),
+		Planes:          func(ctx context.Context) ([]planes.Listed, error) { return planes.List(ctx, r.dynamic) },
+		PlaneDynamic:    func(p planes.Plane) (dynamic.Interface, error) { return r.planes.Dynamic(p) },
 	}
 	placement := status.NewPlacement(ctx, r.opts.SystemNamespace, r.kube, r.metadata,
 		func(id quota.BucketID) { t.bucketQueue.Add(id) }, t.consumerBuckets)

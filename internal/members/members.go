@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 )
@@ -17,6 +19,11 @@ const Label = quotav1alpha1.LabelCluster
 // NamespacePrefix starts the namespace of the quota plane that holds a
 // member cluster's claims when a policy's template names none.
 const NamespacePrefix = "cluster-"
+
+// SystemNamespaces of a member are never sent to its webhook (print-config
+// leaves them out) nor charged by its reconcile: the cluster must keep
+// running when the quota plane cannot answer.
+var SystemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
 
 // ReviewPrefix starts the path a webhook submits a member cluster's
 // AdmissionReviews to: ReviewPrefix + <cluster> + "/review".
@@ -67,6 +74,22 @@ func ClusterOfPath(path string) (string, bool) {
 // the cluster's reviews may charge its existing objects.
 const ExistingObjectExtra = "quota.miloapis.com/existing-object"
 
+// ClusterUser is the requester a cluster's webhook names in its own reviews
+// of existing objects (with ExistingObjectExtra). The quota plane honours
+// the extra only from this requester, posted by an identity allowed
+// VerbReview on the cluster.
+func ClusterUser(cluster string) string { return "quotaplane:cluster:" + cluster }
+
+// ReservedPrefix starts the quota plane's own user and group names
+// (system:masters, system:serviceaccount:..., system:authenticated): the
+// quota plane never takes them from a member cluster's review.
+const ReservedPrefix = "system:"
+
+// ExtraPrefix starts the user extras quotaplane reads as signals
+// (ExistingObjectExtra): the quota plane never passes them on from a member
+// cluster's requester.
+const ExtraPrefix = "quota.miloapis.com/"
+
 // ChargedAnnotation, in a review's answer (auditAnnotations), says whether
 // any policy charged the object: "true" or "false".
 const ChargedAnnotation = "quota.miloapis.com/charged"
@@ -84,4 +107,24 @@ func WithCluster(ctx context.Context, name string) context.Context {
 func From(ctx context.Context) (string, bool) {
 	name, ok := ctx.Value(clusterKey{}).(string)
 	return name, ok
+}
+
+// The quota plane decides what a member cluster's webhook may say with RBAC
+// on a virtual resource: verb VerbReview on Resource named <cluster> in the
+// cluster's namespace (Namespace(cluster)) lets its holder post that
+// cluster's reviews, the existing-object ones included; VerbRelease lets it
+// delete the claims labelled with that cluster. A RoleBinding of ClusterRole
+// quotaplane-member-cluster in cluster-<name> ties an identity to one
+// cluster.
+const (
+	Resource    = "clusters"
+	VerbReview  = "review"
+	VerbRelease = "release"
+)
+
+// Access is the question asked of the quota plane's authorizer: may u
+// perform verb on member cluster cluster.
+func Access(u user.Info, cluster, verb string) authorizer.AttributesRecord {
+	return authorizer.AttributesRecord{User: u, Verb: verb, APIGroup: quotav1alpha1.GroupName, APIVersion: quotav1alpha1.SchemeGroupVersion.Version,
+		Resource: Resource, Name: cluster, Namespace: Namespace(cluster), ResourceRequest: true}
 }

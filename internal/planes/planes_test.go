@@ -47,3 +47,19 @@ func TestParse(t *testing.T) {
 		t.Errorf("an organization's quota namespace is %q", got)
 	}
 }
+
+func TestServes(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/api": true, "/api/v1": true, "/api/v1/namespaces/default/secrets": true, "/apis": true,
+		"/apis/quota.miloapis.com/v1alpha1": true, "/openapi/v2": true, "/openapi/v3/api/v1": true, "/version": true,
+		"/version/": true, "/healthz": true, "/healthz/ping": true, "/livez/etcd": true, "/readyz": true,
+		"/": false, "": false, "/metrics": false, "/metrics/slis": false, "/debug/pprof/": false, "/debug/pprof/heap": false,
+		"/quota/v1alpha1/clusters/east/review": false, "/openid/v1/jwks": false, "/.well-known/openid-configuration": false,
+		"/portal/": false, "/apiss": false, "/versions": false, "/healthzz": false, "/api/../metrics": false,
+		"/api/./v1": false, "/api//v1": false, "/apis/..": false, "api/v1": false,
+	} {
+		if got := Serves(path); got != want {
+			t.Errorf("Serves(%q) = %v, want %v", path, got, want)
+		}
+	}
+}

@@ -225,14 +225,17 @@ func (p *Portal) projectOrganization(name string) string {
 
 // locate answers the organization of a Project, for a request link that
 // names only the project, to whoever may read that organization's quota.
+// A project that does not exist and one the user may not read get the same
+// answer, so that nobody learns which projects exist.
 func (p *Portal) locate(w http.ResponseWriter, r *http.Request, id *identity) {
 	name := r.URL.Query().Get("project")
 	org := p.projectOrganization(name)
-	if org == "" {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("project %q is not known: check its name", name))
-		return
+	ok := false
+	if org != "" {
+		allowed, err := id.allowed(r.Context(), "list", "allowancebuckets", rmv1alpha1.OrganizationNamespace(org))
+		ok = err == nil && allowed
 	}
-	if ok, err := id.allowed(r.Context(), "list", "allowancebuckets", rmv1alpha1.OrganizationNamespace(org)); err != nil || !ok {
+	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("project %q is not known to %s: check its name, or ask its organization's owners to bind you", name, id.user))
 		return
 	}

@@ -24,5 +24,7 @@
 // the portal at /portal/ before authentication (the pages are public; every
 // answer is authorized per user); `quotaplane portal` serves it next to
 // `quotaplane controller`, proxying /api and /apis to the cluster with the
-// user's own token.
+// user's own token. Every answer under /portal/ carries the portal's
+// Content-Security-Policy (its own origin only, the page's inline import map
+// by hash, never framed) and Referrer-Policy: no-referrer (headers.go).
 package portal

@@ -54,6 +54,7 @@ type Options struct {
 type Portal struct {
 	opts   Options
 	static http.Handler
+	csp    string // the Content-Security-Policy of every answer
 
 	mu       sync.RWMutex
 	userBase *rest.Config    // how to reach the API server, without credentials
@@ -77,11 +78,14 @@ func New(opts Options) *Portal {
 		panic(err)
 	}
 	files := http.StripPrefix(strings.TrimSuffix(Prefix, "/"), http.FileServerFS(sub))
-	return &Portal{opts: opts, identities: newIdentityCache(30 * time.Second), subs: map[chan struct{}]struct{}{},
+	csp, err := contentSecurityPolicy(sub)
+	if err != nil {
+		panic(err)
+	}
+	return &Portal{opts: opts, csp: csp, identities: newIdentityCache(30 * time.Second), subs: map[chan struct{}]struct{}{},
 		static: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// The pages are small and change with the binary: revalidate.
 			w.Header().Set("Cache-Control", "no-cache")
-			w.Header().Set("X-Content-Type-Options", "nosniff")
 			files.ServeHTTP(w, r)
 		})}
 }
@@ -138,6 +142,7 @@ func (p *Portal) Wrap(next http.Handler) http.Handler {
 
 // ServeHTTP serves /portal/.
 func (p *Portal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	secure(w.Header(), p.csp)
 	switch path := r.URL.Path; {
 	case path == strings.TrimSuffix(Prefix, "/"):
 		http.Redirect(w, r, Prefix, http.StatusFound)

@@ -5,7 +5,9 @@
 // staff through the status subresource, by a QuotaApprovalRule, or at once
 // for a decrease) and applied: an increase is a ResourceGrant for the
 // difference, named after the request and labelled with it; a decrease
-// lowers the grants of earlier requests, newest first. Each step is written
+// lowers the grants of earlier requests, newest first. The grant is for the
+// consumer, resource type and dimensions the decision recorded, never the
+// spec as it is when the grant is written. Each step is written
 // to the request's status, with its resourceVersion, before the next is
 // taken, and every write that follows is idempotent (a grant created under
 // the request's name, amounts set rather than added), so a crash or a lost

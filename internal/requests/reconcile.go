@@ -69,11 +69,11 @@ func (r *reconciler) accept(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 	if problem, err := r.check(ctx, qr); err != nil {
 		return 0, err
 	} else if problem != "" {
-		qr.Status.Decision = &quotav1alpha1.QuotaRequestDecision{Verdict: quotav1alpha1.VerdictDeny, Reason: problem,
-			DecidedBy: DecidedByQuotaplane, DecidedAt: r.timeNow()}
+		qr.Status.Decision = r.decision(qr, quotav1alpha1.VerdictDeny, DecidedByQuotaplane)
+		qr.Status.Decision.Reason = problem
 		return 0, r.finish(ctx, qr, quotav1alpha1.QuotaRequestDenied, "Invalid", "denied: "+problem)
 	}
-	b, _, err := r.bucket(ctx, qr)
+	b, _, err := r.bucket(ctx, qr.Namespace, askedFor(qr))
 	if err != nil {
 		return 0, err
 	}
@@ -96,7 +96,7 @@ func (r *reconciler) accept(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 // decide decides what needs no person: a decrease is applied at once (or
 // refused, saying by how much), an approval rule may approve; the rest waits.
 func (r *reconciler) decide(ctx context.Context, qr *quotav1alpha1.QuotaRequest) (time.Duration, error) {
-	b, grants, err := r.bucket(ctx, qr)
+	b, grants, err := r.bucket(ctx, qr.Namespace, askedFor(qr))
 	if err != nil {
 		return 0, err
 	}
@@ -113,12 +113,12 @@ func (r *reconciler) decide(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 	if qr.Spec.RequestedLimit < asked && qr.Spec.RequestedLimit < b.Status.Limit {
 		plan, perr := quota.PlanLimitChange(b.Status.Limit, b.Status.Allocated, qr.Spec.RequestedLimit, grants)
 		if perr != nil {
-			qr.Status.Decision = &quotav1alpha1.QuotaRequestDecision{Verdict: quotav1alpha1.VerdictDeny, Reason: perr.Error(),
-				DecidedBy: DecidedByQuotaplane, DecidedAt: r.timeNow()}
+			qr.Status.Decision = r.decision(qr, quotav1alpha1.VerdictDeny, DecidedByQuotaplane)
+			qr.Status.Decision.Reason = perr.Error()
 			return 0, r.finish(ctx, qr, quotav1alpha1.QuotaRequestDenied, "Refused", "refused: "+perr.Error())
 		}
-		qr.Status.Decision = &quotav1alpha1.QuotaRequestDecision{Verdict: quotav1alpha1.VerdictApprove,
-			DecidedBy: DecidedByQuotaplane, DecidedAt: r.timeNow(), Reason: "a decrease is applied at once"}
+		qr.Status.Decision = r.decision(qr, quotav1alpha1.VerdictApprove, DecidedByQuotaplane)
+		qr.Status.Decision.Reason = "a decrease is applied at once"
 		r.record(qr, b.Status.Limit, plan)
 		if err := r.client.Status().Update(ctx, qr); err != nil {
 			return 0, err
@@ -137,8 +137,8 @@ func (r *reconciler) decide(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 		}
 		return 0, nil
 	}
-	qr.Status.Decision = &quotav1alpha1.QuotaRequestDecision{Verdict: quotav1alpha1.VerdictApprove, Rule: rule,
-		DecidedBy: "rule:" + rule, DecidedAt: r.timeNow()}
+	qr.Status.Decision = r.decision(qr, quotav1alpha1.VerdictApprove, "rule:"+rule)
+	qr.Status.Decision.Rule = rule
 	if err := r.client.Status().Update(ctx, qr); err != nil {
 		return 0, err
 	}
@@ -147,15 +147,17 @@ func (r *reconciler) decide(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 
 // apply carries out a decision: it records the plan (the limit now, the
 // grant to make or lower) before acting, then acts idempotently, then says
-// the request is Approved or Denied.
+// the request is Approved or Denied. What it plans and grants is the
+// decision's subject (decidedFor), never the spec as it is now.
 func (r *reconciler) apply(ctx context.Context, qr *quotav1alpha1.QuotaRequest) (time.Duration, error) {
 	d := qr.Status.Decision
 	if d.Verdict == quotav1alpha1.VerdictDeny {
 		return 0, r.finish(ctx, qr, quotav1alpha1.QuotaRequestDenied, "Denied",
 			fmt.Sprintf("denied by %s: %s", orSomeone(d.DecidedBy), d.Reason))
 	}
+	what := decidedFor(qr)
 	if qr.Status.LimitAtDecision == nil {
-		b, grants, err := r.bucket(ctx, qr)
+		b, grants, err := r.bucket(ctx, qr.Namespace, what)
 		if err != nil {
 			return 0, err
 		}
@@ -180,7 +182,7 @@ func (r *reconciler) apply(ctx context.Context, qr *quotav1alpha1.QuotaRequest) 
 		}
 	}
 	if g := qr.Status.Grant; g != nil {
-		if msg, err := r.ensureGrant(ctx, qr, g); err != nil || msg != "" {
+		if msg, err := r.ensureGrant(ctx, qr, what, g); err != nil || msg != "" {
 			if msg != "" && qr.Status.Message != msg {
 				qr.Status.Message = msg
 				return time.Minute, r.client.Status().Update(ctx, qr)
@@ -249,26 +251,62 @@ func (r *reconciler) timeNow() *metav1.Time {
 	return &t
 }
 
+// decision is a decision the controller makes itself, on the request as it
+// was asked: its consumer, resource type and dimensions are recorded with
+// the verdict.
+func (r *reconciler) decision(qr *quotav1alpha1.QuotaRequest, verdict quotav1alpha1.QuotaRequestVerdict, by string) *quotav1alpha1.QuotaRequestDecision {
+	s := askedFor(qr)
+	c := s.consumer
+	return &quotav1alpha1.QuotaRequestDecision{Verdict: verdict, DecidedBy: by, DecidedAt: r.timeNow(),
+		ConsumerRef: &c, ResourceType: s.resourceType, Dimensions: s.dimensions}
+}
+
+// subject is what a limit is asked or decided for: one consumer's bucket.
+type subject struct {
+	consumer     quotav1alpha1.ConsumerRef
+	resourceType quotav1alpha1.ResourceType
+	dimensions   []quotav1alpha1.Dimension
+}
+
+// askedFor is the request's subject as its spec says (immutable from create).
+func askedFor(qr *quotav1alpha1.QuotaRequest) subject {
+	return subject{consumer: qr.Spec.ConsumerRef, resourceType: qr.Spec.ResourceType, dimensions: qr.Spec.Dimensions}
+}
+
+// decidedFor is the subject its decision recorded. A decision without one
+// (written through an API server without serve's admission, where the
+// schema still keeps the spec as created) is for what was asked.
+func decidedFor(qr *quotav1alpha1.QuotaRequest) subject {
+	d := qr.Status.Decision
+	if d == nil || d.ConsumerRef == nil || d.ResourceType == "" {
+		return askedFor(qr)
+	}
+	return subject{consumer: *d.ConsumerRef, resourceType: d.ResourceType, dimensions: d.Dimensions}
+}
+
+// GrantNamePrefix begins the name of every ResourceGrant a request makes.
+// serve's admission reserves such names to the request controller.
+const GrantNamePrefix = "quota-request-"
+
 // GrantName is the name of the ResourceGrant an approved request makes.
 func GrantName(qr *quotav1alpha1.QuotaRequest) string {
-	const prefix = "quota-request-"
-	name := prefix + qr.Name
+	name := GrantNamePrefix + qr.Name
 	if len(name) > 253 {
 		name = name[:253]
 	}
 	return strings.TrimRight(name, "-.")
 }
 
-// ensureGrant creates the request's grant; one already there must be this
-// request's. msg, when set, says why it cannot be.
-func (r *reconciler) ensureGrant(ctx context.Context, qr *quotav1alpha1.QuotaRequest, g *quotav1alpha1.QuotaRequestGrant) (string, error) {
+// ensureGrant creates the request's grant, for what was decided; one
+// already there must be this request's. msg, when set, says why it cannot be.
+func (r *reconciler) ensureGrant(ctx context.Context, qr *quotav1alpha1.QuotaRequest, what subject, g *quotav1alpha1.QuotaRequestGrant) (string, error) {
 	grant := &quotav1alpha1.ResourceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: qr.Namespace, Name: g.Name,
 			Labels:      map[string]string{quotav1alpha1.LabelQuotaRequest: qr.Name},
 			Annotations: map[string]string{quotav1alpha1.LabelQuotaRequest + "-uid": string(qr.UID)}},
-		Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: qr.Spec.ConsumerRef, Allowances: []quotav1alpha1.Allowance{{
-			ResourceType: qr.Spec.ResourceType,
-			Buckets:      []quotav1alpha1.GrantBucket{{Amount: g.Amount, Dimensions: qr.Spec.Dimensions}},
+		Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: what.consumer, Allowances: []quotav1alpha1.Allowance{{
+			ResourceType: what.resourceType,
+			Buckets:      []quotav1alpha1.GrantBucket{{Amount: g.Amount, Dimensions: what.dimensions}},
 		}}},
 	}
 	err := r.client.Create(ctx, grant)
@@ -279,8 +317,11 @@ func (r *reconciler) ensureGrant(ctx context.Context, qr *quotav1alpha1.QuotaReq
 	if err := r.client.Get(ctx, client.ObjectKeyFromObject(grant), have); err != nil {
 		return "", err
 	}
-	if have.Annotations[quotav1alpha1.LabelQuotaRequest+"-uid"] != string(qr.UID) {
-		return fmt.Sprintf("approved, but ResourceGrant %s/%s exists and is not this request's: rename or delete it, and the approval is applied", qr.Namespace, g.Name), nil
+	a := have.Spec.Allowances
+	if have.Annotations[quotav1alpha1.LabelQuotaRequest+"-uid"] != string(qr.UID) || have.Spec.ConsumerRef != what.consumer ||
+		len(a) != 1 || a[0].ResourceType != what.resourceType || len(a[0].Buckets) != 1 || dimsKey(a[0].Buckets[0].Dimensions) != dimsKey(what.dimensions) {
+		return fmt.Sprintf("approved, but ResourceGrant %s/%s exists and is not this request's grant of %s for %s %s: a cluster administrator (system:masters) may delete it, and the approval is applied",
+			qr.Namespace, g.Name, what.resourceType, what.consumer.Kind, what.consumer.Name), nil
 	}
 	return "", nil
 }
@@ -310,12 +351,12 @@ func (r *reconciler) lower(ctx context.Context, namespace string, g quotav1alpha
 // does not show each of those grants at its current amount, so that a limit
 // is never read from before an earlier approval. No bucket yet is a limit
 // and an allocation of zero.
-func (r *reconciler) bucket(ctx context.Context, qr *quotav1alpha1.QuotaRequest) (*quotav1alpha1.AllowanceBucket, []quota.RequestGrant, error) {
-	id := quota.BucketID{Consumer: quota.ConsumerID{APIGroup: qr.Spec.ConsumerRef.APIGroup, Kind: qr.Spec.ConsumerRef.Kind,
-		Namespace: qr.Spec.ConsumerRef.Namespace, Name: qr.Spec.ConsumerRef.Name},
-		ResourceType: string(qr.Spec.ResourceType), Dims: dimsKey(qr.Spec.Dimensions)}
+func (r *reconciler) bucket(ctx context.Context, namespace string, what subject) (*quotav1alpha1.AllowanceBucket, []quota.RequestGrant, error) {
+	c := what.consumer
+	id := quota.BucketID{Consumer: quota.ConsumerID{APIGroup: c.APIGroup, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name},
+		ResourceType: string(what.resourceType), Dims: dimsKey(what.dimensions)}
 	b := &quotav1alpha1.AllowanceBucket{}
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: qr.Namespace, Name: quota.BucketName(id)}, b)
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: quota.BucketName(id)}, b)
 	if apierrors.IsNotFound(err) {
 		b, err = &quotav1alpha1.AllowanceBucket{}, nil
 	}
@@ -323,7 +364,7 @@ func (r *reconciler) bucket(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 		return nil, nil, err
 	}
 	list := &quotav1alpha1.ResourceGrantList{}
-	if err := r.client.List(ctx, list, client.InNamespace(qr.Namespace), client.HasLabels{quotav1alpha1.LabelQuotaRequest}); err != nil {
+	if err := r.client.List(ctx, list, client.InNamespace(namespace), client.HasLabels{quotav1alpha1.LabelQuotaRequest}); err != nil {
 		return nil, nil, err
 	}
 	shown := map[string]quotav1alpha1.ContributingGrantRef{}
@@ -333,7 +374,7 @@ func (r *reconciler) bucket(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 	var grants []quota.RequestGrant
 	for _, g := range list.Items {
 		if g.DeletionTimestamp != nil || len(g.Spec.Allowances) != 1 || len(g.Spec.Allowances[0].Buckets) != 1 ||
-			g.Spec.ConsumerRef != qr.Spec.ConsumerRef || g.Spec.Allowances[0].ResourceType != qr.Spec.ResourceType ||
+			g.Spec.ConsumerRef != c || g.Spec.Allowances[0].ResourceType != what.resourceType ||
 			dimsKey(g.Spec.Allowances[0].Buckets[0].Dimensions) != id.Dims {
 			continue
 		}

@@ -44,10 +44,10 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Ha
 	quotarequest.Register(o.Plugins)
 	claimguard.Register(o.Plugins, systemNamespace, handle != nil)
 	if handle != nil {
-		claimpolicy.Register(o.Plugins, handle, systemNamespace, reviews)
+		claimpolicy.Register(o.Plugins, handle, systemNamespace, opts.ExemptNamespaces, reviews)
 	} else {
 		o.DisablePlugins = append(o.DisablePlugins, claimpolicy.PluginName)
-		claimpolicy.Register(o.Plugins, admit.NewHandle(), systemNamespace, nil)
+		claimpolicy.Register(o.Plugins, admit.NewHandle(), systemNamespace, opts.ExemptNamespaces, nil)
 	}
 	var order []string
 	for _, name := range o.RecommendedPluginOrder {

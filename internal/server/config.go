@@ -21,6 +21,7 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/rest"
@@ -33,6 +34,7 @@ import (
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
+	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -296,7 +298,10 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	}
 	genericConfig.EffectiveVersion = stampedVersion{genericConfig.EffectiveVersion}
 	serviceResolver := webhook.NewDefaultServiceResolver()
-	kubeAPIs, pluginInitializer, err := controlplaneapiserver.CreateConfig(completed, genericConfig, versionedInformers, storageFactory, serviceResolver, nil)
+	// The claim guard reads the objects of control planes through their
+	// URLs, as the server itself (plugininit.NewPlanesInitializer).
+	kubeAPIs, pluginInitializer, err := controlplaneapiserver.CreateConfig(completed, genericConfig, versionedInformers, storageFactory, serviceResolver,
+		[]admission.PluginInitializer{plugininit.NewPlanesInitializer(genericConfig.LoopbackClientConfig)})
 	if err != nil {
 		return nil, fmt.Errorf("configuring the built-in APIs: %w", err)
 	}
@@ -311,6 +316,9 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	// RBAC's escalation checks and SubjectAccessReviews decide in a plane
 	// as the plane does; admission plugins keep the root's authorizer
 	// (captured above), so a plane's administrator charges no one else.
+	// A member cluster's review is authorized by the root's RBAC: verb
+	// review on the cluster (docs/clusters.md).
+	c.members.Authorizer = kubeAPIs.Generic.Authorization.Authorizer
 	planeAuthorizer := &planeserve.Authorizer{Root: kubeAPIs.Generic.Authorization.Authorizer, Registry: c.planes}
 	kubeAPIs.Generic.Authorization.Authorizer = planeAuthorizer
 	c.controlPlane = kubeAPIs

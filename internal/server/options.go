@@ -53,6 +53,10 @@ type Options struct {
 	// PlatformNamespaces are, besides SystemNamespace, the namespaces whose
 	// ResourceGrants may name any consumer and only the platform writes.
 	PlatformNamespaces []string
+	// ExemptNamespaces are, besides SystemNamespace, the namespaces whose
+	// objects no ClaimCreationPolicy charges (the engine's
+	// --quota-exempt-namespaces; internal/policy/governed).
+	ExemptNamespaces []string
 	// ReservedLabelPrefix is the label prefix on Organizations and Projects
 	// only the platform may set; group grants select only on it.
 	ReservedLabelPrefix string
@@ -82,6 +86,7 @@ func NewOptions() *Options {
 
 		SystemNamespace:     engine.DefaultOptions().SystemNamespace,
 		PlatformNamespaces:  []string{"milo-system"},
+		ExemptNamespaces:    engine.DefaultOptions().ExemptNamespaces,
 		ReservedLabelPrefix: quotav1alpha1.DefaultReservedLabelPrefix,
 		KubeControllers:     kubecontrollers.DefaultOptions(),
 	}

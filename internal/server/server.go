@@ -28,7 +28,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
-	"github.com/quotaplane/quotaplane/internal/server/planeserve"
+	"github.com/quotaplane/quotaplane/internal/server/planeserve/cleanup"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
 )
 
@@ -108,14 +108,13 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	// Member clusters' webhooks post their reviews here (docs/clusters.md).
 	mux.HandlePrefix(members.ReviewPrefix, c.members)
 	le := c.Options.KubeControllers
-	cleaner := &planeserve.Cleaner{Registry: c.planes, Etcd: c.storage, Prefix: c.Options.EtcdPrefix}
+	cleaner := &cleanup.Cleaner{Registry: c.planes, Etcd: c.storage, Prefix: c.Options.EtcdPrefix}
 	components := append([]Component{
 		func(ctx context.Context, loopback *rest.Config) error {
 			if err := c.planes.Start(ctx, loopback); err != nil {
 				return err
 			}
-			cleaner.Start(ctx)
-			return nil
+			return cleaner.Start(ctx)
 		},
 		kubecontrollers.Start(le),
 		tenancy.Start(tenancy.Options{Namespace: le.Namespace, Identity: le.Identity,

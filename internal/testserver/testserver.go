@@ -111,6 +111,9 @@ func Start(o Options) (*Server, error) {
 			eo.SystemNamespace = engine.DefaultOptions().SystemNamespace
 		}
 		opts.QuotaEngine, opts.SystemNamespace = eo.Handle, eo.SystemNamespace
+		if eo.ExemptNamespaces != nil {
+			opts.ExemptNamespaces = eo.ExemptNamespaces
+		}
 		components = append(components, server.QuotaComponents(eo)...)
 	}
 

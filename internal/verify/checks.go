@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
@@ -110,17 +111,26 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 		}
 		byTrigger[gvr] = append(byTrigger[gvr], p)
 	}
+	exempt := governed.NewExemptions(v.o.SystemNamespace, v.o.ExemptNamespaces)
 	for gvr, policies := range byTrigger {
 		gr := gvr.GroupResource()
-		each := func(obj map[string]any, m metav1.Object) {
-			uid := string(m.GetUID())
-			if _, wanted := s.objects[gr][uid]; wanted {
-				s.objects[gr][uid] = true
-			}
-			for _, p := range policies {
-				v.judge(s, r, p, gvr, obj, m)
+		eachIn := func(inPlane bool) func(obj map[string]any, m metav1.Object) {
+			return func(obj map[string]any, m metav1.Object) {
+				uid := string(m.GetUID())
+				if _, wanted := s.objects[gr][uid]; wanted {
+					s.objects[gr][uid] = true
+				}
+				for _, p := range policies {
+					if exempt.Exempt(schema.GroupKind{Group: gvr.Group, Kind: p.compiled.Kind}, m.GetNamespace(), m.GetName(), inPlane) {
+						p.stats.Objects++
+						p.stats.Exempt++
+						continue
+					}
+					v.judge(s, r, p, gvr, obj, m)
+				}
 			}
 		}
+		each := eachIn(false)
 		if v.o.ControlPlane == "" || v.o.ControlPlane == "root" {
 			if err := v.listObjects(ctx, gvr, true, each); err != nil {
 				return err
@@ -139,7 +149,7 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 			if err != nil {
 				return err
 			}
-			err = v.listObjectsWith(ctx, dyn, gvr, true, each)
+			err = v.listObjectsWith(ctx, dyn, gvr, true, eachIn(true))
 			switch {
 			case apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsForbidden(err):
 				// Not served: its owner is not Ready, or being deleted.

@@ -12,6 +12,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/etcdflags"
 	"github.com/quotaplane/quotaplane/internal/planes"
+	"github.com/quotaplane/quotaplane/internal/policy/governed"
 )
 
 // Options are the settings of quotaplane verify.
@@ -30,6 +31,9 @@ type Options struct {
 	// SystemNamespace is the engine's (--system-namespace): its Lease, its
 	// ledger, and the buckets of consumers without a namespace.
 	SystemNamespace string
+	// ExemptNamespaces are serve's --quota-exempt-namespaces: no policy
+	// charges objects there (the system namespace always).
+	ExemptNamespaces []string
 	// RecheckAfter: when the first reading finds discrepancies, the plane is
 	// read again after this long and only those found again are reported,
 	// so that changes in progress are not reported as damage. 0 reports the
@@ -46,10 +50,11 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Etcd:            etcdflags.Defaults(),
-		SystemNamespace: "quotaplane-system",
-		RecheckAfter:    3 * time.Second,
-		PageSize:        500,
+		Etcd:             etcdflags.Defaults(),
+		SystemNamespace:  "quotaplane-system",
+		ExemptNamespaces: append([]string(nil), governed.DefaultExemptNamespaces...),
+		RecheckAfter:     3 * time.Second,
+		PageSize:         500,
 	}
 }
 
@@ -59,6 +64,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Data directory of a local quotaplane serve: use its admin kubeconfig and the etcd it recorded in "+record.EtcdFile+".")
 	o.Etcd.AddFlags(fs, "URLs of the etcd that holds admission's in-flight grants and fail-open records. Without it (or --data-dir) they are not checked.")
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "The quota engine's system namespace (its Lease, ledger, and the buckets of consumers without a namespace).")
+	fs.StringSliceVar(&o.ExemptNamespaces, governed.FlagName, o.ExemptNamespaces, governed.FlagUsage)
 	fs.DurationVar(&o.RecheckAfter, "recheck-after", o.RecheckAfter, "When the first reading finds discrepancies, read again after this long and report only those found again (changes in progress are not damage). 0 reports the first reading.")
 	fs.Int64Var(&o.PageSize, "page-size", o.PageSize, "Items per list request.")
 	fs.StringVar(&o.ControlPlane, "control-plane", o.ControlPlane, "Judge the objects of one control plane only: projects/<name>, organizations/<name>, or root. Default: the root and every plane (docs/control-planes.md). The accounts are always checked whole.")

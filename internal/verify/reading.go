@@ -19,6 +19,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 )
@@ -355,6 +356,7 @@ func (v *verifier) claim(s *reading, r *Report, c *quotav1alpha1.ResourceClaim) 
 		s.planes[pl] = true
 		oc.plane = pl
 		oc.object += " in control plane " + pl
+		planeConsumer(r, c, oc.object, pl)
 	}
 	s.claimsByObject[objectUID] = append(s.claimsByObject[objectUID], oc)
 	s.lookUp(oc.gr, objectUID)
@@ -416,4 +418,20 @@ func (v *verifier) readProjects(ctx context.Context, s *reading) error {
 		s.eng.SetConsumer(quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: orgs.Items[i].Name}, quota.ConsumerInfo{Labels: orgs.Items[i].GetLabels()})
 	}
 	return nil
+}
+
+// planeConsumer reports a claim of an object stored in plane that charges
+// the root's consumer of a kind each plane stores for itself (a Namespace):
+// admission refuses such a charge now; one made before it did stays until
+// its object goes (docs/kinds.md, "Consumers across planes").
+func planeConsumer(r *Report, c *quotav1alpha1.ResourceClaim, object, plane string) {
+	p, err := planes.Parse(plane)
+	if err != nil {
+		return
+	}
+	if err := governed.PlaneConsumer(p, c.Spec.ConsumerRef); err != nil {
+		r.Add(Discrepancy{Check: CheckPlaneConsumer, ID: string(CheckPlaneConsumer) + "/" + string(c.UID),
+			Problem: fmt.Sprintf("ResourceClaim %s (uid %s), for %s, charges %s: %v", nsName(c.Namespace, c.Name), c.UID, object, convert.ConsumerID(c.Spec.ConsumerRef), err),
+			Repair:  "delete the object in its control plane (its claim goes with it), or leave it: nothing new is charged this way; then charge the plane's owner instead (docs/kinds.md, \"Consumers across planes\")"})
+	}
 }

@@ -27,6 +27,7 @@ const (
 	CheckBucketStale       = report.CheckBucketStale
 	CheckInFlightOverdue   = report.CheckInFlightOverdue
 	CheckJournalUnreadable = report.CheckJournalUnreadable
+	CheckPlaneConsumer     = report.CheckPlaneConsumer
 )
 
 // ExitCode is the exit code of a run that returned r and err.

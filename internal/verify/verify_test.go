@@ -10,9 +10,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/verify/report"
 )
 
@@ -115,5 +117,20 @@ func TestCheckInFlight(t *testing.T) {
 	}
 	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "1 grants in flight whose claims are no longer stored") {
 		t.Errorf("notes %q, want one about the ledger grant of a deleted claim", r.Notes)
+	}
+}
+
+// TestPlaneConsumerReported: a claim of a plane's object charged to a
+// Namespace (the root's, which the plane's is not) is reported; one charged
+// to the plane's owner is not.
+func TestPlaneConsumerReported(t *testing.T) {
+	r := report.New()
+	for _, consumer := range []quotav1alpha1.ConsumerRef{{Kind: "Namespace", Name: "default"}, {APIGroup: planes.Group, Kind: "Project", Name: "web"}} {
+		c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "project-web", Name: "c-" + consumer.Kind, UID: types.UID("uid-" + consumer.Kind)},
+			Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: consumer}}
+		planeConsumer(r, c, "ConfigMap default/x in control plane projects/web", "projects/web")
+	}
+	if len(r.Discrepancies) != 1 || r.Discrepancies[0].Check != CheckPlaneConsumer || !strings.Contains(r.Discrepancies[0].Problem, "Namespace default") {
+		t.Fatalf("discrepancies %+v; want one plane-consumer naming Namespace default", r.Discrepancies)
 	}
 }

@@ -38,8 +38,13 @@ type Options struct {
 	// reconcile charges it (its claim may be being written).
 	ChargeAfter time.Duration
 	// UserPrefix and GroupPrefix map this cluster's identities to the quota
-	// plane's (docs/clusters.md).
+	// plane's (docs/clusters.md); empty means "<ClusterName>:", so that no
+	// identity of this cluster is one of the quota plane's.
 	UserPrefix, GroupPrefix string
+	// TrustClusterIdentities passes this cluster's user and group names
+	// unprefixed: they are the quota plane's (one identity provider). The
+	// quota plane still refuses system: names.
+	TrustClusterIdentities bool
 	// Timeout bounds one decision by the quota plane.
 	Timeout time.Duration
 	// ExcludeNamespaces are left alone by the reconcile besides the
@@ -67,8 +72,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ReconcilePeriod, "reconcile-period", o.ReconcilePeriod, "How often the quota plane's claims for this cluster and the cluster's objects are compared.")
 	fs.DurationVar(&o.ReleaseAfter, "release-after", o.ReleaseAfter, "How long a claim may name an object that is not in this cluster before it is released; keep it above the API server's request timeout.")
 	fs.DurationVar(&o.ChargeAfter, "charge-after", o.ChargeAfter, "How long an object may exist without a claim before the reconcile charges it.")
-	fs.StringVar(&o.UserPrefix, "user-prefix", o.UserPrefix, "Prefix added to this cluster's user names before the quota plane authorizes them (verb claim on the consumer).")
-	fs.StringVar(&o.GroupPrefix, "group-prefix", o.GroupPrefix, "Prefix added to this cluster's group names before the quota plane authorizes them; system:masters is never passed on.")
+	fs.StringVar(&o.UserPrefix, "user-prefix", o.UserPrefix, "Prefix added to this cluster's user names, service accounts included, before the quota plane authorizes them (verb claim on the consumer). Default: the cluster name and a colon (east:).")
+	fs.StringVar(&o.GroupPrefix, "group-prefix", o.GroupPrefix, "Prefix added to this cluster's group names before the quota plane authorizes them; system:masters is never passed on. Default: the cluster name and a colon (east:).")
+	fs.BoolVar(&o.TrustClusterIdentities, "trust-cluster-identities", o.TrustClusterIdentities, "Trust this cluster's identities as the quota plane's: pass user and group names without a prefix, for clusters that share the quota plane's identity provider. The quota plane still refuses every system: name (system:masters, service accounts, system:authenticated).")
 	fs.StringSliceVar(&o.ExcludeNamespaces, "exclude-namespaces", o.ExcludeNamespaces, "Namespaces whose objects the reconcile never charges, besides kube-system, kube-public and kube-node-lease: the list given to print-config.")
 	fs.DurationVar(&o.Timeout, "decision-timeout", o.Timeout, "How long a create waits for the quota plane before it is refused as unavailable; keep it below the webhook configuration's timeoutSeconds.")
 }
@@ -85,14 +91,17 @@ func (o *Options) Validate() error {
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together: give both, or neither to generate a self-signed certificate in --cert-dir"))
 	}
+	if o.TrustClusterIdentities && (o.UserPrefix != "" || o.GroupPrefix != "") {
+		errs = append(errs, errors.New("--trust-cluster-identities passes this cluster's names unprefixed: give it without --user-prefix and --group-prefix, or drop it to keep the prefixes"))
+	}
 	if o.ReconcilePeriod <= 0 || o.ReleaseAfter <= 0 || o.ChargeAfter <= 0 || o.Timeout <= 0 {
 		errs = append(errs, errors.New("--reconcile-period, --release-after, --charge-after and --decision-timeout must be positive durations, for example 1m"))
 	}
 	return errors.Join(errs...)
 }
 
-// quotaConfig is the quota plane's client configuration.
-func (o *Options) quotaConfig() (*rest.Config, error) {
+// QuotaConfig is the quota plane's client configuration.
+func (o *Options) QuotaConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.QuotaKubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("reading --quota-kubeconfig %s: %w", o.QuotaKubeconfig, err)
@@ -109,4 +118,21 @@ func (o *Options) memberConfig() (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = 100, 200
 	return cfg, nil
+}
+
+// prefixes are what this cluster's user and group names are prefixed with
+// in the quota plane: "<cluster>:" unless given, none when the cluster's
+// identities are trusted.
+func (o *Options) prefixes() (userPrefix, groupPrefix string) {
+	if o.TrustClusterIdentities {
+		return "", ""
+	}
+	userPrefix, groupPrefix = o.UserPrefix, o.GroupPrefix
+	if userPrefix == "" {
+		userPrefix = o.ClusterName + ":"
+	}
+	if groupPrefix == "" {
+		groupPrefix = o.ClusterName + ":"
+	}
+	return userPrefix, groupPrefix
 }

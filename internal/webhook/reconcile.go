@@ -60,7 +60,7 @@ func (w *Webhook) objects() map[string]memberObject {
 // excluded reports whether the webhook configuration leaves a namespace
 // alone.
 func (w *Webhook) excluded(ns string) bool {
-	return ns != "" && (slices.Contains(systemNamespaces, ns) || slices.Contains(w.opts.ExcludeNamespaces, ns))
+	return ns != "" && (slices.Contains(members.SystemNamespaces, ns) || slices.Contains(w.opts.ExcludeNamespaces, ns))
 }
 
 // waiting reports whether an object without a claim is waiting to be
@@ -206,7 +206,7 @@ func (w *Webhook) reviewExisting(ctx context.Context, o memberObject, dryRun boo
 		Kind:     metav1.GroupVersionKind{Group: o.kind.Group, Version: o.kind.Version, Kind: obj.GetKind()},
 		Resource: metav1.GroupVersionResource{Group: o.gvr.Group, Version: o.gvr.Version, Resource: o.gvr.Resource},
 		Name:     o.name, Namespace: o.namespace, Operation: admissionv1.Create, DryRun: ptr.To(dryRun),
-		UserInfo: authenticationv1.UserInfo{Username: "quotaplane:cluster:" + w.opts.ClusterName, Extra: map[string]authenticationv1.ExtraValue{existingExtra: {"true"}}},
+		UserInfo: authenticationv1.UserInfo{Username: members.ClusterUser(w.opts.ClusterName), Extra: map[string]authenticationv1.ExtraValue{existingExtra: {"true"}}},
 	}
 	req.Object.Raw = raw
 	return w.forward(ctx, req)

@@ -117,11 +117,14 @@ func objectName(req *admissionv1.AdmissionRequest) string {
 }
 
 // mapUser is the member's requester as the quota plane sees it: prefixed
-// names, and never the member's administrators' group.
+// names (unless the cluster's identities are trusted), never the member's
+// administrators' group and never quotaplane's own extras. The quota plane
+// enforces the same again (memberserve): this only keeps answers clear.
 func (w *Webhook) mapUser(u authenticationv1.UserInfo) authenticationv1.UserInfo {
-	out := authenticationv1.UserInfo{Username: w.opts.UserPrefix + u.Username, UID: u.UID}
+	userPrefix, groupPrefix := w.opts.prefixes()
+	out := authenticationv1.UserInfo{Username: userPrefix + u.Username, UID: u.UID}
 	for k, v := range u.Extra {
-		if k == existingExtra {
+		if strings.HasPrefix(k, members.ExtraPrefix) {
 			continue // only the webhook's own reviews of existing objects say this
 		}
 		if out.Extra == nil {
@@ -133,7 +136,7 @@ func (w *Webhook) mapUser(u authenticationv1.UserInfo) authenticationv1.UserInfo
 		if g == "system:masters" {
 			continue // a member's administrators are not the quota plane's
 		}
-		out.Groups = append(out.Groups, w.opts.GroupPrefix+g)
+		out.Groups = append(out.Groups, groupPrefix+g)
 	}
 	return out
 }

@@ -110,7 +110,7 @@ func Run(ctx context.Context, o *Options) error {
 }
 
 func newWebhook(ctx context.Context, o *Options) (*Webhook, error) {
-	qcfg, err := o.quotaConfig()
+	qcfg, err := o.QuotaConfig()
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,37 +25,6 @@ func policy(name, apiVersion, kind string, ready bool, fp quotav1alpha1.FailureP
 	}
 	p.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: st}}
 	return p
-}
-
-// The configuration's rules are the kinds of the Ready policies, with
-// their scale; the system's namespaces and the excluded ones are left alone.
-func TestWebhookConfig(t *testing.T) {
-	policies := []quotav1alpha1.ClaimCreationPolicy{
-		policy("a", "apps/v1", "Deployment", true, ""),
-		policy("b", "v1", "Secret", true, ""),
-		policy("c", "example.com/v1", "Gadget", false, ""), // not Ready: no rule
-		policy("d", "apps/v1beta2", "Deployment", true, ""),
-	}
-	c := NewConfigOptions()
-	c.URL = "https://127.0.0.1:9443/validate"
-	cfg := webhookConfig("east", policies, nil, c, []byte("CA"))
-	wh := cfg.Webhooks[0]
-	var rules []string
-	for _, r := range wh.Rules {
-		rules = append(rules, strings.Join(r.APIGroups, ",")+":"+strings.Join(r.Resources, ","))
-	}
-	if diff := cmp.Diff([]string{":secrets,secrets/scale", "apps:deployments,deployments/scale"}, rules); diff != "" {
-		t.Errorf("rules (-want +got):\n%s", diff)
-	}
-	if *wh.FailurePolicy != admissionregistrationv1.Fail || *wh.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun || *wh.ClientConfig.URL != c.URL || string(wh.ClientConfig.CABundle) != "CA" {
-		t.Errorf("webhook = %+v", wh)
-	}
-	if got := wh.NamespaceSelector.MatchExpressions[0].Values; !cmp.Equal(got, []string{"kube-system", "kube-public", "kube-node-lease", "quotaplane-system"}) {
-		t.Errorf("namespaces left alone = %v", got)
-	}
-	if cfg.Name != "quotaplane-east" {
-		t.Errorf("name %s", cfg.Name)
-	}
 }
 
 func TestGoverningAndFailOpen(t *testing.T) {
@@ -92,6 +60,22 @@ func TestMapUser(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	bob := authenticationv1.UserInfo{Username: "system:serviceaccount:tenants:bob", Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	for name, tc := range map[string]struct {
+		opts *Options
+		want authenticationv1.UserInfo
+	}{
+		// No identity of the member is one of the quota plane's.
+		"default prefixes": {&Options{ClusterName: "east"}, authenticationv1.UserInfo{Username: "east:system:serviceaccount:tenants:bob",
+			Groups: []string{"east:system:serviceaccounts", "east:system:authenticated"}}},
+		// Passed as they are; the quota plane refuses system: names.
+		"trusted": {&Options{ClusterName: "east", TrustClusterIdentities: true}, bob},
+	} {
+		w := &Webhook{opts: tc.opts}
+		if diff := cmp.Diff(tc.want, w.mapUser(bob)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
 }
 
 func TestOptionsValidate(t *testing.T) {
@@ -105,6 +89,10 @@ func TestOptionsValidate(t *testing.T) {
 	o.QuotaKubeconfig, o.ClusterName, o.TLSCertFile = "q", "east", "cert.pem"
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "go together") {
 		t.Errorf("a certificate without its key: %v", err)
+	}
+	o.TLSCertFile, o.TrustClusterIdentities, o.UserPrefix = "", true, "corp:"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--trust-cluster-identities") {
+		t.Errorf("trusted identities with a prefix: %v", err)
 	}
 }
 

@@ -68,12 +68,13 @@ func newWorld(t testing.TB, limit int64, memberNames ...string) *world {
 	w.f.WaitPolicyReady(w.ignore, metav1.ConditionTrue, w.configMap("in-force-probe"))
 	for _, m := range w.members {
 		// The member's administrator is <cluster>:quotaplane-admin in the
-		// quota plane (--user-prefix), allowed to charge the organization.
+		// quota plane (the webhook's default prefix), allowed to charge the
+		// organization.
 		w.allowClaims(t, m.name+":quotaplane-admin")
 		if err := m.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.f.NS}}); err != nil {
 			t.Fatal(err)
 		}
-		wh := startWebhook(t, w.bin, w.quota, m, m.name+":")
+		wh := startWebhook(t, w.bin, w.quota, m, "") // the default prefixes: <cluster>:
 		cfg := wh.register(t, w.quota, "quotaplane-system", unchargedNamespace)
 		for _, want := range []string{"secrets/scale", "deployments/scale", "failurePolicy: Fail", "kube-system", "sideEffects: NoneOnDryRun"} {
 			if !strings.Contains(cfg, want) {
@@ -331,6 +332,10 @@ func TestGlobalQuotaAcrossClusters(t *testing.T) {
 			t.Fatalf("mallory, an administrator of east, charging the organization: %v; want the claim authorization refusal", err)
 		}
 	})
+
+	t.Run("a member's service account is not the quota plane's", w.testMemberIdentities)
+	t.Run("the review path believes a credential for its own cluster only", w.testReviewPathTrust)
+	t.Run("the workloads example's Pod policy in members", w.testWorkloadsPolicy)
 
 	t.Run("an object created while the webhook was down is charged by the reconcile", func(t *testing.T) {
 		wh := w.webhooks[0]

@@ -21,6 +21,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -155,6 +157,18 @@ func webhookKubeconfig(t testing.TB, quota *cluster, member string) string {
 	if _, err := quota.kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The identity speaks for its cluster only: a RoleBinding of the
+	// shipped quotaplane-member-cluster in the cluster's namespace.
+	clusterNS := members.Namespace(member)
+	if _, err := quota.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	roleBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quotaplane-member-cluster"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}}}
+	if _, err := quota.kube.RbacV1().RoleBindings(clusterNS).Create(ctx, roleBinding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	tok, err := quota.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -179,15 +193,22 @@ type webhook struct {
 	port    int
 	certDir string
 	member  *cluster
+	// quotaKubeconfig is its credential in the quota plane.
+	quotaKubeconfig string
 }
 
 func startWebhook(t testing.TB, bin string, quota, member *cluster, prefix string) *webhook {
 	t.Helper()
-	w := &webhook{port: quotatest.FreePort(t), certDir: filepath.Join(t.TempDir(), "certs-"+member.name), member: member}
-	w.proc = proc{name: "webhook " + member.name, bin: bin, args: []string{"webhook", "--quota-kubeconfig", webhookKubeconfig(t, quota, member.name), "--kubeconfig", member.kubeconfig,
+	w := &webhook{port: quotatest.FreePort(t), certDir: filepath.Join(t.TempDir(), "certs-"+member.name), member: member,
+		quotaKubeconfig: webhookKubeconfig(t, quota, member.name)}
+	args := []string{"webhook", "--quota-kubeconfig", w.quotaKubeconfig, "--kubeconfig", member.kubeconfig,
 		"--cluster-name", member.name, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(w.port), "--cert-dir", w.certDir,
-		"--reconcile-period", "2s", "--release-after", "6s", "--charge-after", "1s", "--user-prefix", prefix, "--group-prefix", prefix,
-		"--exclude-namespaces", "quotaplane-system," + unchargedNamespace}}
+		"--reconcile-period", "2s", "--release-after", "6s", "--charge-after", "1s",
+		"--exclude-namespaces", "quotaplane-system," + unchargedNamespace}
+	if prefix != "" {
+		args = append(args, "--user-prefix", prefix, "--group-prefix", prefix)
+	}
+	w.proc = proc{name: "webhook " + member.name, bin: bin, args: args}
 	w.restart(t)
 	return w
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/webhook"
+	"github.com/quotaplane/quotaplane/internal/webhook/setup"
 	"github.com/quotaplane/quotaplane/test/deploy"
 )
 
@@ -156,10 +157,10 @@ func TestChartAppliesToServer(t *testing.T) {
 	if err := os.WriteFile(caFile, secret.Data["ca.crt"], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o, co := webhook.NewOptions(), webhook.NewConfigOptions()
+	o, co := webhook.NewOptions(), setup.NewConfigOptions()
 	o.QuotaKubeconfig, o.Kubeconfig, o.ClusterName, co.CAFile = srv.Kubeconfig, srv.Kubeconfig, "member", caFile
 	var printed bytes.Buffer
-	if err := webhook.PrintConfig(ctx, o, co, &printed); err != nil {
+	if err := setup.PrintConfig(ctx, o, co, &printed); err != nil {
 		t.Fatalf("print-config: %v", err)
 	}
 	p := &unstructured.Unstructured{}

@@ -1815,6 +1815,37 @@ func (m *QuotaRequestDecision) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if len(m.Dimensions) > 0 {
+		for iNdEx := len(m.Dimensions) - 1; iNdEx >= 0; iNdEx-- {
+			{
+				size, err := m.Dimensions[iNdEx].MarshalToSizedBuffer(dAtA[:i])
+				if err != nil {
+					return 0, err
+				}
+				i -= size
+				i = encodeVarintGenerated(dAtA, i, uint64(size))
+			}
+			i--
+			dAtA[i] = 0x4a
+		}
+	}
+	i -= len(m.ResourceType)
+	copy(dAtA[i:], m.ResourceType)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.ResourceType)))
+	i--
+	dAtA[i] = 0x42
+	if m.ConsumerRef != nil {
+		{
+			size, err := m.ConsumerRef.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x3a
+	}
 	if m.DecidedAt != nil {
 		{
 			size, err := m.DecidedAt.MarshalToSizedBuffer(dAtA[:i])
@@ -4045,6 +4076,18 @@ func (m *QuotaRequestDecision) Size() (n int) {
 		l = m.DecidedAt.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	if m.ConsumerRef != nil {
+		l = m.ConsumerRef.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
+	l = len(m.ResourceType)
+	n += 1 + l + sovGenerated(uint64(l))
+	if len(m.Dimensions) > 0 {
+		for _, e := range m.Dimensions {
+			l = e.Size()
+			n += 1 + l + sovGenerated(uint64(l))
+		}
+	}
 	return n
 }
 
@@ -5123,6 +5166,11 @@ func (this *QuotaRequestDecision) String() string {
 	if this == nil {
 		return "nil"
 	}
+	repeatedStringForDimensions := "[]Dimension{"
+	for _, f := range this.Dimensions {
+		repeatedStringForDimensions += strings.Replace(strings.Replace(f.String(), "Dimension", "Dimension", 1), `&`, ``, 1) + ","
+	}
+	repeatedStringForDimensions += "}"
 	s := strings.Join([]string{`&QuotaRequestDecision{`,
 		`Verdict:` + fmt.Sprintf("%v", this.Verdict) + `,`,
 		`GrantedLimit:` + valueToStringGenerated(this.GrantedLimit) + `,`,
@@ -5130,6 +5178,9 @@ func (this *QuotaRequestDecision) String() string {
 		`DecidedBy:` + fmt.Sprintf("%v", this.DecidedBy) + `,`,
 		`Rule:` + fmt.Sprintf("%v", this.Rule) + `,`,
 		`DecidedAt:` + strings.Replace(fmt.Sprintf("%v", this.DecidedAt), "Time", "v1.Time", 1) + `,`,
+		`ConsumerRef:` + strings.Replace(this.ConsumerRef.String(), "ConsumerRef", "ConsumerRef", 1) + `,`,
+		`ResourceType:` + fmt.Sprintf("%v", this.ResourceType) + `,`,
+		`Dimensions:` + repeatedStringForDimensions + `,`,
 		`}`,
 	}, "")
 	return s
@@ -10800,6 +10851,108 @@ func (m *QuotaRequestDecision) Unmarshal(dAtA []byte) error {
 				m.DecidedAt = &v1.Time{}
 			}
 			if err := m.DecidedAt.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ConsumerRef", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.ConsumerRef == nil {
+				m.ConsumerRef = &ConsumerRef{}
+			}
+			if err := m.ConsumerRef.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ResourceType", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ResourceType = ResourceType(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Dimensions", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Dimensions = append(m.Dimensions, Dimension{})
+			if err := m.Dimensions[len(m.Dimensions)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

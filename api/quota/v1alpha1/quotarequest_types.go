@@ -45,9 +45,16 @@ const (
 	QuotaRequestCondition = "Decided"
 )
 
-// QuotaRequestSpec is what a tenant asks for. It never changes once the
-// request is decided.
+// QuotaRequestSpec is what a tenant asks for. Only withdrawn may change
+// once the request is made: what staff or a rule decide is what was asked
+// when it was created.
 // +kubebuilder:validation:XValidation:rule="size(self.consumerRef.name) > 0",message="name the consumer whose limit should change in spec.consumerRef.name (its organization or one of its projects)",fieldPath=".consumerRef.name"
+// +kubebuilder:validation:XValidation:rule="self.consumerRef == oldSelf.consumerRef",message="spec.consumerRef cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".consumerRef"
+// +kubebuilder:validation:XValidation:rule="self.resourceType == oldSelf.resourceType",message="spec.resourceType cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".resourceType"
+// +kubebuilder:validation:XValidation:rule="has(self.dimensions) == has(oldSelf.dimensions) && (!has(self.dimensions) || self.dimensions == oldSelf.dimensions)",message="spec.dimensions cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".dimensions"
+// +kubebuilder:validation:XValidation:rule="self.requestedLimit == oldSelf.requestedLimit",message="spec.requestedLimit cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".requestedLimit"
+// +kubebuilder:validation:XValidation:rule="self.justification == oldSelf.justification",message="spec.justification cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".justification"
+// +kubebuilder:validation:XValidation:rule="has(self.contact) == has(oldSelf.contact) && (!has(self.contact) || self.contact == oldSelf.contact)",message="spec.contact cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".contact"
 type QuotaRequestSpec struct {
 	// consumerRef is the consumer whose limit should change: the
 	// organization of the request's namespace, or one of its projects.
@@ -115,6 +122,22 @@ type QuotaRequestDecision struct {
 	// decidedAt is when.
 	// +optional
 	DecidedAt *metav1.Time `json:"decidedAt,omitempty" protobuf:"bytes,6,opt,name=decidedAt"`
+	// consumerRef is the consumer decided for: spec.consumerRef when the
+	// decision was written. serve's admission records it (replacing
+	// whatever the client sent); an approval's grant is written for it.
+	// +optional
+	ConsumerRef *ConsumerRef `json:"consumerRef,omitempty" protobuf:"bytes,7,opt,name=consumerRef"`
+	// resourceType is the resource type decided: spec.resourceType when the
+	// decision was written, recorded as consumerRef is.
+	// +optional
+	ResourceType ResourceType `json:"resourceType,omitempty" protobuf:"bytes,8,opt,name=resourceType,casttype=ResourceType"`
+	// dimensions are the dimensions decided: spec.dimensions when the
+	// decision was written, recorded as consumerRef is.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=10
+	Dimensions []Dimension `json:"dimensions,omitempty" protobuf:"bytes,9,rep,name=dimensions"`
 }
 
 // QuotaUsageSnapshot is a bucket's numbers at one moment.
@@ -200,6 +223,9 @@ type QuotaRequestStatus struct {
 // +kubebuilder:selectablefield:JSONPath=`.status.state`
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.state) || oldSelf.status.state == 'Pending' || self.spec == oldSelf.spec",message="the request is decided and can no longer be changed: create a new request",fieldPath=".spec"
 // +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.decision) || !has(self.status.decision.grantedLimit) || self.status.decision.grantedLimit <= self.spec.requestedLimit",message="status.decision.grantedLimit may not exceed spec.requestedLimit: approve at most what was asked",fieldPath=".status.decision.grantedLimit"
+// +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.decision) || !has(self.status.decision.consumerRef) || (self.status.decision.consumerRef.kind == self.spec.consumerRef.kind && has(self.status.decision.consumerRef.apiGroup) == has(self.spec.consumerRef.apiGroup) && (!has(self.status.decision.consumerRef.apiGroup) || self.status.decision.consumerRef.apiGroup == self.spec.consumerRef.apiGroup) && has(self.status.decision.consumerRef.name) == has(self.spec.consumerRef.name) && (!has(self.status.decision.consumerRef.name) || self.status.decision.consumerRef.name == self.spec.consumerRef.name) && has(self.status.decision.consumerRef.namespace) == has(self.spec.consumerRef.namespace) && (!has(self.status.decision.consumerRef.namespace) || self.status.decision.consumerRef.namespace == self.spec.consumerRef.namespace))",message="status.decision records what the request asks for: its consumerRef, resourceType and dimensions must be the spec's (omit them and serve records them)",fieldPath=".status.decision.consumerRef"
+// +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.decision) || !has(self.status.decision.resourceType) || self.status.decision.resourceType == self.spec.resourceType",message="status.decision records what the request asks for: its consumerRef, resourceType and dimensions must be the spec's (omit them and serve records them)",fieldPath=".status.decision.resourceType"
+// +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.decision) || !has(self.status.decision.resourceType) || ((has(self.status.decision.dimensions) ? size(self.status.decision.dimensions) : 0) == (has(self.spec.dimensions) ? size(self.spec.dimensions) : 0) && (!has(self.spec.dimensions) || self.spec.dimensions.all(d, has(self.status.decision.dimensions) && self.status.decision.dimensions.exists(e, e.key == d.key && e.value == d.value))))",message="status.decision records what the request asks for: its consumerRef, resourceType and dimensions must be the spec's (omit them and serve records them)",fieldPath=".status.decision.dimensions"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.withdrawn) || !oldSelf.spec.withdrawn || (has(self.spec.withdrawn) && self.spec.withdrawn)",message="a withdrawn request stays withdrawn: create a new request",fieldPath=".spec.withdrawn"
 type QuotaRequest struct {
 	metav1.TypeMeta   `json:",inline"`

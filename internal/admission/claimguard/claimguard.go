@@ -9,18 +9,18 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/members"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
 
@@ -44,8 +44,26 @@ type plugin struct {
 	systemNamespace string
 	engineInProcess bool
 
+	planeClients plugininit.PlaneClients
+
 	servedOnce sync.Once
 	served     *served.Resolver
+}
+
+// SetPlaneClients implements plugininit.WantsPlaneClients.
+func (p *plugin) SetPlaneClients(c plugininit.PlaneClients) { p.planeClients = c }
+
+// ValidateInitialization implements admission.InitializationValidator: the
+// objects of control planes must be readable, or their claims could never
+// be judged.
+func (p *plugin) ValidateInitialization() error {
+	if err := p.DynamicAndAuthorizer.ValidateInitialization(); err != nil {
+		return err
+	}
+	if p.planeClients == nil {
+		return fmt.Errorf("%s needs clients of the control planes (plugininit.NewPlanesInitializer)", PluginName)
+	}
+	return nil
 }
 
 var (
@@ -53,6 +71,7 @@ var (
 	_              initializer.WantsDynamicClient    = &plugin{}
 	_              initializer.WantsAuthorizer       = &plugin{}
 	_              admission.InitializationValidator = &plugin{}
+	_              plugininit.WantsPlaneClients      = &plugin{}
 	claimsResource                                   = quotav1alpha1.Resource("resourceclaims")
 )
 
@@ -69,6 +88,9 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	case gr == claimsResource:
 		return p.validateClaim(ctx, a)
 	case gr.Group == "" && gr.Resource == "namespaces" && a.GetOperation() == admission.Delete && a.GetSubresource() == "":
+		if _, inPlane := planes.From(ctx); inPlane {
+			return nil // a plane's namespaces hold no claims: they are kept at the root
+		}
 		return p.validateNamespaceDelete(ctx, a)
 	case !p.engineInProcess:
 		return nil
@@ -90,105 +112,90 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	return nil
 }
 
+// validateClaim gathers what the decisions of decide.go need for one
+// request on a claim, and asks them.
 func (p *plugin) validateClaim(ctx context.Context, a admission.Attributes) error {
 	u := a.GetUserInfo()
-	if isServer(u) {
-		if a.GetOperation() == admission.Delete {
-			return p.guardDelete(ctx, a, true)
-		}
-		return nil
-	}
 	switch {
 	case a.GetOperation() == admission.Create && a.GetSubresource() == "":
 		c, err := toClaim(a.GetObject())
 		if err != nil || c == nil {
 			return err
 		}
+		var review access
+		if cluster, ok := c.Labels[members.Label]; ok {
+			review = p.ask(ctx, members.Access(u, cluster, members.VerbReview))
+		}
+		if msg := createMarkRefusal(c, review, u.GetName()); msg != "" {
+			return apierrors.NewForbidden(claimsResource, a.GetName(), errors.New(msg))
+		}
+		if isServer(u) {
+			return nil
+		}
 		if err := claimauthz.AuthorizeClaim(ctx, p.Authorizer(), u, c.Spec.ConsumerRef); err != nil {
 			return apierrors.NewForbidden(claimsResource, a.GetName(), err)
 		}
-	case a.GetSubresource() == "status" && p.engineInProcess:
-		return apierrors.NewForbidden(claimsResource, a.GetName(), fmt.Errorf(
-			"the status of a ResourceClaim is its quota decision and is written by the quota engine only; nothing else may set it"))
-	case a.GetOperation() == admission.Update && a.GetSubresource() == "":
+	case a.GetOperation() == admission.Update:
+		if a.GetSubresource() == "status" && p.engineInProcess && !isServer(u) {
+			return apierrors.NewForbidden(claimsResource, a.GetName(), fmt.Errorf(
+				"the status of a ResourceClaim is its quota decision and is written by the quota engine only; nothing else may set it"))
+		}
 		old, err := toClaim(a.GetOldObject())
-		if err != nil || old == nil || old.Annotations[quotav1alpha1.AnnotationResourceUID] == "" {
+		if err != nil || old == nil {
 			return err
 		}
 		c, err := toClaim(a.GetObject())
 		if err != nil || c == nil {
 			return err
 		}
-		if msg := cutFromObject(old, c); msg != "" {
-			return apierrors.NewForbidden(claimsResource, a.GetName(), fmt.Errorf(
-				"ResourceClaim %s/%s holds the quota of %s; %s, which only the garbage collector and the quota engine may do: delete the object to release its quota",
-				old.Namespace, old.Name, objectName(old), msg))
+		if msg := markChange(old, c); msg != "" {
+			return apierrors.NewForbidden(claimsResource, a.GetName(), errors.New(markRefusal(old, msg)))
+		}
+		if !madeAtAdmission(old) {
+			return nil
+		}
+		if cut := cutFromObject(old, c); cut != "" {
+			return p.guardRelease(ctx, a, old, "updating ("+cut+")")
 		}
 	case a.GetOperation() == admission.Delete:
-		return p.guardDelete(ctx, a, false)
+		old, err := toClaim(a.GetOldObject())
+		if err != nil || old == nil || !(madeAtAdmission(old) || old.Labels[members.Label] != "") {
+			return err
+		}
+		return p.guardRelease(ctx, a, old, "deleting")
 	}
 	return nil
 }
 
-// cutFromObject says how an update cuts a claim from its object, or "".
-func cutFromObject(old, c *quotav1alpha1.ResourceClaim) string {
-	for _, k := range []string{quotav1alpha1.AnnotationResourceUID, quotav1alpha1.AnnotationResource, quotav1alpha1.AnnotationPolicy, quotav1alpha1.AnnotationPolicyGeneration, quotav1alpha1.AnnotationGrantKey} {
-		if old.Annotations[k] != c.Annotations[k] {
-			return fmt.Sprintf("this update changes its annotation %s", k)
-		}
+// guardRelease refuses what (a delete, or an update cutting the claim from
+// its object) on claim c while its object is live where it is stored, or,
+// for a member cluster's claim, unless the requester may release that
+// cluster's claims. Every requester is held to it: users, serve's garbage
+// collector, namespace controller and quota engine (they release a claim
+// once its object is gone, which this lets through).
+func (p *plugin) guardRelease(ctx context.Context, a admission.Attributes, c *quotav1alpha1.ResourceClaim, what string) error {
+	h, err := p.holderOf(ctx, c, nil)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("%s ResourceClaim %s/%s: checking whether its object %s is still stored %s: %w; retry in a moment",
+			what, c.Namespace, c.Name, objectName(c), holder{plane: c.Annotations[planes.Annotation]}.where(), err))
 	}
-	uid := old.Annotations[quotav1alpha1.AnnotationResourceUID]
-	had, has := false, false
-	for _, o := range old.OwnerReferences {
-		had = had || string(o.UID) == uid
+	var release access
+	if h.cluster != "" {
+		release = p.ask(ctx, members.Access(a.GetUserInfo(), h.cluster, members.VerbRelease))
 	}
-	for _, o := range c.OwnerReferences {
-		has = has || string(o.UID) == uid
+	if msg := releaseRefusal(what, c, h, release, a.GetUserInfo().GetName()); msg != "" {
+		return apierrors.NewForbidden(claimsResource, a.GetName(), errors.New(msg))
 	}
-	if had && !has {
-		return "this update removes its ownerReference to that object (as kubectl delete --cascade=orphan would)"
-	}
-	return ""
+	return nil
 }
 
-// objectExists reads the claim's object live, at the version served now
-// (the one the claim recorded may not be served any more). An object whose
-// kind serves no version at all is taken to exist: nothing may release its
-// quota until it can be read again.
-func (p *plugin) objectExists(ctx context.Context, c *quotav1alpha1.ResourceClaim) (bool, error) {
-	gvr, ok := quotav1alpha1.ParseResource(c.Annotations[quotav1alpha1.AnnotationResource])
-	ref := c.Spec.ResourceRef
-	if !ok || ref == nil {
-		return false, nil
+// ask asks the authorizer one question.
+func (p *plugin) ask(ctx context.Context, q authorizer.AttributesRecord) access {
+	d, reason, err := p.Authorizer().Authorize(ctx, q)
+	if err != nil && d != authorizer.DecisionAllow {
+		reason = strings.TrimPrefix(reason+"; "+err.Error(), "; ")
 	}
-	p.servedOnce.Do(func() { p.served = served.New(p.Client()) })
-	var o *unstructured.Unstructured
-	err := p.served.Read(ctx, gvr, func(at schema.GroupVersionResource) error {
-		var err error
-		o, err = p.Client().Resource(at).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		return err
-	})
-	switch {
-	case errors.Is(err, served.ErrNotServed):
-		return true, nil
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return string(o.GetUID()) == c.Annotations[quotav1alpha1.AnnotationResourceUID] && o.GetDeletionTimestamp() == nil, nil
-}
-
-func objectName(c *quotav1alpha1.ResourceClaim) string {
-	ref := c.Spec.ResourceRef
-	if ref == nil {
-		return "its object"
-	}
-	name := ref.Name
-	if ref.Namespace != "" {
-		name = ref.Namespace + "/" + ref.Name
-	}
-	return fmt.Sprintf("%s %s (uid %s)", ref.Kind, name, c.Annotations[quotav1alpha1.AnnotationResourceUID])
+	return access{allowed: d == authorizer.DecisionAllow, reason: reason}
 }
 
 func toClaim(obj runtime.Object) (*quotav1alpha1.ResourceClaim, error) {
@@ -207,81 +214,4 @@ func toClaim(obj runtime.Object) (*quotav1alpha1.ResourceClaim, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("reading the ResourceClaim: %v", err))
 	}
 	return c, nil
-}
-
-// guardDelete refuses to delete a claim made at admission while its object
-// exists. serve's own controllers (the garbage collector after an owner, the
-// engine after an object it watches, the namespace controller emptying a
-// namespace) may, but for one claim: one whose object lives outside the
-// claim's namespace. Deleting its namespace would release the quota of an
-// object that is still there; the namespace stays Terminating, its
-// NamespaceDeletionContentFailure condition saying why, until the object is
-// deleted.
-func (p *plugin) guardDelete(ctx context.Context, a admission.Attributes, byServer bool) error {
-	old, err := toClaim(a.GetOldObject())
-	if err != nil || old == nil || old.Annotations[quotav1alpha1.AnnotationResourceUID] == "" || (byServer && !elsewhere(old)) {
-		return err
-	}
-	exists, err := p.objectExists(ctx, old)
-	if err != nil {
-		return apierrors.NewInternalError(fmt.Errorf("checking whether the object of ResourceClaim %s/%s exists: %w", old.Namespace, old.Name, err))
-	}
-	if !exists {
-		return nil
-	}
-	why := "which exists; delete that object to release its quota (its claim goes with it)"
-	if byServer {
-		why = "which lives outside this namespace and exists; the claim stays until that object is deleted"
-	}
-	return apierrors.NewForbidden(claimsResource, a.GetName(), fmt.Errorf("ResourceClaim %s/%s holds the quota of %s, %s",
-		old.Namespace, old.Name, objectName(old), why))
-}
-
-// elsewhere reports whether a claim's object lives outside the claim's
-// namespace (in another namespace, or cluster-scoped).
-func elsewhere(c *quotav1alpha1.ResourceClaim) bool {
-	ref := c.Spec.ResourceRef
-	return ref != nil && ref.Namespace != c.Namespace
-}
-
-// maxNamed bounds the objects a refusal names.
-const maxNamed = 5
-
-// validateNamespaceDelete refuses to delete a namespace holding the claims
-// of objects that live elsewhere and exist: their quota would be released
-// with the namespace while they stay. The message names them and says what
-// to do.
-func (p *plugin) validateNamespaceDelete(ctx context.Context, a admission.Attributes) error {
-	ns := a.GetName()
-	list, err := p.Client().Resource(quotav1alpha1.SchemeGroupVersion.WithResource("resourceclaims")).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // the quota API is not served yet: no claims
-		}
-		return apierrors.NewInternalError(fmt.Errorf("listing the ResourceClaims of namespace %s: %w", ns, err))
-	}
-	var held []string
-	for i := range list.Items {
-		c, err := toClaim(&list.Items[i])
-		if err != nil || c == nil || c.Annotations[quotav1alpha1.AnnotationResourceUID] == "" || !elsewhere(c) {
-			continue
-		}
-		exists, err := p.objectExists(ctx, c)
-		if err != nil {
-			return apierrors.NewInternalError(fmt.Errorf("checking whether the object of ResourceClaim %s/%s exists: %w", c.Namespace, c.Name, err))
-		}
-		if exists {
-			held = append(held, objectName(c))
-		}
-	}
-	if len(held) == 0 {
-		return nil
-	}
-	named := held
-	if len(named) > maxNamed {
-		named = append(append([]string(nil), named[:maxNamed]...), fmt.Sprintf("and %d more", len(held)-maxNamed))
-	}
-	return apierrors.NewForbidden(a.GetResource().GroupResource(), ns, fmt.Errorf(
-		"namespace %s holds the ResourceClaims of %d objects that live outside it and exist (%s); deleting it would release their quota while they stay: delete those objects first (their claims go with them), then the namespace",
-		ns, len(held), strings.Join(named, ", ")))
 }

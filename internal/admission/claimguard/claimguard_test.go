@@ -7,18 +7,24 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/dynamic"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/admissiontest"
+	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/members"
+	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
 const systemNamespace = "quotaplane-system"
@@ -52,6 +58,51 @@ func admitted() *quotav1alpha1.ResourceClaim {
 			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Project", Name: "p1"},
 			ResourceRef: &quotav1alpha1.ResourceRef{APIGroup: "apps", Kind: "Deployment", Namespace: "team-a", Name: "web"},
 		},
+	}
+}
+
+// newGuard is the plugin as serve builds it: given the root's client
+// (reads), the clients of the control planes (planes, by plane; a plane
+// missing answers NotFound), and az.
+func newGuard(t *testing.T, engineInProcess bool, reads *admissiontest.Reads, planeReads map[string]*admissiontest.Reads, az authorizer.Authorizer) admission.Interface {
+	t.Helper()
+	plugins := admission.NewPlugins()
+	Register(plugins, systemNamespace, engineInProcess)
+	clients := func(p planes.Plane) (dynamic.Interface, error) {
+		if r, ok := planeReads[p.String()]; ok {
+			return r, nil
+		}
+		return &admissiontest.Reads{}, nil
+	}
+	p, err := plugins.InitPlugin(PluginName, nil, admission.PluginInitializers{given{reads, az}, planesGiven(clients)})
+	if err != nil {
+		t.Fatalf("initializing %s: %v", PluginName, err)
+	}
+	return p
+}
+
+// given gives a plugin the root's client and the authorizer, as the
+// server's initializer does.
+type given struct {
+	client     dynamic.Interface
+	authorizer authorizer.Authorizer
+}
+
+func (g given) Initialize(p admission.Interface) {
+	if w, ok := p.(initializer.WantsDynamicClient); ok {
+		w.SetDynamicClient(g.client)
+	}
+	if w, ok := p.(initializer.WantsAuthorizer); ok {
+		w.SetAuthorizer(g.authorizer)
+	}
+}
+
+// planesGiven gives a plugin clients of the control planes.
+type planesGiven plugininit.PlaneClients
+
+func (c planesGiven) Initialize(p admission.Interface) {
+	if w, ok := p.(plugininit.WantsPlaneClients); ok {
+		w.SetPlaneClients(plugininit.PlaneClients(c))
 	}
 }
 
@@ -93,7 +144,19 @@ func TestValidate(t *testing.T) {
 	unannotatedOrphaned := unannotated.DeepCopy()
 	unannotatedOrphaned.OwnerReferences = nil
 
-	const holds = `resourceclaims.quota.miloapis.com "c1" is forbidden: ResourceClaim team-a/c1 holds the quota of Deployment team-a/web (uid u1)`
+	marked := admitted()
+	marked.Annotations[planes.Annotation] = "projects/p1"
+	labelled := admitted()
+	labelled.Labels = map[string]string{members.Label: "east"}
+
+	const (
+		holds  = `resourceclaims.quota.miloapis.com "c1" is forbidden: deleting ResourceClaim team-a/c1 is refused: `
+		cut    = `resourceclaims.quota.miloapis.com "c1" is forbidden: updating (this update `
+		stored = "it holds the quota of Deployment team-a/web (uid u1), which is still stored at the root; " +
+			"nobody, the platform's controllers included, removes or cuts the claim of a stored object: delete that object to release its quota (its claim is released with it)"
+		marksSay = "the annotation quota.miloapis.com/control-plane and the label quota.miloapis.com/cluster say where the claim's object is stored (a control plane, a member cluster) " +
+			"and are written only by the quota engine with the claim: nobody adds, changes or removes them. Leave them as they are; to release the claim, delete its object"
+	)
 	cases := map[string]struct {
 		resource    schema.GroupVersionResource
 		namespace   string
@@ -131,25 +194,45 @@ func TestValidate(t *testing.T) {
 		},
 		"update: an annotation naming the object changes": {
 			resource: claimsGVR, op: admission.Update, obj: repolicied, old: admitted(), user: alice,
-			wantErr: holds + "; this update changes its annotation quota.miloapis.com/policy, which only the garbage collector and the quota engine may do: delete the object to release its quota",
+			objects: []*unstructured.Unstructured{deployment("u1", false)},
+			wantErr: cut + "changes its annotation quota.miloapis.com/policy) ResourceClaim team-a/c1 is refused: " + stored,
+		},
+		"update: an annotation naming the object changes once it is gone": {
+			resource: claimsGVR, op: admission.Update, obj: repolicied, old: admitted(), user: alice,
 		},
 		"update: the ownerReference to the object is removed": {
 			resource: claimsGVR, op: admission.Update, obj: orphaned, old: admitted(), user: alice,
-			wantErr: holds + "; this update removes its ownerReference to that object (as kubectl delete --cascade=orphan would), which only the garbage collector and the quota engine may do: delete the object to release its quota",
+			objects: []*unstructured.Unstructured{deployment("u1", false)},
+			wantErr: cut + "removes its ownerReference to that object (as kubectl delete --cascade=orphan would)) ResourceClaim team-a/c1 is refused: " + stored,
 		},
-		"update: the garbage collector removes the ownerReference": {
+		"update: the garbage collector removes the ownerReference while the object exists": {
 			resource: claimsGVR, op: admission.Update, obj: orphaned, old: admitted(), user: server,
+			objects: []*unstructured.Unstructured{deployment("u1", false)},
+			wantErr: cut + "removes its ownerReference to that object (as kubectl delete --cascade=orphan would)) ResourceClaim team-a/c1 is refused: " + stored,
+		},
+		"update: the garbage collector orphans it as its object is deleted": {
+			resource: claimsGVR, op: admission.Update, obj: orphaned, old: admitted(), user: server,
+			objects: []*unstructured.Unstructured{deployment("u1", true)},
 		},
 		"update: a label is added": {
 			resource: claimsGVR, op: admission.Update, obj: relabelled, old: admitted(), user: alice,
+			objects: []*unstructured.Unstructured{deployment("u1", false)},
 		},
 		"update: a claim not made at admission": {
 			resource: claimsGVR, op: admission.Update, obj: unannotatedOrphaned, old: unannotated, user: alice,
 		},
+		"update: the control-plane mark added, by the server": {
+			resource: claimsGVR, op: admission.Update, obj: marked, old: admitted(), user: server,
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: updating ResourceClaim team-a/c1 is refused: this update adds the annotation quota.miloapis.com/control-plane=projects/p1; ` + marksSay,
+		},
+		"update: the status, with the cluster label removed": {
+			resource: claimsGVR, subresource: "status", op: admission.Update, obj: admitted(), old: labelled, user: server,
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: updating ResourceClaim team-a/c1 is refused: this update removes its label quota.miloapis.com/cluster=east; ` + marksSay,
+		},
 		"delete: the object exists": {
 			resource: claimsGVR, op: admission.Delete, old: admitted(), user: alice,
 			objects: []*unstructured.Unstructured{deployment("u1", false)},
-			wantErr: holds + ", which exists; delete that object to release its quota (its claim goes with it)",
+			wantErr: holds + stored,
 		},
 		"delete: the object is gone": {
 			resource: claimsGVR, op: admission.Delete, old: admitted(), user: alice,
@@ -164,11 +247,16 @@ func TestValidate(t *testing.T) {
 		},
 		"delete: the object cannot be read": {
 			resource: claimsGVR, op: admission.Delete, old: admitted(), user: alice, readErr: errors.New("connection refused"),
-			wantErr: "Internal error occurred: checking whether the object of ResourceClaim team-a/c1 exists: reading the CustomResourceDefinition of deployments.apps: connection refused",
+			wantErr: "Internal error occurred: deleting ResourceClaim team-a/c1: checking whether its object Deployment team-a/web (uid u1) is still stored at the root: " +
+				"reading the CustomResourceDefinition of deployments.apps: connection refused; retry in a moment",
 		},
 		"delete: by the garbage collector while the object exists": {
 			resource: claimsGVR, op: admission.Delete, old: admitted(), user: server,
 			objects: []*unstructured.Unstructured{deployment("u1", false)},
+			wantErr: holds + stored,
+		},
+		"delete: by the garbage collector once the object is gone": {
+			resource: claimsGVR, op: admission.Delete, old: admitted(), user: server,
 		},
 		"delete: a claim not made at admission": {
 			resource: claimsGVR, op: admission.Delete, old: unannotated, user: alice,
@@ -202,8 +290,7 @@ func TestValidate(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			reads := &admissiontest.Reads{Objects: map[schema.GroupVersionResource][]*unstructured.Unstructured{deployments: tc.objects}, Err: tc.readErr}
-			register := func(p *admission.Plugins) { Register(p, systemNamespace, !tc.noEngine) }
-			p := admissiontest.NewPlugin(t, register, PluginName, reads, mayClaim)
+			p := newGuard(t, !tc.noEngine, reads, nil, mayClaim)
 			ns, objName := tc.namespace, tc.name
 			if tc.resource == claimsGVR {
 				ns, objName = "team-a", "c1"
@@ -246,7 +333,7 @@ func TestNoNamespaceDeletionReleasesAnObjectElsewhere(t *testing.T) {
 		wantErr   string
 	}{
 		"namespace with a live object's claim": {resource: namespaces, old: central(), objectNow: true,
-			wantErr: `namespaces "central" is forbidden: namespace central holds the ResourceClaims of 1 objects that live outside it and exist (Deployment team-a/web (uid u1)); deleting it would release their quota while they stay: delete those objects first (their claims go with them), then the namespace`},
+			wantErr: `namespaces "central" is forbidden: namespace central holds the ResourceClaims of 1 objects that live outside it and are still stored (Deployment team-a/web (uid u1) at the root); deleting it would release their quota while they stay: delete those objects first (their claims go with them), then the namespace`},
 		"namespace whose objects are gone": {resource: namespaces, old: central()},
 		"namespace holding a claim beside its object": {resource: namespaces, old: func() *quotav1alpha1.ResourceClaim {
 			c := admitted()
@@ -255,9 +342,12 @@ func TestNoNamespaceDeletionReleasesAnObjectElsewhere(t *testing.T) {
 			return c
 		}(), objectNow: true},
 		"the server deleting a live object's claim elsewhere": {resource: claimsGVR, old: central(), objectNow: true,
-			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: ResourceClaim central/c1 holds the quota of Deployment team-a/web (uid u1), which lives outside this namespace and exists; the claim stays until that object is deleted`},
-		"the server deleting it once its object is gone":     {resource: claimsGVR, old: central()},
-		"the server deleting a claim beside its live object": {resource: claimsGVR, old: admitted(), objectNow: true},
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: deleting ResourceClaim central/c1 is refused: it holds the quota of Deployment team-a/web (uid u1), which is still stored at the root; ` +
+				"nobody, the platform's controllers included, removes or cuts the claim of a stored object: delete that object to release its quota (its claim is released with it)"},
+		"the server deleting it once its object is gone": {resource: claimsGVR, old: central()},
+		"the server deleting a claim beside its live object": {resource: claimsGVR, old: admitted(), objectNow: true,
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: deleting ResourceClaim team-a/c1 is refused: it holds the quota of Deployment team-a/web (uid u1), which is still stored at the root; ` +
+				"nobody, the platform's controllers included, removes or cuts the claim of a stored object: delete that object to release its quota (its claim is released with it)"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -265,13 +355,217 @@ func TestNoNamespaceDeletionReleasesAnObjectElsewhere(t *testing.T) {
 			if tc.objectNow {
 				objects[deployments] = []*unstructured.Unstructured{deployment("u1", false)}
 			}
-			p := admissiontest.NewPlugin(t, func(p *admission.Plugins) { Register(p, systemNamespace, true) }, PluginName,
-				&admissiontest.Reads{Objects: objects}, mayClaim)
+			p := newGuard(t, true, &admissiontest.Reads{Objects: objects}, nil, mayClaim)
 			var a admission.Attributes
 			if tc.resource == namespaces {
 				a = admission.NewAttributesRecord(nil, nil, schema.GroupVersionKind{}, "", tc.old.Namespace, namespaces, "", admission.Delete, nil, false, alice)
 			} else {
 				a = admission.NewAttributesRecord(nil, toUnstructured(t, tc.old), schema.GroupVersionKind{}, tc.old.Namespace, tc.old.Name, claimsGVR, "", admission.Delete, nil, false, server)
+			}
+			gotErr := ""
+			if err := p.(admission.ValidationInterface).Validate(context.Background(), a, nil); err != nil {
+				gotErr = err.Error()
+			}
+			if diff := cmp.Diff(tc.wantErr, gotErr); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// inPlane is a claim, at the root in project p1's quota namespace, for
+// Secret default/s0 (uid u1) of project p1's control plane.
+func inPlane() *quotav1alpha1.ResourceClaim {
+	c := admitted()
+	c.Namespace, c.OwnerReferences = "project-p1", nil
+	c.Annotations[planes.Annotation] = "projects/p1"
+	c.Annotations[quotav1alpha1.AnnotationResource] = "secrets.v1."
+	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{Kind: "Secret", Namespace: "default", Name: "s0"}
+	return c
+}
+
+// ofCluster is a claim of member cluster east's Secret default/s0.
+func ofCluster() *quotav1alpha1.ResourceClaim {
+	c := inPlane()
+	c.Namespace = "cluster-east"
+	delete(c.Annotations, planes.Annotation)
+	c.Labels = map[string]string{members.Label: "east"}
+	return c
+}
+
+func object(gvk schema.GroupVersionKind, ns, name, uid string, deleting bool) *unstructured.Unstructured {
+	o := &unstructured.Unstructured{}
+	o.SetGroupVersionKind(gvk)
+	o.SetNamespace(ns)
+	o.SetName(name)
+	o.SetUID(types.UID(uid))
+	if deleting {
+		now := metav1.Now()
+		o.SetDeletionTimestamp(&now)
+	}
+	return o
+}
+
+// TestClaimsOfObjectsElsewhere: a control plane's claim is judged by its
+// object in the plane (its owner gone or being deleted: the plane holds
+// nothing); a member cluster's claim by who may release that cluster's
+// claims. Every requester alike, serve itself and system:masters included.
+func TestClaimsOfObjectsElsewhere(t *testing.T) {
+	secrets := corev1.SchemeGroupVersion.WithResource("secrets")
+	projects := schema.GroupVersionResource{Group: planes.Group, Version: planes.Version, Resource: "projects"}
+	secret := func(uid string, deleting bool) *unstructured.Unstructured {
+		return object(corev1.SchemeGroupVersion.WithKind("Secret"), "default", "s0", uid, deleting)
+	}
+	project := func(deleting bool) *unstructured.Unstructured {
+		return object(schema.GroupVersionKind{Group: planes.Group, Version: planes.Version, Kind: "Project"}, "", "p1", "p-uid", deleting)
+	}
+	admin := &user.DefaultInfo{Name: "root-admin", Groups: []string{user.SystemPrivilegedGroup}}
+	webhook := &user.DefaultInfo{Name: "system:serviceaccount:cluster-west:webhook"}
+	// The authorizer: system:masters may anything; the webhook may release
+	// west's claims only.
+	az := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		for _, g := range a.GetUser().GetGroups() {
+			if g == user.SystemPrivilegedGroup {
+				return authorizer.DecisionAllow, "", nil
+			}
+		}
+		if a.GetUser().GetName() == webhook.Name && a.GetVerb() == members.VerbRelease && a.GetResource() == members.Resource &&
+			a.GetName() == "west" && a.GetNamespace() == "cluster-west" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "no RBAC rule", nil
+	})
+	inPlaneStored := "it holds the quota of Secret default/s0 (uid u1), which is still stored in control plane projects/p1; " +
+		"nobody, the platform's controllers included, removes or cuts the claim of a stored object: delete that object to release its quota (its claim is released with it)"
+	orphaned := func(c *quotav1alpha1.ResourceClaim) *quotav1alpha1.ResourceClaim {
+		c.Spec.ResourceRef.Name = "other"
+		return c
+	}
+	cases := map[string]struct {
+		op        admission.Operation
+		obj, old  *quotav1alpha1.ResourceClaim
+		user      user.Info
+		root      []*unstructured.Unstructured // projects and secrets at the root
+		plane     []*unstructured.Unstructured // secrets in projects/p1
+		planeErr  error
+		namespace bool // delete the claim's namespace instead
+		wantErr   string
+	}{
+		"plane: a user deletes the claim of a live object": {
+			op: admission.Delete, old: inPlane(), user: alice, root: []*unstructured.Unstructured{project(false)}, plane: []*unstructured.Unstructured{secret("u1", false)},
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: deleting ResourceClaim project-p1/c1 is refused: ` + inPlaneStored,
+		},
+		"plane: system:masters deletes it": {
+			op: admission.Delete, old: inPlane(), user: admin, root: []*unstructured.Unstructured{project(false)}, plane: []*unstructured.Unstructured{secret("u1", false)},
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: deleting ResourceClaim project-p1/c1 is refused: ` + inPlaneStored,
+		},
+		"plane: serve itself deletes it": {
+			op: admission.Delete, old: inPlane(), user: server, root: []*unstructured.Unstructured{project(false)}, plane: []*unstructured.Unstructured{secret("u1", false)},
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: deleting ResourceClaim project-p1/c1 is refused: ` + inPlaneStored,
+		},
+		"plane: an object of that name at the root does not count": {
+			op: admission.Delete, old: inPlane(), user: server, root: []*unstructured.Unstructured{project(false), secret("u1", false)},
+		},
+		"plane: the object is gone from the plane": {
+			op: admission.Delete, old: inPlane(), user: server, root: []*unstructured.Unstructured{project(false)},
+		},
+		"plane: the object is being deleted": {
+			op: admission.Delete, old: inPlane(), user: alice, root: []*unstructured.Unstructured{project(false)}, plane: []*unstructured.Unstructured{secret("u1", true)},
+		},
+		"plane: the owner is being deleted": {
+			op: admission.Delete, old: inPlane(), user: server, root: []*unstructured.Unstructured{project(true)}, plane: []*unstructured.Unstructured{secret("u1", false)},
+		},
+		"plane: the owner is gone": {
+			op: admission.Delete, old: inPlane(), user: server, plane: []*unstructured.Unstructured{secret("u1", false)},
+		},
+		"plane: the plane cannot be read": {
+			op: admission.Delete, old: inPlane(), user: server, root: []*unstructured.Unstructured{project(false)}, planeErr: errors.New("the control plane is not ready"),
+			wantErr: "Internal error occurred: deleting ResourceClaim project-p1/c1: checking whether its object Secret default/s0 (uid u1) is still stored in control plane projects/p1: " +
+				"the control plane is not ready; retry in a moment",
+		},
+		"plane: the plane answers 404 naming no object": {
+			op: admission.Delete, old: inPlane(), user: server, root: []*unstructured.Unstructured{project(false)},
+			planeErr: &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 404, Reason: metav1.StatusReasonNotFound, Message: "the control plane of Project p1 is being removed with it"}},
+			wantErr: "Internal error occurred: deleting ResourceClaim project-p1/c1: checking whether its object Secret default/s0 (uid u1) is still stored in control plane projects/p1: " +
+				"the control plane of Project p1 is being removed with it; retry in a moment",
+		},
+		"plane: the resourceRef changed while the object is live": {
+			op: admission.Update, old: inPlane(), obj: orphaned(inPlane()), user: admin, root: []*unstructured.Unstructured{project(false)}, plane: []*unstructured.Unstructured{secret("u1", false)},
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: updating (this update changes its spec.resourceRef (the object it charges for)) ResourceClaim project-p1/c1 is refused: ` + inPlaneStored,
+		},
+		"plane: the namespace of a live object's claim": {
+			namespace: true, old: inPlane(), user: admin, root: []*unstructured.Unstructured{project(false)}, plane: []*unstructured.Unstructured{secret("u1", false)},
+			wantErr: `namespaces "project-p1" is forbidden: namespace project-p1 holds the ResourceClaims of 1 objects that live outside it and are still stored (Secret default/s0 (uid u1) in control plane projects/p1); ` +
+				"deleting it would release their quota while they stay: delete those objects first (their claims go with them), then the namespace",
+		},
+		"plane: the namespace once the owner is being deleted": {
+			namespace: true, old: inPlane(), user: server, root: []*unstructured.Unstructured{project(true)}, plane: []*unstructured.Unstructured{secret("u1", false)},
+		},
+		"member: deleted by another cluster's webhook": {
+			op: admission.Delete, old: ofCluster(), user: webhook,
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: deleting ResourceClaim cluster-east/c1 is refused: it holds the quota of Secret default/s0 (uid u1) in member cluster east, ` +
+				`which the quota plane cannot look up; only that cluster's webhook releases it, and user "system:serviceaccount:cluster-west:webhook" may not: ` +
+				`it needs verb "release" on clusters.quota.miloapis.com named east in namespace cluster-east (no RBAC rule). ` +
+				"Delete the object in cluster east (its webhook releases the claim), or bind ClusterRole quotaplane-member-cluster to the cluster's webhook in namespace cluster-east (docs/clusters.md)",
+		},
+		"member: deleted by its own cluster's webhook": {
+			op: admission.Delete, old: func() *quotav1alpha1.ResourceClaim {
+				c := ofCluster()
+				c.Namespace, c.Labels[members.Label] = "cluster-west", "west"
+				return c
+			}(), user: webhook,
+		},
+		"member: deleted by system:masters": {op: admission.Delete, old: ofCluster(), user: admin},
+		"member: its namespace, by one who may not release its claims": {
+			namespace: true, old: ofCluster(), user: webhook,
+			wantErr: `namespaces "cluster-east" is forbidden: namespace cluster-east holds the ResourceClaims of member clusters east, which only their webhooks release, and user "system:serviceaccount:cluster-west:webhook" may not release them ` +
+				`(verb "release" on clusters.quota.miloapis.com named after the cluster, in namespace cluster-<cluster>); deleting it would release their quota while their objects stay: delete those objects in their clusters first, or ask an administrator of the quota plane`,
+		},
+		"member: its namespace, by system:masters": {namespace: true, old: ofCluster(), user: admin},
+		"member: created through the API by one who may not speak for the cluster": {
+			op: admission.Create, obj: ofCluster(), user: alice,
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: creating ResourceClaim cluster-east/c1 is refused: its label quota.miloapis.com/cluster=east says its object is stored in member cluster east, ` +
+				`whose claims only that cluster's webhook may make and release, and user "alice" may not speak for it (verb "review" on clusters.quota.miloapis.com named east in namespace cluster-east). ` +
+				"Remove the label: a claim made through the API charges an object of the quota plane, or none",
+		},
+		"plane: created through the API with a mark that names no plane": {
+			op: admission.Create, obj: func() *quotav1alpha1.ResourceClaim {
+				c := inPlane()
+				c.Annotations[planes.Annotation] = "namespaces/x"
+				return c
+			}(), user: alice,
+			wantErr: `resourceclaims.quota.miloapis.com "c1" is forbidden: creating ResourceClaim project-p1/c1 is refused: its annotation quota.miloapis.com/control-plane: control plane "namespaces/x": write projects/<name> or organizations/<name>`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rootObjects := map[schema.GroupVersionResource][]*unstructured.Unstructured{}
+			for _, o := range tc.root {
+				gvr := secrets
+				if o.GetKind() == "Project" {
+					gvr = projects
+				}
+				rootObjects[gvr] = append(rootObjects[gvr], o)
+			}
+			old := tc.old
+			if old == nil {
+				old = tc.obj
+			}
+			rootObjects[claimsGVR] = []*unstructured.Unstructured{toUnstructured(t, old).(*unstructured.Unstructured)}
+			planeReads := map[string]*admissiontest.Reads{"projects/p1": {Objects: map[schema.GroupVersionResource][]*unstructured.Unstructured{secrets: tc.plane}, Err: tc.planeErr}}
+			p := newGuard(t, true, &admissiontest.Reads{Objects: rootObjects}, planeReads, az)
+			var a admission.Attributes
+			switch {
+			case tc.namespace:
+				a = admission.NewAttributesRecord(nil, nil, schema.GroupVersionKind{}, "", old.Namespace, corev1.SchemeGroupVersion.WithResource("namespaces"), "", admission.Delete, nil, false, tc.user)
+			case tc.op == admission.Create:
+				a = admission.NewAttributesRecord(toUnstructured(t, tc.obj), nil, schema.GroupVersionKind{}, old.Namespace, old.Name, claimsGVR, "", tc.op, nil, false, tc.user)
+			default:
+				var obj runtime.Object
+				if tc.obj != nil {
+					obj = toUnstructured(t, tc.obj)
+				}
+				a = admission.NewAttributesRecord(obj, toUnstructured(t, tc.old), schema.GroupVersionKind{}, old.Namespace, old.Name, claimsGVR, "", tc.op, nil, false, tc.user)
 			}
 			gotErr := ""
 			if err := p.(admission.ValidationInterface).Validate(context.Background(), a, nil); err != nil {

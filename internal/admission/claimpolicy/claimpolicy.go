@@ -28,8 +28,10 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/claims"
+	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -40,13 +42,15 @@ const PluginName = "QuotaClaimPolicy"
 // decideTimeout bounds how long a create waits for the engine.
 const decideTimeout = 10 * time.Second
 
-// Register adds the plugin, bound to this process's engine. created, when
-// not nil, is given each plugin made, so that member clusters' reviews are
-// decided by the same plugin as the server's own requests.
-func Register(plugins *admission.Plugins, handle *admit.Handle, systemNamespace string, created func(*Plugin)) {
+// Register adds the plugin, bound to this process's engine. Objects in the
+// system namespace and in exemptNamespaces are never charged
+// (internal/policy/governed). created, when not nil, is given each plugin
+// made, so that member clusters' reviews are decided by the same plugin as
+// the server's own requests.
+func Register(plugins *admission.Plugins, handle *admit.Handle, systemNamespace string, exemptNamespaces []string, created func(*Plugin)) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
 		p := &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), handle: handle, systemNamespace: systemNamespace,
-			compiled: map[compiledKey]*compiledEntry{}}
+			exemptions: governed.NewExemptions(systemNamespace, exemptNamespaces), compiled: map[compiledKey]*compiledEntry{}}
 		if created != nil {
 			created(p)
 		}
@@ -89,6 +93,8 @@ type Plugin struct {
 	*admission.Handler
 	handle          *admit.Handle
 	systemNamespace string
+	// exemptions are the objects no policy charges.
+	exemptions      governed.Exemptions
 	increaseLink    func(quota.ConsumerID, string) string
 	dynamic         dynamic.Interface
 	kube            kubernetes.Interface
@@ -237,15 +243,12 @@ func containsInt(list []int64, v int64) bool {
 	return false
 }
 
-// exempt groups are never charged: the quota API itself, and CRDs (installing
-// the quota CRDs must never wait for quota).
-var exempt = map[string]bool{quotav1alpha1.GroupName: true, "apiextensions.k8s.io": true}
-
 // Validate decides the quota of a create, or of an update that changes what
-// the policies compute (update.go). Status updates are never charged.
+// the policies compute (update.go). Status updates are never charged, nor
+// the objects internal/policy/governed exempts (exempt.go).
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
-	if exempt[a.GetResource().Group] {
-		return nil
+	if exempt, err := p.exempt(ctx, a); exempt || err != nil {
+		return err
 	}
 	switch {
 	case a.GetOperation() == admission.Create && a.GetSubresource() == "":
@@ -386,6 +389,7 @@ func (p *Plugin) failOpen(ctx context.Context, a admission.Attributes, obj metav
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := p.handle.RecordFailOpen(rctx, rec); err != nil {
+		enginemetrics.RecordsDropped.WithLabelValues(enginemetrics.RecordFailOpen).Inc()
 		p.reports.logger(ctx).Error(err, "Recording a fail-open admission failed", "object", objectName(a))
 	}
 	return nil

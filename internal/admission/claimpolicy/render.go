@@ -57,6 +57,9 @@ func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rende
 			"ClaimCreationPolicy %s (generation %d) has no spec.target.resourceClaimTemplate.spec.consumerRef, so it charges the project whose control plane a request comes to, and this %s was created at the root control plane, which belongs to no project; the %s was not created: give the policy a consumerRef to use it here (this is not a quota denial)",
 			f.name, f.generation, kind.Kind, kind.Kind))
 	}
+	if err := planeConsumer(ctx, f, a, kind.Kind, c); err != nil {
+		return nil, err
+	}
 	if errs := p.claims.Validate(c); len(errs) > 0 {
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) renders, for this %s, a ResourceClaim the API server would refuse: %v; the %s was not created: fix the policy's spec.target.resourceClaimTemplate (this is not a quota denial)",

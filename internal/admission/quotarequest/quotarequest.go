@@ -26,7 +26,7 @@ const PluginName = "QuotaRequests"
 // Register adds the plugin to plugins.
 func Register(plugins *admission.Plugins) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
-		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update),
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete),
 			DynamicClient: plugininit.NewDynamicClient(PluginName), now: time.Now}, nil
 	})
 }
@@ -78,29 +78,46 @@ func (p *plugin) admit(a admission.Attributes, obj, old *unstructured.Unstructur
 	case a.GetOperation() == admission.Update && a.GetSubresource() == "status" && old != nil:
 		_, had, _ := unstructured.NestedMap(old.Object, "status", "decision")
 		d, has, _ := unstructured.NestedMap(obj.Object, "status", "decision")
-		if had || !has || isSelf(a.GetUserInfo()) && d["decidedBy"] != nil {
+		if had || !has {
 			return nil
 		}
-		d["decidedBy"] = a.GetUserInfo().GetName()
-		d["decidedAt"] = metav1.NewTime(p.now()).UTC().Format(time.RFC3339)
+		// What is decided is what the stored request asks for, whatever
+		// the client sent: the grant is written from this.
+		for _, f := range decidedFields {
+			if v, ok, _ := unstructured.NestedFieldCopy(old.Object, "spec", f); ok {
+				d[f] = v
+			} else {
+				delete(d, f)
+			}
+		}
+		if !isSelf(a.GetUserInfo()) || d["decidedBy"] == nil {
+			d["decidedBy"] = a.GetUserInfo().GetName()
+			d["decidedAt"] = metav1.NewTime(p.now()).UTC().Format(time.RFC3339)
+		}
 		return unstructured.SetNestedMap(obj.Object, d, "status", "decision")
 	}
 	return nil
 }
 
+// decidedFields are the spec's fields a decision records.
+var decidedFields = []string{"consumerRef", "resourceType", "dimensions"}
+
 // isSelf is serve's own loopback identity: its request controller records
 // the decisions it makes itself (rule:<name>, quotaplane).
 func isSelf(u user.Info) bool { return u.GetName() == user.APIServerUser }
 
-// Validate refuses requests that can never be met, and a decision by the
-// requester.
+// Validate refuses requests that can never be met, a decision by the
+// requester, and anyone but the request controller writing a request's grant.
 func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() == resourceGrants {
+		return validateGrant(a)
+	}
 	obj, old, ok := objects(a)
 	if !ok {
 		return nil
 	}
 	switch {
-	case a.GetOperation() == admission.Create && a.GetSubresource() == "":
+	case a.GetOperation() == admission.Create && a.GetSubresource() == "" && obj != nil:
 		qr := &quotav1alpha1.QuotaRequest{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, qr); err != nil {
 			return apierrors.NewBadRequest(err.Error())

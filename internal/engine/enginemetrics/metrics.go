@@ -67,12 +67,26 @@ var (
 		Help:           "Decisions not recorded in the decision history: its queue was full, or writing failed.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	// RecordsDropped counts records of quotaplane's own that it failed to
+	// write, by record: "history" (decision-history entries), "fail_open"
+	// (fail-open admission records).
+	RecordsDropped = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "milo_quota_records_dropped_total",
+		Help:           "Records of quotaplane's own it failed to write, by record (history: decision-history entries; fail_open: fail-open admission records); each failure is also logged as an error.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"record"})
 )
 
 func init() {
 	legacyregistry.MustRegister(Decisions, DecisionLatency, PendingClaims, Buckets, LedgerWrites, IsLeader, RecoverySeconds,
-		UpdateReadmissions, HistoryEntries, HistoryDropped)
+		UpdateReadmissions, HistoryEntries, HistoryDropped, RecordsDropped)
 }
+
+// Records of quotaplane's own, the values of RecordsDropped's label.
+const (
+	RecordHistory  = "history"
+	RecordFailOpen = "fail_open"
+)
 
 // DecisionWritten counts a claim decision written with result ("granted",
 // "denied") and reason.

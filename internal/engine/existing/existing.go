@@ -20,8 +20,10 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/claims"
+	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
 	"github.com/quotaplane/quotaplane/internal/served"
 )
@@ -72,6 +74,12 @@ type Charger struct {
 	Events func() record.EventRecorder
 	// SystemNamespace holds claims of cluster-scoped objects.
 	SystemNamespace string
+	// Exemptions are the objects no policy charges (the same as admission's).
+	Exemptions governed.Exemptions
+	// Planes lists the control planes whose objects are charged as the
+	// root's are (nil: the root only); PlaneDynamic lists a plane's objects.
+	Planes       func(ctx context.Context) ([]planes.Listed, error)
+	PlaneDynamic func(p planes.Plane) (dynamic.Interface, error)
 
 	validator *claims.ClaimValidator
 	mu        sync.Mutex
@@ -93,6 +101,8 @@ type pass struct {
 	held       int64
 	notCharged int64
 	reasons    []string
+	// unexamined are the control planes not served when listed.
+	unexamined []string
 }
 
 func (p *pass) refuse(object, why string) {
@@ -164,7 +174,7 @@ func (c *Charger) pass(name, version string) *pass {
 		c.passes[name] = p
 	}
 	// Each attempt examines every object again; what it charges adds up.
-	p.objects, p.held, p.notCharged, p.reasons = 0, 0, 0, nil
+	p.objects, p.held, p.notCharged, p.reasons, p.unexamined = 0, 0, 0, nil, nil
 	return p
 }
 
@@ -234,7 +244,7 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		for _, cl := range batch {
 			uid := cl.Annotations[quotav1alpha1.AnnotationResourceUID]
 			if why, refused := res.Refused[uid]; refused {
-				p.refuse(objectName(gvk.Kind, cl.Spec.ResourceRef.Namespace, cl.Spec.ResourceRef.Name), why)
+				p.refuse(objectName(gvk.Kind, cl.Spec.ResourceRef.Namespace, cl.Spec.ResourceRef.Name)+inPlane(cl), why)
 			} else if !skipped[uid] {
 				p.mine[uid] = true
 			}
@@ -256,39 +266,32 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		return busy, failed
 	}
 	defer wg.Wait()
-	opts := metav1.ListOptions{Limit: pageSize}
-	for {
-		list, err := c.Dynamic.Resource(gvr).List(ctx, opts)
-		if err != nil {
-			wg.Wait()
-			return 0, fmt.Errorf("listing %s to charge the existing ones: %w", gvr.GroupResource(), err)
-		}
-		for i := range list.Items {
-			obj := &list.Items[i]
-			claim, why := c.claimFor(ctx, cp.Name, e.Generation, compiled, gvr, gvk, obj, open)
+	sources, err := c.sources(ctx, gvr.GroupResource(), p)
+	if err != nil {
+		return 0, err
+	}
+	for _, src := range sources {
+		err := src.each(ctx, gvr, func(obj *unstructured.Unstructured) error {
+			claim, why := c.claimFor(ctx, cp.Name, e.Generation, compiled, gvr, gvk, src.plane, obj, open)
 			mu.Lock()
 			p.objects++
 			if why != "" {
-				p.refuse(objectName(gvk.Kind, obj.GetNamespace(), obj.GetName()), why)
+				p.refuse(objectName(gvk.Kind, obj.GetNamespace(), obj.GetName())+src.where(), why)
 			}
 			mu.Unlock()
-			if why != "" {
-				continue
-			}
-			if claim == nil {
-				continue
+			if why != "" || claim == nil {
+				return nil
 			}
 			batch = append(batch, claim)
 			if len(batch) == batchSize {
-				if err := flush(); err != nil {
-					return 0, err
-				}
+				return flush()
 			}
+			return nil
+		})
+		if err != nil {
+			wg.Wait()
+			return 0, err
 		}
-		if list.GetContinue() == "" {
-			break
-		}
-		opts.Continue = list.GetContinue()
 	}
 	if err := flush(); err != nil {
 		return 0, err
@@ -300,7 +303,10 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 // created now, nil when the policy does not govern it; why says what stops
 // it from being charged.
 func (c *Charger) claimFor(ctx context.Context, name string, generation int64, compiled *policy.Compiled, gvr schema.GroupVersionResource,
-	gvk schema.GroupVersionKind, obj *unstructured.Unstructured, open map[string]error) (*quotav1alpha1.ResourceClaim, string) {
+	gvk schema.GroupVersionKind, plane *planes.Plane, obj *unstructured.Unstructured, open map[string]error) (*quotav1alpha1.ResourceClaim, string) {
+	if c.Exemptions.Exempt(gvk.GroupKind(), obj.GetNamespace(), obj.GetName(), plane != nil) {
+		return nil, "" // quotaplane's own, or the cluster's: never governed
+	}
 	in := policy.Input{Object: obj.Object, User: map[string]any{"name": "", "uid": "", "groups": []string{}, "extra": map[string]any{}},
 		RequestInfo: map[string]any{"verb": "create", "namespace": obj.GetNamespace(), "name": obj.GetName(), "apiGroup": gvr.Group,
 			"apiVersion": gvr.Version, "resource": gvr.Resource, "subresource": "", "dryRun": false},
@@ -313,9 +319,14 @@ func (c *Charger) claimFor(ctx context.Context, name string, generation int64, c
 		return nil, ""
 	}
 	claim := claims.NewClaim(claims.ClaimSource{Policy: name, Generation: generation, Kind: gvk, Resource: gvr,
-		Namespace: obj.GetNamespace(), Object: obj, SystemNamespace: c.SystemNamespace}, rendered)
+		Namespace: obj.GetNamespace(), Object: obj, SystemNamespace: c.SystemNamespace, Plane: plane}, rendered)
 	if claim.Spec.ConsumerRef.Kind == "" {
 		return nil, "the policy has no spec.target.resourceClaimTemplate.spec.consumerRef, and an object at the root control plane belongs to no project to charge: give the policy a consumerRef"
+	}
+	if plane != nil {
+		if err := governed.PlaneConsumer(*plane, claim.Spec.ConsumerRef); err != nil {
+			return nil, fmt.Sprintf("the policy charges it to %s, and %v; %s", convertConsumer(claim.Spec.ConsumerRef), err, governed.PlaneConsumerRemedy(*plane))
+		}
 	}
 	if errs := c.validator.Validate(claim); len(errs) > 0 {
 		return nil, "the policy renders a claim the API server would refuse: " + errs.ToAggregate().Error()
@@ -341,6 +352,10 @@ func (c *Charger) report(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 	if p.held > 0 {
 		msg += fmt.Sprintf("; %d already held a claim of this policy (charged when created or updated, or by a pass for an earlier generation) and were left as they are", p.held)
 	}
+	if len(p.unexamined) > 0 {
+		msg += fmt.Sprintf("; control planes not examined, as they are not served (charge their objects once they are: set the annotation %s on this policy to a new value): %s",
+			quotav1alpha1.AnnotationChargeExisting, strings.Join(p.unexamined, "; "))
+	}
 	if p.notCharged > 0 {
 		msg += fmt.Sprintf("; %d not charged — %s", p.notCharged, strings.Join(p.reasons, "; "))
 		if p.notCharged > int64(len(p.reasons)) {
@@ -360,11 +375,11 @@ func (c *Charger) report(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		}
 		return fmt.Errorf("writing status.existingObjects of ClaimCreationPolicy %s: %w", cp.Name, err)
 	}
-	if c.Events == nil || (p.charged == 0 && p.notCharged == 0) {
+	if c.Events == nil || (p.charged == 0 && p.notCharged == 0 && len(p.unexamined) == 0) {
 		return nil
 	}
 	typ, reason := corev1.EventTypeNormal, "ChargedExistingObjects"
-	if p.overLimit > 0 || p.notCharged > 0 {
+	if p.overLimit > 0 || p.notCharged > 0 || len(p.unexamined) > 0 {
 		typ = corev1.EventTypeWarning
 	}
 	if p.overLimit > 0 {
@@ -379,4 +394,12 @@ func objectName(kind, ns, name string) string {
 		return kind + " " + name
 	}
 	return kind + " " + ns + "/" + name
+}
+
+// convertConsumer is how a reason names a consumer: Kind [namespace/]name.
+func convertConsumer(c quotav1alpha1.ConsumerRef) string {
+	if c.Namespace == "" {
+		return c.Kind + " " + c.Name
+	}
+	return c.Kind + " " + c.Namespace + "/" + c.Name
 }

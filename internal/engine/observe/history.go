@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,6 +58,8 @@ type Recorder struct {
 	// forecasts; forecastChanged is told which buckets have new ones.
 	samples         usageSamples
 	forecastChanged func(quota.BucketID)
+	// fullLogged is when a full queue was last logged (Unix nanoseconds).
+	fullLogged atomic.Int64
 }
 
 // NewRecorder records into ConfigMaps in namespace, through kube, while x
@@ -84,6 +87,11 @@ func (h *Recorder) record(c quota.ConsumerID, e history.Entry) {
 		enginemetrics.HistoryEntries.WithLabelValues(e.Event).Inc()
 	default:
 		enginemetrics.HistoryDropped.Inc()
+		enginemetrics.RecordsDropped.WithLabelValues(enginemetrics.RecordHistory).Inc()
+		if now := time.Now().UnixNano(); now-h.fullLogged.Load() > int64(time.Minute) {
+			h.fullLogged.Store(now)
+			klog.Background().Error(nil, "The decision history's queue is full; decisions are not recorded (logged at most once a minute; milo_quota_records_dropped_total counts each)", "queue", historyQueue)
+		}
 	}
 }
 
@@ -134,8 +142,11 @@ func (h *Recorder) flush(ctx context.Context, pending map[history.Consumer][]his
 			defer wg.Done()
 			for c := range work {
 				if err := h.write(ctx, c, pending[c]); err != nil {
+					// Those decisions are lost: an operator must know.
 					enginemetrics.HistoryDropped.Add(float64(len(pending[c])))
-					klog.FromContext(ctx).V(2).Info("Could not write a decision history", "consumer", c.String(), "err", err)
+					enginemetrics.RecordsDropped.WithLabelValues(enginemetrics.RecordHistory).Add(float64(len(pending[c])))
+					klog.FromContext(ctx).Error(err, "Could not write a decision history; its entries are lost", "consumer", c.String(),
+						"configMap", klog.KRef(h.namespace, history.ConfigMapName(c)), "entries", len(pending[c]))
 				}
 			}
 		}()

@@ -48,9 +48,18 @@ type ObjectWatch struct {
 	crdWatch bool
 	// tracked are the claims that name an object, by the object's UID.
 	tracked map[string]map[string]struct{}
+	// inPlane are the plane of each tracked claim of a plane's object, and
+	// perPlane how many tracked claims each plane has: a plane's watches
+	// stop with its last claim (a removed plane's would relist forever).
+	inPlane  map[string]string
+	perPlane map[string]int
 	// Queue holds claim keys to check against their objects.
 	Queue reconcile.Queue[string]
 }
+
+// planeRecheck is how soon a claim whose plane is not served is looked at
+// again.
+const planeRecheck = 30 * time.Second
 
 // watchKey is a resource in a control plane ("" the root).
 type watchKey struct {
@@ -75,6 +84,8 @@ func NewObjectWatch(md metadata.Interface, c client.Client, r *served.Resolver, 
 		served:    r,
 		informers: map[watchKey]watched{},
 		tracked:   map[string]map[string]struct{}{},
+		inPlane:   map[string]string{},
+		perPlane:  map[string]int{},
 		Queue:     reconcile.NewQueue[string](100*time.Millisecond, 10*time.Second),
 	}
 }
@@ -110,6 +121,12 @@ func (w *ObjectWatch) Observe(ctx context.Context, c *quotav1alpha1.ResourceClai
 		w.tracked[uid] = map[string]struct{}{}
 	}
 	w.tracked[uid][k] = struct{}{}
+	if p := c.Annotations[planes.Annotation]; p != "" {
+		if _, ok := w.inPlane[k]; !ok {
+			w.perPlane[p]++
+		}
+		w.inPlane[k] = p
+	}
 	w.startCRDWatchLocked(ctx)
 	w.mu.Unlock()
 	w.Queue.Add(k)
@@ -118,8 +135,16 @@ func (w *ObjectWatch) Observe(ctx context.Context, c *quotav1alpha1.ResourceClai
 // Forget stops tracking a deleted claim.
 func (w *ObjectWatch) Forget(c *quotav1alpha1.ResourceClaim) {
 	uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
+	k := record.Key(c.Namespace, c.Name)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if p, ok := w.inPlane[k]; ok {
+		delete(w.inPlane, k)
+		if w.perPlane[p]--; w.perPlane[p] <= 0 {
+			delete(w.perPlane, p)
+			w.forgetPlaneLocked(p)
+		}
+	}
 	if set := w.tracked[uid]; set != nil {
 		delete(set, record.Key(c.Namespace, c.Name))
 		if len(set) == 0 {
@@ -165,6 +190,16 @@ func (w *ObjectWatch) informerFor(ctx context.Context, plane string, gvr schema.
 			}
 		},
 	})
+	if plane != "" {
+		// A plane's watch ends when the plane stops being served (its
+		// owner being deleted) and may fail to resume for a while: its
+		// claims are then looked at with live reads, so that no delete
+		// waits for the watch to come back.
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+			w.checkPlane(plane)
+		})
+	}
 	w.informers[key] = watched{version: gvr.Version, informer: inf, stop: stop}
 	go inf.RunWithContext(wctx)
 	go func() {
@@ -187,10 +222,9 @@ func (w *ObjectWatch) metadataOf(plane string) (metadata.Interface, error) {
 	return w.Planes.Metadata(p)
 }
 
-// ForgetPlane stops the watches of a control plane that was removed.
-func (w *ObjectWatch) ForgetPlane(plane string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// forgetPlaneLocked stops the watches of a control plane none of whose
+// objects has a tracked claim any more (a removed plane's, among them).
+func (w *ObjectWatch) forgetPlaneLocked(plane string) {
 	for k, cur := range w.informers {
 		if k.plane == plane {
 			cur.stop()
@@ -219,6 +253,21 @@ func (w *ObjectWatch) startCRDWatchLocked(ctx context.Context) {
 		},
 	})
 	go inf.RunWithContext(ctx)
+}
+
+// checkPlane queues the tracked claims of a plane's objects.
+func (w *ObjectWatch) checkPlane(plane string) {
+	w.mu.Lock()
+	var keys []string
+	for k, p := range w.inPlane {
+		if p == plane {
+			keys = append(keys, k)
+		}
+	}
+	w.mu.Unlock()
+	for _, k := range keys {
+		w.Queue.Add(k)
+	}
 }
 
 func (w *ObjectWatch) checkAll() {
@@ -284,6 +333,14 @@ func (w *ObjectWatch) Reconcile(ctx context.Context, k string) error {
 	})
 	switch {
 	case err == nil && string(live.UID) == uid:
+		return nil
+	case plane != "" && apierrors.IsNotFound(err) && !planes.ObjectNotFound(err, ref.Name):
+		// The plane is not served (its owner is being deleted, or not
+		// Ready): whether the object is stored is unknown. A removed
+		// plane's claims are released by its removal (cleanup.Cleaner),
+		// once its storage is gone.
+		klog.FromContext(ctx).V(2).Info("The control plane of a claim's object is not served; looking again later", "claim", k, "plane", plane, "answer", err.Error())
+		w.Queue.AddAfter(k, planeRecheck)
 		return nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return err

@@ -18,17 +18,25 @@ func TestOwnerOf(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "x.io", Version: "v1", Resource: "widgets"}
 	cases := map[string]struct {
 		claimNS, objectNS string
+		cluster           string
 		wantOwned         bool
 	}{
 		"same namespace":       {claimNS: "a", objectNS: "a", wantOwned: true},
 		"cluster-scoped":       {claimNS: "a", objectNS: "", wantOwned: true},
 		"another namespace":    {claimNS: "org", objectNS: "a", wantOwned: false},
 		"cluster-scoped claim": {claimNS: "", objectNS: "a", wantOwned: false},
+		// The object is in member cluster east: this server's garbage
+		// collector would delete the claim of a live object.
+		"member, same namespace": {claimNS: "a", objectNS: "a", cluster: "east", wantOwned: false},
+		"member, cluster-scoped": {claimNS: "a", objectNS: "", cluster: "east", wantOwned: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := &record.PendingClaim{Namespace: tc.claimNS, ObjectUID: "u",
 				Spec: quotav1alpha1.ResourceClaimSpec{ResourceRef: &quotav1alpha1.ResourceRef{Kind: "Widget", Name: "w", Namespace: tc.objectNS}}}
+			if tc.cluster != "" {
+				p.Labels = map[string]string{quotav1alpha1.LabelCluster: tc.cluster}
+			}
 			refs := ownerOf(p, gvr)
 			if (len(refs) == 1) != tc.wantOwned {
 				t.Fatalf("owner references %+v; want owned %t", refs, tc.wantOwned)

@@ -155,11 +155,18 @@ func (s *Settler) dynamicOf(annotations map[string]string) (dynamic.Interface, e
 }
 
 // ownerOf is the ownerReference of a claim to its object, when one can be
-// valid (the object is cluster scoped or in the claim's namespace;
-// Kubernetes treats any other as absent and would collect the claim).
+// valid (the object is stored here, cluster scoped or in the claim's
+// namespace; Kubernetes treats any other as absent and would collect the
+// claim). A member cluster's claim never has one.
 func ownerOf(p *record.PendingClaim, gvr schema.GroupVersionResource) []metav1.OwnerReference {
 	ref := p.Spec.ResourceRef
 	if ref.Namespace != "" && ref.Namespace != p.Namespace {
+		return nil
+	}
+	if p.Labels[members.Label] != "" {
+		// The object is in a member cluster: this server's garbage
+		// collector would find no such owner and delete the claim. The
+		// cluster's webhook releases it (docs/clusters.md).
 		return nil
 	}
 	if _, inPlane := p.Extra[planes.Annotation]; inPlane {

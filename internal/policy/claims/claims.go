@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -51,8 +52,10 @@ type ClaimSource struct {
 // template's namespace (else the object's, else the system namespace), under
 // the template's name (else a prefix and a hash of the object's UID and the
 // policy, fixed before the claim exists), tied to its object and policy by
-// quotaplane's annotations, which the template's never replace. Admission
-// and the engine's charging of existing objects make claims only through it.
+// quotaplane's annotations, which the template's never replace. A member
+// cluster's claim goes to the cluster's namespace unless the template names
+// one; there, shared, its name starts with the cluster's. Admission and the
+// engine's charging of existing objects make claims only through it.
 func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim {
 	ns := r.Namespace
 	if ns == "" {
@@ -84,6 +87,12 @@ func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim 
 			prefix = prefix[:200]
 		}
 		name = prefix + suffix
+	}
+	if src.Cluster != "" && ns != members.Namespace(src.Cluster) {
+		// The template names a namespace every member cluster and the
+		// quota plane share: two clusters' objects of one name would
+		// render one claim name there (docs/clusters.md).
+		name = memberName(src.Cluster, name)
 	}
 	c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{
 		Namespace: ns, Name: name,
@@ -126,6 +135,20 @@ func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim 
 	}
 	c.Spec.ResourceRef = &quotav1alpha1.ResourceRef{APIGroup: src.Kind.Group, Kind: src.Kind.Kind, Name: src.Object.GetName(), Namespace: src.Namespace}
 	return c
+}
+
+// memberName is the name of member cluster's claim rendered as name in a
+// namespace clusters share: <cluster>-<name>, cut to a valid length with a
+// hash of the whole name, the same on every webhook replica's review.
+func memberName(cluster, name string) string {
+	out := cluster + "-" + name
+	if len(out) <= validation.DNS1123SubdomainMaxLength {
+		return out
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:5])
+	keep := strings.TrimRight(out[:validation.DNS1123SubdomainMaxLength-len(suffix)], "-.")
+	return keep + suffix
 }
 
 // gvkLabel is the reference implementation's quota.miloapis.com/gvk value:

@@ -119,4 +119,28 @@ func TestNewClaim(t *testing.T) {
 	if c := NewClaim(src, r); c.Namespace != "claims" || c.Name != "fixed" {
 		t.Errorf("the template's namespace and name are not used: %s/%s", c.Namespace, c.Name)
 	}
+	// In a namespace the template names, shared by every member and the
+	// quota plane, a member's claim carries the cluster in its name.
+	west := member
+	west.Cluster = "west"
+	e, w := NewClaim(member, r), NewClaim(west, r)
+	if e.Namespace != "claims" || e.Name != "east-fixed" || w.Name != "west-fixed" {
+		t.Errorf("members' claims of one template name: %s/%s and %s/%s; want claims/east-fixed and claims/west-fixed", e.Namespace, e.Name, w.Namespace, w.Name)
+	}
+	r.Namespace = ""
+	if c := NewClaim(member, r); c.Namespace != "cluster-east" || c.Name != "fixed" {
+		t.Errorf("in the cluster's own namespace the template's name is kept: %s/%s", c.Namespace, c.Name)
+	}
+}
+
+// TestMemberName: <cluster>-<name>, valid and distinct however long.
+func TestMemberName(t *testing.T) {
+	long := strings.Repeat("a", 250)
+	cut, other := memberName("east", long), memberName("east", long+"b")
+	if len(cut) != 253 || !strings.HasPrefix(cut, "east-aaa") || cut == other || cut != memberName("east", long) {
+		t.Errorf("long names: %q (%d) and %q", cut, len(cut), other)
+	}
+	if got := memberName("east", strings.Repeat("a.", 130)); strings.Contains(got, ".-") || len(got) > 253 {
+		t.Errorf("a cut at a dot: %q", got)
+	}
 }

@@ -19,13 +19,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
-	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/members"
+	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
 // maxReview bounds a review's body: an object of etcd's largest size and
@@ -36,6 +37,10 @@ const maxReview = 4 << 20
 // ClaimCreationPolicy plugin. The zero value answers 503 until Use.
 type Reviewer struct {
 	plugin atomic.Pointer[claimpolicy.Plugin]
+	// Authorizer is the quota plane's (the root's): whoever posts a
+	// cluster's review needs verb members.VerbReview on it. Set before the
+	// server serves; nil refuses every review.
+	Authorizer authorizer.Authorizer
 }
 
 // Use makes p the plugin reviews are decided by (claimpolicy.Register's
@@ -46,8 +51,16 @@ var objectInterfaces = admission.NewObjectInterfacesFromScheme(runtime.NewScheme
 
 // ServeHTTP decides one review posted to ReviewPath(cluster). The request
 // has passed the server's authentication and authorization (non-resource
-// URL, verb post): whoever may post to a cluster's path speaks for it.
+// URL, verb post); the poster must also be allowed verb review on the
+// cluster (members.Access) before anything is read or decided: only then
+// does it speak for that cluster.
 func (r *Reviewer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if p, ok := planes.From(req.Context()); ok {
+		// The review endpoint is the root's alone (planeserve.Outer answers
+		// it 404 in planes); this holds should a plane's request reach it.
+		http.Error(w, fmt.Sprintf("%s is not served in the control plane of %s %s: post reviews to the quota plane's root URL", req.URL.Path, p.OwnerKind(), p.Name), http.StatusNotFound)
+		return
+	}
 	cluster, ok := members.ClusterOfPath(req.URL.Path)
 	if !ok {
 		http.Error(w, fmt.Sprintf("%s is no review path: post AdmissionReviews to %s<cluster>/review, where <cluster> is a DNS label", req.URL.Path, members.ReviewPrefix), http.StatusNotFound)
@@ -55,6 +68,15 @@ func (r *Reviewer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if req.Method != http.MethodPost {
 		http.Error(w, "post an admission.k8s.io/v1 AdmissionReview to this path", http.StatusMethodNotAllowed)
+		return
+	}
+	poster, ok := genericapirequest.UserFrom(req.Context())
+	if !ok {
+		http.Error(w, "the request carries no authenticated user; post reviews with the credential of the cluster's webhook", http.StatusUnauthorized)
+		return
+	}
+	if err := mayReview(req.Context(), r.Authorizer, poster, cluster); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxReview+1))
@@ -74,20 +96,21 @@ func (r *Reviewer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // Review decides one member cluster request and says what to answer it.
+// The caller has authorized the poster (ServeHTTP).
 func (r *Reviewer) Review(ctx context.Context, cluster string, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	p := r.plugin.Load()
 	if p == nil {
 		return refuse(resp, apierrors.NewServiceUnavailable("the quota plane's ClaimCreationPolicy admission is not running (serve was started without its engine, or is starting); retry in a few seconds"))
 	}
-	attrs, err := attributes(cluster, req)
+	attrs, existing, notes, err := attributes(cluster, req)
 	if err != nil {
 		return refuse(resp, apierrors.NewBadRequest(err.Error()))
 	}
-	warnings := &recorder{}
+	warnings := &recorder{msgs: notes}
 	ctx = warning.WithWarningRecorder(members.WithCluster(ctx, cluster), warnings)
 	ctx = genericapirequest.WithRequestInfo(ctx, requestInfo(req))
-	if _, ok := req.UserInfo.Extra[members.ExistingObjectExtra]; ok && req.Operation == admissionv1.Create {
+	if existing {
 		ctx = claimpolicy.WithExistingObject(ctx)
 	}
 	ctx, rec := admit.WithCreateRecord(ctx)
@@ -123,12 +146,14 @@ func refuse(resp *admissionv1.AdmissionResponse, err error) *admissionv1.Admissi
 	return resp
 }
 
-// attributes are the admission attributes of a member cluster's request.
-// Scale updates arrive as updates of the scaled object (the webhook reads
-// it in its cluster): this server cannot read it.
-func attributes(cluster string, req *admissionv1.AdmissionRequest) (*memberAttributes, error) {
+// attributes are the admission attributes of a member cluster's request,
+// its requester as the quota plane takes it (requester), whether it is the
+// webhook's review of an existing object, and why a requester was taken as
+// nobody. Scale updates arrive as updates of the scaled object (the webhook
+// reads it in its cluster): this server cannot read it.
+func attributes(cluster string, req *admissionv1.AdmissionRequest) (*memberAttributes, bool, []string, error) {
 	if req.SubResource != "" {
-		return nil, fmt.Errorf("cluster %s sent a review of subresource %q of %s; quotaplane webhook sends scale updates as updates of the object they scale, and no other subresource is charged: update the webhook to this server's version", cluster, req.SubResource, req.Resource.Resource)
+		return nil, false, nil, fmt.Errorf("cluster %s sent a review of subresource %q of %s; quotaplane webhook sends scale updates as updates of the object they scale, and no other subresource is charged: update the webhook to this server's version", cluster, req.SubResource, req.Resource.Resource)
 	}
 	var op admission.Operation
 	switch req.Operation {
@@ -137,30 +162,24 @@ func attributes(cluster string, req *admissionv1.AdmissionRequest) (*memberAttri
 	case admissionv1.Update:
 		op = admission.Update
 	default:
-		return nil, fmt.Errorf("operation %s is not charged; only CREATE and UPDATE are reviewed", req.Operation)
+		return nil, false, nil, fmt.Errorf("operation %s is not charged; only CREATE and UPDATE are reviewed", req.Operation)
 	}
 	gvk := schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}
 	gvr := schema.GroupVersionResource{Group: req.Resource.Group, Version: req.Resource.Version, Resource: req.Resource.Resource}
 	obj, err := decode(req.Object.Raw, gvk, "object")
 	if err != nil {
-		return nil, err
+		return nil, false, nil, err
 	}
 	var old runtime.Object
 	if op == admission.Update {
 		if old, err = decode(req.OldObject.Raw, gvk, "oldObject"); err != nil {
-			return nil, err
+			return nil, false, nil, err
 		}
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
-	u := &user.DefaultInfo{Name: req.UserInfo.Username, UID: req.UserInfo.UID, Groups: req.UserInfo.Groups}
-	if len(req.UserInfo.Extra) > 0 {
-		u.Extra = map[string][]string{}
-		for k, v := range req.UserInfo.Extra {
-			u.Extra[k] = v
-		}
-	}
+	u, existing, notes := requester(cluster, req.Operation, req.UserInfo)
 	a := &memberAttributes{Attributes: admission.NewAttributesRecord(obj, old, gvk, req.Namespace, req.Name, gvr, "", op, nil, dryRun, u)}
-	return a, nil
+	return a, existing, notes, nil
 }
 
 func decode(raw []byte, gvk schema.GroupVersionKind, field string) (runtime.Object, error) {

@@ -10,6 +10,9 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
 func request(mutate func(*admissionv1.AdmissionRequest)) *admissionv1.AdmissionRequest {
@@ -36,13 +39,13 @@ func TestAttributesRefuseBadReviews(t *testing.T) {
 		"not an object": {func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte("[1]") }, "not a Kubernetes object"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := attributes("east", request(tc.mutate))
+			_, _, _, err := attributes("east", request(tc.mutate))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("attributes: %v; want %q", err, tc.want)
 			}
 		})
 	}
-	a, err := attributes("east", request(nil))
+	a, _, _, err := attributes("east", request(nil))
 	if err != nil || a.GetName() != "s" || a.GetKind().Kind != "Secret" {
 		t.Errorf("a good review: %v, %+v", err, a)
 	}
@@ -62,9 +65,27 @@ func TestReviewerHTTP(t *testing.T) {
 			t.Errorf("GET %s: %d, want %d", path, rec.Code, code)
 		}
 	}
-	rec := httptest.NewRecorder()
-	r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/quota/v1alpha1/clusters/east/review", strings.NewReader("{}")))
-	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "AdmissionReview") {
+	post := func(u user.Info) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/quota/v1alpha1/clusters/east/review", strings.NewReader("{}"))
+		if u != nil {
+			req = req.WithContext(genericapirequest.WithUser(req.Context(), u))
+		}
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		return rec
+	}
+	webhook := &user.DefaultInfo{Name: "webhook-east"}
+	// Nobody, or a poster not allowed review on east, is refused before
+	// the review is read.
+	if rec := post(nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("no user: %d %s", rec.Code, rec.Body.String())
+	}
+	r.Authorizer = &answer{decision: authorizer.DecisionDeny}
+	if rec := post(webhook); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `may not post the reviews of member cluster east`) {
+		t.Errorf("a poster without review on east: %d %s", rec.Code, rec.Body.String())
+	}
+	r.Authorizer = &answer{decision: authorizer.DecisionAllow}
+	if rec := post(webhook); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "AdmissionReview") {
 		t.Errorf("an empty review: %d %s", rec.Code, rec.Body.String())
 	}
 }

@@ -21,7 +21,10 @@ import (
 // organization's plane in its namespace. Whoever may use a plane may do
 // anything in it but what no plane allows (refusal): the platform's kinds
 // are read-only there, grants and buckets are written by the platform.
-// Anyone else is decided by the RBAC objects stored in the plane.
+// Anyone else is decided by the RBAC objects stored in the plane, and may
+// read discovery, OpenAPI, the version and health when any of them binds
+// the user. No one is allowed a non-resource path a plane does not serve
+// (planes.Serves): Outer answers those 404 first.
 type Authorizer struct {
 	Root     authorizer.Authorizer
 	Registry *Registry
@@ -54,15 +57,26 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 		if why := refusal(p, gr, attrs.GetVerb()); why != "" {
 			return authorizer.DecisionDeny, why, nil
 		}
+	} else if !planes.Serves(attrs.GetPath()) {
+		// Outer answers these 404 before authorization; this holds should
+		// a request reach here another way.
+		return authorizer.DecisionDeny, fmt.Sprintf("%s is not served in a control plane: a control plane serves %s", attrs.GetPath(), planes.ServedPaths), nil
 	}
 	for _, q := range a.entry(attrs, p) {
 		if d, _, _ := a.Root.Authorize(ctx, q); d == authorizer.DecisionAllow {
 			return authorizer.DecisionAllow, "", nil
 		}
 	}
-	// Anyone else: the plane's own RBAC objects decide.
+	// Anyone else: the plane's own RBAC objects decide; discovery, OpenAPI,
+	// the version and health answer whoever they bind, as system:discovery
+	// and system:public-info-viewer do at the root.
 	if d, _, _ := a.inside().Authorize(ctx, attrs); d == authorizer.DecisionAllow {
 		return authorizer.DecisionAllow, "", nil
+	}
+	if !attrs.IsResourceRequest() {
+		if bound, _ := (planeRBAC{reg: a.Registry}).binds(ctx, attrs.GetUser()); bound {
+			return authorizer.DecisionAllow, "", nil
+		}
 	}
 	user := "system:anonymous"
 	if u := attrs.GetUser(); u != nil {

@@ -3,7 +3,9 @@ package planeserve
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -17,11 +19,20 @@ import (
 // plane's URL continues with the path within the plane, and the plane (its
 // name; not yet resolved) in its context, so that request info, priority
 // and fairness, audit and the authorizer see a plain Kubernetes request.
+// A path a plane does not serve (planes.Serves: the root's /metrics,
+// /debug/pprof, the member clusters' review endpoint...) is answered 404
+// here, before authentication, whatever the identity.
 func Outer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, rest, ok := planes.SplitPath(r.URL.Path)
 		if !ok {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if !planes.Serves(rest) {
+			requests.WithLabelValues(string(p.Kind), strconv.Itoa(http.StatusNotFound)).Inc()
+			writeStatus(w, &statusError{http.StatusNotFound, fmt.Sprintf("%s is not served in a control plane: a control plane serves %s; "+
+				"the rest is the server's own, at its root URL, to the identities allowed there", rest, planes.ServedPaths)})
 			return
 		}
 		r = r.Clone(planes.WithPlane(r.Context(), p))

@@ -3,9 +3,12 @@ package planeserve
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -71,4 +74,61 @@ func (r planeRBAC) ListClusterRoleBindings(ctx context.Context) ([]*rbacv1.Clust
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// binds reports whether any of the plane's RoleBindings (in any of its
+// namespaces) or ClusterRoleBindings names u as a subject.
+func (r planeRBAC) binds(ctx context.Context, u user.Info) (bool, error) {
+	if u == nil {
+		return false, nil
+	}
+	k, err := r.kube(ctx)
+	if err != nil {
+		return false, err
+	}
+	crbs, err := k.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, b := range crbs.Items {
+		if names(b.Subjects, "", u) {
+			return true, nil
+		}
+	}
+	rbs, err := k.RbacV1().RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, b := range rbs.Items {
+		if names(b.Subjects, b.Namespace, u) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// names reports whether subjects of a binding in namespace ns ("" for a
+// ClusterRoleBinding) name u, as RBAC matches them.
+func names(subjects []rbacv1.Subject, ns string, u user.Info) bool {
+	for _, s := range subjects {
+		switch s.Kind {
+		case rbacv1.UserKind:
+			if s.Name == u.GetName() {
+				return true
+			}
+		case rbacv1.GroupKind:
+			if slices.Contains(u.GetGroups(), s.Name) {
+				return true
+			}
+		case rbacv1.ServiceAccountKind:
+			saNS := s.Namespace
+			if saNS == "" {
+				saNS = ns
+			}
+			if saNS != "" && serviceaccount.MakeUsername(saNS, s.Name) == u.GetName() {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -228,8 +228,17 @@ func (r *Registry) Kube(p planes.Plane) (kubernetes.Interface, error) {
 	return k, nil
 }
 
-// forget drops what the registry keeps of a removed plane.
-func (r *Registry) forget(p planes.Plane) {
+// Owners are the informers of the planes' owners: Projects, then
+// Organizations (started by Start).
+func (r *Registry) Owners() []toolscache.SharedIndexInformer {
+	return []toolscache.SharedIndexInformer{r.projects, r.orgs}
+}
+
+// Loopback is the server's own client configuration (set by Start).
+func (r *Registry) Loopback() *rest.Config { return r.loopback }
+
+// Forget drops what the registry keeps of a removed plane.
+func (r *Registry) Forget(p planes.Plane) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if pr, ok := r.prepared[string(p.UID)]; ok && isDone(pr.done) && pr.err == nil {

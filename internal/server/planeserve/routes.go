@@ -24,12 +24,21 @@ const (
 )
 
 // routeOf is the route of a resource.
+//
+// A plane shows of the root's objects only what every user it lets in
+// (down to a project's members, and whoever its RBAC binds) may read there:
+// the platform's configuration that holds no tenant's data, and the
+// plane's own quota objects. The quota group's other kinds are not served
+// in planes (notShared).
 func routeOf(gr schema.GroupResource) route {
 	switch gr.Group {
 	case planes.QuotaGroup:
 		switch gr.Resource {
 		case "resourceclaims", "resourcegrants", "allowancebuckets":
 			return mapped
+		}
+		if notShared[gr.Resource] {
+			return refused
 		}
 		return shared
 	case planes.Group:
@@ -44,6 +53,15 @@ func routeOf(gr schema.GroupResource) route {
 	return shared
 }
 
+// notShared are the quota group's kinds no plane serves, each for what it
+// holds that the users of a plane may not read at the root:
+// QuotaRequests, an organization's conversation with staff (justification,
+// contact; read at the root in organization-<name> by its owners and by
+// staff); QuotaApprovalRules, staff's; ClaimCreationPolicies and
+// GrantCreationPolicies, the platform's, whose statuses name other tenants'
+// objects and projects (existing objects not charged, parents not found).
+var notShared = map[string]bool{"quotarequests": true, "quotaapprovalrules": true, "claimcreationpolicies": true, "grantcreationpolicies": true}
+
 // refusal is why a request of verb on gr is refused in plane p, "" when it
 // is not.
 func refusal(p planes.Plane, gr schema.GroupResource, verb string) string {
@@ -54,6 +72,9 @@ func refusal(p planes.Plane, gr schema.GroupResource, verb string) string {
 			return gr.String() + " are the platform's: they apply in every control plane and are changed at the root"
 		}
 	case refused:
+		if gr.Group == planes.QuotaGroup {
+			return gr.String() + " are not served in control planes: a plane shows only what every user it lets in may read; read them at the root, where RBAC decides who may (docs/control-planes.md)"
+		}
 		return gr.String() + " are managed at the root, not in a control plane"
 	case orgProjects:
 		if p.Kind != planes.Organizations {

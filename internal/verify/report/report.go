@@ -58,6 +58,11 @@ const (
 	// CheckJournalUnreadable: a key of admission's journal cannot be decoded;
 	// the next engine leader cannot start its term.
 	CheckJournalUnreadable Check = "journal-unreadable"
+	// CheckPlaneConsumer: a claim of an object stored in a control plane
+	// charges a consumer of a kind each plane stores for itself (a
+	// Namespace): the root's of that name, which the plane's object is not
+	// (docs/kinds.md, "Consumers across planes").
+	CheckPlaneConsumer Check = "plane-consumer"
 )
 
 // Discrepancy is one place where storage disagrees with itself.
@@ -118,6 +123,9 @@ type PolicyStats struct {
 	NotJudged int `json:"notJudged"`
 	// NotGoverned: a constraint is false.
 	NotGoverned int `json:"notGoverned"`
+	// Exempt are in a namespace no policy charges (the system namespace,
+	// --quota-exempt-namespaces), or of a kind none charges (Events).
+	Exempt int `json:"exempt"`
 	// Governed objects, and how each is accounted for.
 	Governed  int `json:"governed"`
 	Claimed   int `json:"claimed"`
@@ -233,9 +241,9 @@ func (r *Report) Print(w io.Writer) {
 			p("  ClaimCreationPolicy %s on %s: not checked (%s)\n", ps.Name, ps.Trigger, ps.NotEnforced)
 			continue
 		}
-		p("  ClaimCreationPolicy %s on %s: %d objects; %d governed (%d claimed, %d in flight, %d fail-open, %d unclaimed); %d not governed, %d created before the policy; skipped: %d not judged, %d created in the policy's second, %d being deleted\n",
+		p("  ClaimCreationPolicy %s on %s: %d objects; %d governed (%d claimed, %d in flight, %d fail-open, %d unclaimed); %d not governed, %d exempt, %d created before the policy; skipped: %d not judged, %d created in the policy's second, %d being deleted\n",
 			ps.Name, ps.Trigger, ps.Objects, ps.Governed, ps.Claimed, ps.InFlight, ps.FailOpen, ps.Unclaimed,
-			ps.NotGoverned, ps.BeforePolicy, ps.NotJudged, ps.Ambiguous, ps.Deleting)
+			ps.NotGoverned, ps.Exempt, ps.BeforePolicy, ps.NotJudged, ps.Ambiguous, ps.Deleting)
 	}
 	c := r.Counts
 	p("  %d registrations, %d grants, %d claims (%d made for objects: %d computed by an earlier policy generation, %d without a generation)\n",

@@ -14,5 +14,8 @@ var srv *testserver.Server
 
 func TestMain(m *testing.M) {
 	o := quotatest.FastEngineOptions()
+	// One namespace exempt besides the defaults, as --quota-exempt-namespaces
+	// would make it (TestQuotaplaneRecordsAreNeverGoverned).
+	o.ExemptNamespaces = append(o.ExemptNamespaces, exemptByFlag)
 	testserver.Main(m, &srv, testserver.Options{Engine: &o})
 }

@@ -41,6 +41,14 @@ type world struct {
 
 func newWorld(t *testing.T, id, kind string, projects ...string) *world {
 	t.Helper()
+	w := newWorldWithoutPolicy(t, id, kind, projects...)
+	w.enforce(kind)
+	return w
+}
+
+// newWorldWithoutPolicy is newWorld before its ClaimCreationPolicy exists.
+func newWorldWithoutPolicy(t *testing.T, id, kind string, projects ...string) *world {
+	t.Helper()
 	w := &world{t: t, admin: quotatest.NewClient(t, srv.Config), id: id, org: id, rt: id + ".example.com/" + strings.ToLower(kind) + "s"}
 	ctx := context.Background()
 	o := &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: w.org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}}
@@ -62,6 +70,15 @@ func newWorld(t *testing.T, id, kind string, projects ...string) *world {
 	f := quotatest.NewFixture(t, w.admin)
 	w.platformNS = f.NS
 	f.WaitCondition(reg, quotav1alpha1.RegistrationConditionActive, metav1.ConditionTrue)
+	return w
+}
+
+// enforce creates the world's ClaimCreationPolicy on kind and waits until
+// it is Ready.
+func (w *world) enforce(kind string) *quotav1alpha1.ClaimCreationPolicy {
+	t, id, ctx := w.t, w.id, context.Background()
+	t.Helper()
+	f := quotatest.NewFixture(t, w.admin)
 	// No consumerRef: each object charges the project whose plane it is
 	// created in.
 	ccp := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: id}}
@@ -70,7 +87,7 @@ func newWorld(t *testing.T, id, kind string, projects ...string) *world {
 	ccp.Spec.Target.ResourceClaimTemplate.Spec.Requests = []quotav1alpha1.ClaimTemplateRequest{{ResourceType: w.rt, Amount: intstr.FromInt32(1)}}
 	must(t, w.admin.Create(ctx, ccp), "creating ClaimCreationPolicy %s", id)
 	f.WaitCondition(ccp, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
-	return w
+	return ccp
 }
 
 // grant gives consumer (kind Project or Organization) amount of the

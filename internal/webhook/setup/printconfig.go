@@ -1,4 +1,4 @@
-package webhook
+package setup
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
@@ -23,7 +25,15 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/clientconfig"
 	"github.com/quotaplane/quotaplane/internal/members"
+	"github.com/quotaplane/quotaplane/internal/webhook"
 )
+
+// scheme reads the quota plane's policies.
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(quotav1alpha1.AddToScheme(s))
+	return s
+}
 
 // ConfigOptions say how the member's API server reaches the webhook.
 type ConfigOptions struct {
@@ -46,14 +56,10 @@ func NewConfigOptions() *ConfigOptions {
 		ExcludeNamespaces: []string{"quotaplane-system"}, TimeoutSeconds: 10}
 }
 
-// systemNamespaces are never sent to the webhook: the cluster must keep
-// running when the quota plane cannot answer.
-var systemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
-
 // PrintConfig writes the ValidatingWebhookConfiguration that registers the
 // webhook in the member cluster: one rule per kind a Ready policy of the
 // quota plane governs (creates, updates and scale).
-func PrintConfig(ctx context.Context, o *Options, c *ConfigOptions, out io.Writer) error {
+func PrintConfig(ctx context.Context, o *webhook.Options, c *ConfigOptions, out io.Writer) error {
 	if err := members.ValidateName(o.ClusterName); err != nil {
 		return fmt.Errorf("--cluster-name: %w", err)
 	}
@@ -68,11 +74,11 @@ func PrintConfig(ctx context.Context, o *Options, c *ConfigOptions, out io.Write
 	if err != nil {
 		return fmt.Errorf("reading the CA bundle (--ca-file, else the generated certificate in --cert-dir): %w", err)
 	}
-	qcfg, err := o.quotaConfig()
+	qcfg, err := o.QuotaConfig()
 	if err != nil {
 		return err
 	}
-	qc, err := client.New(qcfg, client.Options{Scheme: scheme})
+	qc, err := client.New(qcfg, client.Options{Scheme: scheme()})
 	if err != nil {
 		return err
 	}
@@ -142,7 +148,7 @@ func webhookConfig(cluster string, policies []quotav1alpha1.ClaimCreationPolicy,
 	} else {
 		cc.Service = &admissionregistrationv1.ServiceReference{Namespace: c.ServiceNamespace, Name: c.ServiceName, Path: ptr.To("/validate"), Port: ptr.To(c.ServicePort)}
 	}
-	excluded := append(append([]string{}, systemNamespaces...), c.ExcludeNamespaces...)
+	excluded := append(append([]string{}, members.SystemNamespaces...), c.ExcludeNamespaces...)
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: "quotaplane-" + cluster, Labels: map[string]string{members.Label: cluster}},
