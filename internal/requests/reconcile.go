@@ -156,6 +156,15 @@ func (r *reconciler) apply(ctx context.Context, qr *quotav1alpha1.QuotaRequest) 
 			fmt.Sprintf("denied by %s: %s", orSomeone(d.DecidedBy), d.Reason))
 	}
 	what := decidedFor(qr)
+	if asked := askedFor(qr); !what.same(asked) {
+		// serve's admission records the subject from the stored spec; a
+		// decision for anything else was written around it (through an
+		// API server without that admission): it grants nothing.
+		return 0, r.finish(ctx, qr, quotav1alpha1.QuotaRequestDenied, "DecisionNotForThisRequest",
+			fmt.Sprintf("the decision by %s is for %s %s, %s%s, but the request asks for %s %s, %s%s: a decision grants only what was asked; decide again on a new request",
+				orSomeone(d.DecidedBy), what.consumer.Kind, what.consumer.Name, what.resourceType, dimsKey(what.dimensions),
+				asked.consumer.Kind, asked.consumer.Name, asked.resourceType, dimsKey(asked.dimensions)))
+	}
 	if qr.Status.LimitAtDecision == nil {
 		b, grants, err := r.bucket(ctx, qr.Namespace, what)
 		if err != nil {
@@ -266,6 +275,11 @@ type subject struct {
 	consumer     quotav1alpha1.ConsumerRef
 	resourceType quotav1alpha1.ResourceType
 	dimensions   []quotav1alpha1.Dimension
+}
+
+// same reports whether two subjects name one bucket.
+func (s subject) same(o subject) bool {
+	return s.consumer == o.consumer && s.resourceType == o.resourceType && dimsKey(s.dimensions) == dimsKey(o.dimensions)
 }
 
 // askedFor is the request's subject as its spec says (immutable from create).
