@@ -63,18 +63,6 @@ func (p *plugin) holderOf(ctx context.Context, c *quotav1alpha1.ResourceClaim, g
 	return h, err
 }
 
-// objectNotFound reports whether err is a 404 about the object named name:
-// a plane that is not served answers 404 too, naming no object, and that
-// says nothing of whether the object is stored.
-func objectNotFound(err error, name string) bool {
-	var st apierrors.APIStatus
-	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
-		return false
-	}
-	d := st.Status().Details
-	return d != nil && d.Name == name
-}
-
 // ownerResource is the resource of the owner of plane pl, at the root.
 func ownerResource(pl planes.Plane) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: planes.Group, Version: planes.Version, Resource: string(pl.Kind)}
@@ -100,7 +88,7 @@ func (p *plugin) objectLive(ctx context.Context, cl dynamic.Interface, c *quotav
 	switch {
 	case errors.Is(err, served.ErrNotServed):
 		return true, nil
-	case objectNotFound(err, ref.Name):
+	case planes.ObjectNotFound(err, ref.Name):
 		return false, nil
 	case err != nil:
 		return false, err
