@@ -63,7 +63,7 @@ func TestNewSurfacesUnderATenantAdversary(t *testing.T) {
 	ownerTok, _ := quotatest.ServiceAccountToken(t, w.quota.config, "default", "soak-owner", "quotaplane-soak-create-organizations", "")
 	mustCreate(t, admin, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "quotaplane-soak-create-organizations"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{rmv1alpha1.GroupName}, Resources: []string{"organizations"}, Verbs: []string{"create"}}}})
-	s.owner = quotatest.NewClient(t, tokenConfig(w.quota.config, ownerTok))
+	s.owner = quotatest.NewClient(t, quotatest.TokenConfig(w.quota.config, ownerTok))
 	org := &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: s.org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}}
 	eventually(t, 30*time.Second, "the owner creates its organization", func(ctx context.Context) error { return ignoreExists(s.owner.Create(ctx, org)) })
 	waitReadyCondition(t, admin, org)
@@ -73,7 +73,7 @@ func TestNewSurfacesUnderATenantAdversary(t *testing.T) {
 	waitReadyCondition(t, admin, proj)
 	memberTok, _ := quotatest.ServiceAccountToken(t, w.quota.config, "default", "soak-member", "quotaplane-project-member", planes.ProjectNamespace(s.project))
 	s.plane = planes.Plane{Kind: planes.Projects, Name: s.project}
-	s.memberCfg = planes.ConfigFor(tokenConfig(w.quota.config, memberTok), s.plane)
+	s.memberCfg = planes.ConfigFor(quotatest.TokenConfig(w.quota.config, memberTok), s.plane)
 	s.memberKube = kubernetes.NewForConfigOrDie(s.memberCfg)
 	s.memberClient = quotatest.NewClient(t, s.memberCfg)
 
@@ -314,7 +314,7 @@ func (s *soak) memberChurn(deadline time.Time) {
 func (s *soak) webhookAttacker(deadline time.Time) {
 	ctx := context.Background()
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	cred := quotatest.NewClient(s.t, tokenConfig(s.w.quota.config, s.webhookToken))
+	cred := quotatest.NewClient(s.t, quotatest.TokenConfig(s.w.quota.config, s.webhookToken))
 	for time.Now().Before(deadline) {
 		for _, tc := range []struct {
 			cluster string
@@ -524,13 +524,6 @@ func (s *soak) reviewBody(name, groups string) []byte {
 		Namespace: s.w.f.NS, Name: name, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: obj},
 		UserInfo: authenticationv1.UserInfo{Username: "mallory", Groups: strings.Split(groups, ",")}}})
 	return body
-}
-
-// tokenConfig is cfg (for its server and CA) authenticating with token.
-func tokenConfig(cfg *rest.Config, token string) *rest.Config {
-	out := rest.AnonymousClientConfig(cfg)
-	out.BearerToken = token
-	return out
 }
 
 // tokenOf is the bearer token of a kubeconfig written by webhookKubeconfig.

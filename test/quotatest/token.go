@@ -46,3 +46,11 @@ func ServiceAccountToken(t testing.TB, cfg *rest.Config, ns, name, role, bindIn 
 	}
 	return tok.Status.Token, "system:serviceaccount:" + ns + ":" + name
 }
+
+// TokenConfig is cfg's server and CA, authenticated by token alone: the
+// client as a service account holding it would be.
+func TokenConfig(cfg *rest.Config, token string) *rest.Config {
+	out := rest.AnonymousClientConfig(cfg)
+	out.BearerToken = token
+	return out
+}

@@ -17,7 +17,6 @@ import (
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
-	"github.com/quotaplane/quotaplane/internal/server/planeserve"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -27,9 +26,7 @@ import (
 func tokenConfig(t *testing.T, ns, name, role, bindIn string) *rest.Config {
 	t.Helper()
 	tok, _ := quotatest.ServiceAccountToken(t, srv.Config, ns, name, role, bindIn)
-	cfg := rest.AnonymousClientConfig(srv.Config)
-	cfg.BearerToken = tok
-	return cfg
+	return quotatest.TokenConfig(srv.Config, tok)
 }
 
 // The claims of live objects in a plane stay, whoever asks: a project
@@ -46,11 +43,7 @@ func TestClaimsOfLivePlaneObjectsStay(t *testing.T) {
 	project := w.projects[0]
 	w.grant("Organization", w.org, 20)
 	w.grant("Project", project, 3)
-	memberCfg := planeConfig(tokenConfig(t, "organization-"+w.org, "dev", planeserve.MemberRole, planes.ProjectNamespace(project)), projectPlane(project))
-	eventually(t, 10*time.Second, "the project member bound", func(ctx context.Context) error {
-		_, err := kubernetes.NewForConfigOrDie(memberCfg).CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
-		return err
-	})
+	memberCfg := planeConfig(memberConfig(t, w.org, project, "dev"), projectPlane(project))
 	tenant, tenantQuota := kubernetes.NewForConfigOrDie(memberCfg), quotatest.NewClient(t, memberCfg)
 	for i := 0; i < 3; i++ {
 		_, err := tenant.CoreV1().Secrets("default").Create(ctx, w.secret(fmt.Sprintf("s%d", i)), metav1.CreateOptions{})

@@ -35,9 +35,7 @@ import (
 // project's plane.
 func memberConfig(t *testing.T, org, project, name string) *rest.Config {
 	t.Helper()
-	tok, _ := quotatest.ServiceAccountToken(t, srv.Config, rmv1alpha1.OrganizationNamespace(org), name, planeserve.MemberRole, planes.ProjectNamespace(project))
-	cfg := rest.AnonymousClientConfig(srv.Config)
-	cfg.BearerToken = tok
+	cfg := tokenConfig(t, rmv1alpha1.OrganizationNamespace(org), name, planeserve.MemberRole, planes.ProjectNamespace(project))
 	eventually(t, 10*time.Second, name+" bound as a member of "+project, func(ctx context.Context) error {
 		return canUse(ctx, cfg, projectPlane(project))
 	})

@@ -13,15 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/quota"
-	"github.com/quotaplane/quotaplane/internal/server/planeserve"
-	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
 // member is a client of project's plane authenticated by a real token of a
@@ -29,11 +25,7 @@ import (
 // project's namespace at the root: the lowest tenant role.
 func (w *world) member(project string) kubernetes.Interface {
 	w.t.Helper()
-	tok, _ := quotatest.ServiceAccountToken(w.t, srv.Config, "organization-"+w.org, "dev-"+project, planeserve.MemberRole, planes.ProjectNamespace(project))
-	cfg := rest.AnonymousClientConfig(srv.Config)
-	cfg.BearerToken = tok
-	eventually(w.t, 10*time.Second, "the project member bound", func(ctx context.Context) error { return canUse(ctx, cfg, projectPlane(project)) })
-	return kubernetes.NewForConfigOrDie(planeConfig(cfg, projectPlane(project)))
+	return kubernetes.NewForConfigOrDie(planeConfig(memberConfig(w.t, w.org, project, "dev-"+project), projectPlane(project)))
 }
 
 // claimsOf are the claims, at the root, of the object of uid.
