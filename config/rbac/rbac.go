@@ -1,6 +1,7 @@
 package rbac
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"strings"
@@ -13,7 +14,7 @@ import (
 var rolesYAML []byte
 
 // YAML returns the roles as one multi-document YAML stream.
-func YAML() []byte { return rolesYAML }
+func YAML() []byte { return bytes.Clone(rolesYAML) }
 
 // ClusterRoles returns the shipped roles.
 func ClusterRoles() ([]*rbacv1.ClusterRole, error) {

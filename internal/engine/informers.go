@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +21,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/status"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // readContentTypes: protobuf where the quota kinds are served natively
@@ -31,7 +31,8 @@ const readContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentType
 
 func newRESTClient(cfg *rest.Config, scheme *runtime.Scheme) (*rest.RESTClient, error) {
 	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &quotav1alpha1.SchemeGroupVersion
+	gv := quotav1alpha1.SchemeGroupVersion
+	c.GroupVersion = &gv
 	c.APIPath = "/apis"
 	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	c.ContentType, c.AcceptContentTypes = runtime.ContentTypeJSON, readContentTypes
@@ -236,8 +237,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // the CustomResourceDefinition obj changed.
 func (t *term) kindsChanged(obj any) {
 	if m, err := reconcile.Meta(obj); err == nil {
-		// A CRD is named <plural>.<group>.
-		if _, group, ok := strings.Cut(m.GetName(), "."); ok {
+		if group, ok := served.CRDGroup(m.GetName()); ok {
 			t.r.schemas.InvalidateGroup(group)
 		}
 	}

@@ -321,7 +321,7 @@ func (c *controller) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
-	defer statemetrics.Export(c.policies.GetStore())()
+	defer c.opts.Metrics.Publish(statemetrics.Writer(c.policies.GetStore()))()
 	// Grants whose policy went away while no engine ran are found by label.
 	for _, p := range c.grantPolicies() {
 		c.queue.Add(policyKey(p))

@@ -50,13 +50,9 @@ var (
 	})
 )
 
-var registerOnce sync.Once
-
-func registerMetrics() {
-	registerOnce.Do(func() {
-		legacyregistry.MustRegister(grantWrites, reconciles, triggerWatches, policiesByReason, problems, leading)
-	})
-}
+var registerMetrics = sync.OnceFunc(func() {
+	legacyregistry.MustRegister(grantWrites, reconciles, triggerWatches, policiesByReason, problems, leading)
+})
 
 func result(err error) string {
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	"github.com/quotaplane/quotaplane/internal/leader"
 )
 
@@ -32,6 +33,9 @@ type Options struct {
 	// KindRetry is the longest wait before a policy whose trigger kind is
 	// not served is tried again.
 	KindRetry time.Duration
+	// Metrics, when set, shows the policies of the term this replica leads
+	// on /metrics (the engine's exporter).
+	Metrics *observe.Exporter
 }
 
 // DefaultOptions are the production defaults; Identity is the caller's.

@@ -1,5 +1,6 @@
-// Package layout checks the shape of the repository a newcomer relies on
-// (docs/architecture.md): no package under internal/ over 1,500 non-test,
-// non-generated lines, no such file over 600, and a doc.go in every package.
-// It has no code of its own, only tests.
+// Package layout checks the shape of the module a newcomer relies on
+// (docs/architecture.md, "Rules the code keeps"): the size rule (no package
+// over 10,000 code tokens, no file over 4,500, comments not counted), no
+// package-level mutable state (the globalstate analyzer over every package),
+// and a doc.go in every package. It has no code of its own, only tests.
 package layout

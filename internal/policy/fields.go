@@ -2,7 +2,7 @@ package policy
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/google/cel-go/cel"
@@ -87,15 +87,11 @@ func joinPath(path []string) string {
 	return b.String()
 }
 
+// dedupe returns the distinct strings of s, sorted, leaving s as it was.
 func dedupe(s []string) []string {
-	sort.Strings(s)
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // triggerPath is the chain of field names (and "[]" for an index) from

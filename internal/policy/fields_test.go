@@ -2,9 +2,11 @@ package policy
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
@@ -95,5 +97,18 @@ func TestUnknownFields(t *testing.T) {
 				t.Fatalf("got %#v (%v); want cause %s at %s saying %q", perr, err, CauseUnknownField, tc.field, tc.want)
 			}
 		})
+	}
+}
+
+// TestDedupeLeavesItsInput: the distinct names, sorted, and the caller's
+// list as it was.
+func TestDedupeLeavesItsInput(t *testing.T) {
+	known := []string{"spec", "metadata", "spec", "apiVersion"}
+	before := slices.Clone(known)
+	if diff := cmp.Diff([]string{"apiVersion", "metadata", "spec"}, dedupe(known)); diff != "" {
+		t.Errorf("dedupe (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, known); diff != "" {
+		t.Errorf("the caller's list changed (-before +after):\n%s", diff)
 	}
 }

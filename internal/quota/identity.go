@@ -22,6 +22,9 @@ type ConsumerID struct {
 // TypeString is "Kind.group" (or "Kind" for the core group).
 func (c ConsumerID) TypeString() string { return groupKind(c.APIGroup, c.Kind) }
 
+// GroupKind is the consumer's kind.
+func (c ConsumerID) GroupKind() GroupKind { return GroupKind{Group: c.APIGroup, Kind: c.Kind} }
+
 func (c ConsumerID) String() string {
 	if c.Namespace != "" {
 		return fmt.Sprintf("%s %s/%s", c.TypeString(), c.Namespace, c.Name)

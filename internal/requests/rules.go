@@ -2,7 +2,8 @@ package requests
 
 import (
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -14,25 +15,17 @@ import (
 // ruleCostLimit bounds one evaluation of an approval rule.
 const ruleCostLimit = 1_000_000
 
-var (
-	ruleEnvOnce sync.Once
-	ruleEnv     *cel.Env
-	ruleEnvErr  error
-)
-
 // env is the CEL environment of approval rules: request, consumer,
 // organization (objects, as maps) and usage (limit, allocated, available).
-func env() (*cel.Env, error) {
-	ruleEnvOnce.Do(func() {
-		ruleEnv, ruleEnvErr = cel.NewEnv(
-			cel.Variable("request", cel.DynType),
-			cel.Variable("consumer", cel.DynType),
-			cel.Variable("organization", cel.DynType),
-			cel.Variable("usage", cel.MapType(cel.StringType, cel.IntType)),
-		)
-	})
-	return ruleEnv, ruleEnvErr
-}
+// Built once; a *cel.Env is safe to share.
+var env = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("request", cel.DynType),
+		cel.Variable("consumer", cel.DynType),
+		cel.Variable("organization", cel.DynType),
+		cel.Variable("usage", cel.MapType(cel.StringType, cel.IntType)),
+	)
+})
 
 // Compile checks an approval rule's expression: it must compile and be
 // boolean. The error is the compiler's, ready for a condition message.
@@ -68,9 +61,10 @@ type compiledRule struct {
 // or "" when none does. Rules that fail to evaluate approve nothing; their
 // errors are returned for the log.
 func approvingRule(rules []compiledRule, resourceType string, in ruleInput) (string, []error) {
-	sort.Slice(rules, func(i, j int) bool { return rules[i].name < rules[j].name })
+	byName := slices.Clone(rules) // the caller's order is its own
+	slices.SortFunc(byName, func(a, b compiledRule) int { return strings.Compare(a.name, b.name) })
 	var errs []error
-	for _, r := range rules {
+	for _, r := range byName {
 		if len(r.types) > 0 && !r.types[resourceType] {
 			continue
 		}

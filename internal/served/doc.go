@@ -10,4 +10,9 @@
 // It reads CustomResourceDefinitions through the API (cached briefly); it
 // never writes, and never decides whether an object exists: its callers read
 // the object at the version it returns.
+//
+// It is also the one place that knows what a CustomResourceDefinition says
+// of its resource apart from versions: its name, <plural>.<group> (CRDName,
+// CRDGroup), and where objects keep the replica count their scale
+// subresource sets (ScaleReplicasPath). Those are pure: they read no API.
 package served

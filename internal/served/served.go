@@ -94,7 +94,7 @@ func (r *Resolver) definition(ctx context.Context, gr schema.GroupResource, fres
 	}
 	d = definition{readAt: r.now()}
 	if gr.Group != "" {
-		u, err := r.crd(ctx, gr.Resource+"."+gr.Group)
+		u, err := r.crd(ctx, CRDName(gr))
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:

@@ -20,6 +20,7 @@ func grantPolicyOptions(eo engine.Options) grantpolicy.Options {
 		o.SystemNamespace = eo.SystemNamespace
 	}
 	o.Identity = eo.Identity
+	o.Metrics = eo.Exporter
 	if eo.LeaseDuration > 0 {
 		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = eo.LeaseDuration, eo.RenewDeadline, eo.RetryPeriod
 	}

@@ -22,7 +22,6 @@ import (
 	controlplaneapiserver "k8s.io/kubernetes/pkg/controlplane/apiserver"
 
 	"github.com/quotaplane/quotaplane/internal/crdinstall"
-	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/requests"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
@@ -104,7 +103,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	// /metrics also shows the quota state while this replica leads the engine.
 	mux := s.chain.GenericAPIServer.Handler.NonGoRestfulMux
 	mux.Unregister("/metrics")
-	mux.Handle("/metrics", c.Options.QuotaMetrics.Handler(legacyregistry.HandlerWithReset(), statemetrics.WriteState))
+	mux.Handle("/metrics", c.Options.QuotaMetrics.Handler(legacyregistry.HandlerWithReset()))
 	// Member clusters' webhooks post their reviews here (docs/clusters.md).
 	mux.HandlePrefix(members.ReviewPrefix, c.members)
 	le := c.Options.KubeControllers

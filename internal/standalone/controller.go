@@ -20,7 +20,6 @@ import (
 	"github.com/quotaplane/quotaplane/internal/clientconfig"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/grantpolicy"
-	"github.com/quotaplane/quotaplane/internal/grantpolicy/statemetrics"
 	"github.com/quotaplane/quotaplane/internal/requests"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
 )
@@ -64,7 +63,7 @@ func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
 			return fmt.Errorf("serving metrics on %s: %w (pass --metrics-bind-address='' to turn it off)", o.MetricsAddress, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", engineOpts.Exporter.Handler(legacyregistry.Handler(), statemetrics.WriteState))
+		mux.Handle("/metrics", engineOpts.Exporter.Handler(legacyregistry.Handler()))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = hs.Serve(l) }()
@@ -76,6 +75,7 @@ func Run(ctx context.Context, o *Options, engineOpts engine.Options) error {
 		grants.SystemNamespace = engineOpts.SystemNamespace
 	}
 	grants.Identity = engineOpts.Identity
+	grants.Metrics = engineOpts.Exporter
 	if engineOpts.LeaseDuration > 0 {
 		grants.LeaseDuration, grants.RenewDeadline, grants.RetryPeriod = engineOpts.LeaseDuration, engineOpts.RenewDeadline, engineOpts.RetryPeriod
 	}

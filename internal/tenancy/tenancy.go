@@ -63,7 +63,7 @@ const (
 
 // setLoggerOnce gives controller-runtime's global logger (used by its
 // client for the API server's warnings) klog, once per process.
-var setLoggerOnce sync.Once
+var setLogger = sync.OnceFunc(func() { ctrllog.SetLogger(klog.NewKlogr()) })
 
 // Start returns a server component that campaigns for the Lease in the
 // background and runs the controllers while this replica holds it. It returns
@@ -81,7 +81,7 @@ func Start(opts Options) func(ctx context.Context, cfg *rest.Config) error {
 		// The loopback configuration asks for protobuf, which the tenancy
 		// kinds (CRDs) do not speak.
 		cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
-		setLoggerOnce.Do(func() { ctrllog.SetLogger(klog.NewKlogr()) })
+		setLogger()
 		cfg = rest.AddUserAgent(cfg, "quotaplane-tenancy")
 		kube, err := kubernetes.NewForConfig(cfg)
 		if err != nil {

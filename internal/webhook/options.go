@@ -47,6 +47,9 @@ type Options struct {
 	TrustClusterIdentities bool
 	// Timeout bounds one decision by the quota plane.
 	Timeout time.Duration
+	// QuotaSyncTimeout bounds the start: the quota plane's policies and this
+	// cluster's claims must be read within it, or the webhook exits.
+	QuotaSyncTimeout time.Duration
 	// ExcludeNamespaces are left alone by the reconcile besides the
 	// system's own, as the webhook configuration leaves them alone.
 	ExcludeNamespaces []string
@@ -55,7 +58,7 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{BindAddress: "0.0.0.0", SecurePort: 9443, CertDir: "quotaplane-webhook-certs", ReconcilePeriod: time.Minute,
-		ReleaseAfter: 2 * time.Minute, ChargeAfter: 10 * time.Second, Timeout: 8 * time.Second,
+		ReleaseAfter: 2 * time.Minute, ChargeAfter: 10 * time.Second, Timeout: 8 * time.Second, QuotaSyncTimeout: 2 * time.Minute,
 		ExcludeNamespaces: []string{"quotaplane-system"}}
 }
 
@@ -77,6 +80,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.TrustClusterIdentities, "trust-cluster-identities", o.TrustClusterIdentities, "Trust this cluster's identities as the quota plane's: pass user and group names without a prefix, for clusters that share the quota plane's identity provider. The quota plane still refuses every system: name (system:masters, service accounts, system:authenticated).")
 	fs.StringSliceVar(&o.ExcludeNamespaces, "exclude-namespaces", o.ExcludeNamespaces, "Namespaces whose objects the reconcile never charges, besides kube-system, kube-public and kube-node-lease: the list given to print-config.")
 	fs.DurationVar(&o.Timeout, "decision-timeout", o.Timeout, "How long a create waits for the quota plane before it is refused as unavailable; keep it below the webhook configuration's timeoutSeconds.")
+	fs.DurationVar(&o.QuotaSyncTimeout, "quota-sync-timeout", o.QuotaSyncTimeout, "How long the webhook may take at start to read the quota plane's ClaimCreationPolicies and this cluster's ResourceClaims; past it, it exits with an error saying what to check.")
 }
 
 // Validate checks the options, naming the flag at fault.
@@ -94,8 +98,8 @@ func (o *Options) Validate() error {
 	if o.TrustClusterIdentities && (o.UserPrefix != "" || o.GroupPrefix != "") {
 		errs = append(errs, errors.New("--trust-cluster-identities passes this cluster's names unprefixed: give it without --user-prefix and --group-prefix, or drop it to keep the prefixes"))
 	}
-	if o.ReconcilePeriod <= 0 || o.ReleaseAfter <= 0 || o.ChargeAfter <= 0 || o.Timeout <= 0 {
-		errs = append(errs, errors.New("--reconcile-period, --release-after, --charge-after and --decision-timeout must be positive durations, for example 1m"))
+	if o.ReconcilePeriod <= 0 || o.ReleaseAfter <= 0 || o.ChargeAfter <= 0 || o.Timeout <= 0 || o.QuotaSyncTimeout <= 0 {
+		errs = append(errs, errors.New("--reconcile-period, --release-after, --charge-after, --decision-timeout and --quota-sync-timeout must be positive durations, for example 1m"))
 	}
 	return errors.Join(errs...)
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/quotaplane/quotaplane/internal/members"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // maxBody bounds an AdmissionReview read from the member's API server.
@@ -224,28 +225,18 @@ func (w *Webhook) asUpdate(ctx context.Context, req *admissionv1.AdmissionReques
 // replicasPath is where an object of gvr keeps its replica count:
 // spec.replicas, or a custom resource's specReplicasPath.
 func (w *Webhook) replicasPath(ctx context.Context, gvr schema.GroupVersionResource) ([]string, error) {
-	path := []string{"spec", "replicas"}
-	if gvr.Group == "" || gvr.Group == "apps" {
-		return path, nil
-	}
-	crd, err := w.memberDynamic.Resource(crdsGVR).Get(ctx, gvr.Resource+"."+gvr.Group, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return path, nil // an aggregated API: the usual place
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the definition of %s to charge its scale: %w", gvr.GroupResource(), err)
-	}
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range versions {
-		vm, _ := v.(map[string]any)
-		if name, _, _ := unstructured.NestedString(vm, "name"); name != gvr.Version {
-			continue
-		}
-		if sp, found, _ := unstructured.NestedString(vm, "subresources", "scale", "specReplicasPath"); found {
-			path = strings.Split(strings.TrimPrefix(sp, "."), ".")
+	var crd *unstructured.Unstructured // none for the built-in kinds
+	if gvr.Group != "" && gvr.Group != "apps" {
+		c, err := w.memberDynamic.Resource(crdsGVR).Get(ctx, served.CRDName(gvr.GroupResource()), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err): // an aggregated API: the usual place
+		case err != nil:
+			return nil, fmt.Errorf("reading the definition of %s to charge its scale: %w", gvr.GroupResource(), err)
+		default:
+			crd = c
 		}
 	}
-	return path, nil
+	return served.ScaleReplicasPath(crd, gvr.Version), nil
 }
 
 var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -39,10 +38,11 @@ type Webhook struct {
 	opts *Options
 	ctx  context.Context
 
-	reviewURL string
-	quotaHTTP *http.Client
+	reviewURL   string
+	quotaConfig *rest.Config
+	quotaHTTP   *http.Client
 	// quota reads and writes the quota plane; quotaCache holds its
-	// policies and this cluster's claims.
+	// policies and this cluster's claims (Run makes it).
 	quota      client.Client
 	quotaCache crcache.Cache
 	policies   *policySet
@@ -71,14 +71,21 @@ func init() {
 	_ = quotav1alpha1.AddToScheme(scheme)
 }
 
-// Run serves the webhook until ctx is done.
+// Run serves the webhook until ctx is done. It returns an error, having
+// stopped serving, when the quota plane's policies and this cluster's claims
+// cannot be read at start (Options.QuotaSyncTimeout).
 func Run(ctx context.Context, o *Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	w, err := newWebhook(ctx, o)
 	if err != nil {
 		return err
+	}
+	if w.quotaCache, err = newQuotaCache(ctx, w.quotaConfig, o); err != nil {
+		return w.quotaUnreadable(err)
 	}
 	certs, err := o.servingCerts()
 	if err != nil {
@@ -101,12 +108,23 @@ func Run(ctx context.Context, o *Options) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	go w.run(ctx)
+	failed := make(chan error, 1)
+	go func() {
+		if err := w.run(ctx); err != nil {
+			failed <- err
+			cancel() // shuts the server down
+		}
+	}()
 	klog.FromContext(ctx).Info("quotaplane webhook serving", "address", ln.Addr().String(), "cluster", o.ClusterName, "quotaPlane", w.reviewURL)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
+	select {
+	case err := <-failed:
+		return err
+	default:
+		return nil
+	}
 }
 
 func newWebhook(ctx context.Context, o *Options) (*Webhook, error) {
@@ -118,21 +136,11 @@ func newWebhook(ctx context.Context, o *Options) (*Webhook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("this member cluster (--kubeconfig): %w", err)
 	}
-	w := &Webhook{opts: o, ctx: ctx, reviewURL: reviewURL(qcfg.Host, o.ClusterName), watches: watches{}, firstSeen: map[string]time.Time{}, noCharge: map[string]string{}}
+	w := &Webhook{opts: o, ctx: ctx, reviewURL: reviewURL(qcfg.Host, o.ClusterName), quotaConfig: qcfg, watches: watches{}, firstSeen: map[string]time.Time{}, noCharge: map[string]string{}}
 	if w.quotaHTTP, err = rest.HTTPClientFor(qcfg); err != nil {
 		return nil, err
 	}
 	if w.quota, err = client.New(qcfg, client.Options{Scheme: scheme}); err != nil {
-		return nil, err
-	}
-	sel := labels.SelectorFromSet(labels.Set{members.Label: o.ClusterName})
-	w.quotaCache, err = crcache.New(qcfg, crcache.Options{Scheme: scheme, ByObject: map[client.Object]crcache.ByObject{
-		&quotav1alpha1.ResourceClaim{}: {Label: sel},
-	}})
-	if err != nil {
-		return nil, err
-	}
-	if err := w.quotaCache.IndexField(ctx, &quotav1alpha1.ResourceClaim{}, indexObjectUID, objectUIDIndex); err != nil {
 		return nil, err
 	}
 	w.policies = &policySet{list: func() []quotav1alpha1.ClaimCreationPolicy {
@@ -158,16 +166,12 @@ func newWebhook(ctx context.Context, o *Options) (*Webhook, error) {
 }
 
 // run starts the caches, makes the cluster's namespace in the quota plane,
-// and reconciles every period.
-func (w *Webhook) run(ctx context.Context) {
+// and reconciles every period, until ctx is done. An error means the
+// quota plane's cache could not start: the webhook cannot go on.
+func (w *Webhook) run(ctx context.Context) error {
 	log := klog.FromContext(ctx)
-	go func() { _ = w.quotaCache.Start(ctx) }()
-	// The policy informer is started by the first List; wait for both.
-	_ = w.policies.list()
-	for !w.quotaCache.WaitForCacheSync(ctx) {
-		if ctx.Err() != nil {
-			return
-		}
+	if err := w.startQuotaCache(ctx); err != nil {
+		return err
 	}
 	for {
 		err := w.ensureNamespace(ctx)
@@ -177,7 +181,7 @@ func (w *Webhook) run(ctx context.Context) {
 		log.Error(err, "Creating this cluster's namespace in the quota plane; retrying", "namespace", members.Namespace(w.opts.ClusterName))
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -198,7 +202,7 @@ func (w *Webhook) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(wait):
 		}
 	}

@@ -94,6 +94,10 @@ func TestOptionsValidate(t *testing.T) {
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--trust-cluster-identities") {
 		t.Errorf("trusted identities with a prefix: %v", err)
 	}
+	o.TrustClusterIdentities, o.UserPrefix, o.QuotaSyncTimeout = false, "", 0
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--quota-sync-timeout") {
+		t.Errorf("an unbounded start: %v", err)
+	}
 }
 
 // The serving certificate is read again when its file changes.

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"sort"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/tools"
 )
 
 // BenchmarkObservabilityCost measures what the state metrics and the decision
@@ -26,10 +26,7 @@ import (
 // modes are interleaved, in a rotating order, for 5 rounds; it reports the
 // median creates/s of each and the ratios on/off.
 func BenchmarkObservabilityCost(b *testing.B) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		b.Skip("prometheus is not installed (Debian: apt-get install prometheus)")
-	}
+	bin := tools.Require(b, tools.Prometheus)
 	quotatest.Exclusive(b)
 	c := quotatest.NewClient(b, srv.Config)
 	prom := quotatest.StartPrometheus(b, bin, b.TempDir(), 5*time.Second, "", quotatest.PromTarget{Name: "serve", Config: srv.Config})

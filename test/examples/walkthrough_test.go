@@ -16,6 +16,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/tools"
 )
 
 // step is one "$ command" of a console block and the output shown under it.
@@ -105,9 +106,7 @@ func repoRoot(t *testing.T) string {
 // TestWalkthrough applies the starter set in examples/tenancy the way the
 // walkthrough does and checks every output it shows.
 func TestWalkthrough(t *testing.T) {
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Skip("kubectl is not installed: the walkthrough is checked with the kubectl users run")
-	}
+	tools.Require(t, tools.Kubectl) // the walkthrough is checked with the kubectl users run
 	quotatest.Exclusive(t)
 	testserver.Quiet()
 	eo := quotatest.FastEngineOptions()

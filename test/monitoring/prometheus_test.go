@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/tools"
 )
 
 // shortFor shortens the rules' `for:` durations, and nothing else.
@@ -31,7 +32,7 @@ func TestPrometheusScrapesServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs two replicas and Prometheus")
 	}
-	prometheus := lookPath(t, "prometheus")
+	prometheus := tools.Require(t, tools.Prometheus)
 	bin := quotatest.BuildBinary(t)
 	quotatest.Exclusive(t)
 	ctx := t.Context()

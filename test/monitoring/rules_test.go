@@ -5,11 +5,12 @@
 package monitoring
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/quotaplane/quotaplane/test/tools"
 )
 
 // monitoringDir is deploy/monitoring, found from this file.
@@ -18,21 +19,9 @@ func monitoringDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "monitoring")
 }
 
-func lookPath(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil && os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed, and CI=true: .ci/run installs it (Debian: apt-get install prometheus)", name)
-	}
-	if err != nil {
-		t.Skipf("%s is not installed (Debian: apt-get install prometheus); skipping (in CI, with CI=true, this fails)", name)
-	}
-	return p
-}
-
 // TestRulesPromtool: the shipped rules are valid and their unit tests pass.
 func TestRulesPromtool(t *testing.T) {
-	promtool := lookPath(t, "promtool")
+	promtool := tools.Require(t, tools.Promtool)
 	for _, args := range [][]string{
 		{"check", "rules", "quotaplane-rules.yaml"},
 		{"test", "rules", "quotaplane-rules.test.yaml"},

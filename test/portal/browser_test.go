@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/tools"
 )
 
 var (
@@ -35,13 +35,7 @@ func TestMain(m *testing.M) {
 // chromium is Debian's package (or another Chromium or Chrome on PATH).
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no Chromium on PATH: install Debian's chromium package (apt-get install chromium) to run the browser tests")
-	return ""
+	return tools.Require(t, tools.Chromium)
 }
 
 // browser starts a headless Chromium for the test; each tab made from it

@@ -16,11 +16,8 @@ import (
 	"time"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// built builds the binary once per test process.
+var built = sync.OnceValues(sharedBuild)
 
 // BuildBinary builds the quotaplane binary once for every test process of a
 // run: the binary is kept in the temporary directory under a key of the
@@ -29,9 +26,9 @@ var (
 // others reuse it (a link is ~10 s of CPU each on the 2-core machine).
 func BuildBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() { binPath, buildErr = sharedBuild() })
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	binPath, err := built()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return binPath
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -41,18 +41,21 @@ func init() {
 	_ = rbacv1.AddToScheme(Scheme)
 }
 
-func NewClient(t testing.TB, cfg *rest.Config) client.Client {
+// Client is a controller-runtime client that remembers its configuration
+// (for the waits that send their own requests).
+type Client struct {
+	client.Client
+	config *rest.Config
+}
+
+func NewClient(t testing.TB, cfg *rest.Config) *Client {
 	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	configs.Store(c, rest.CopyConfig(cfg))
-	return c
+	return &Client{Client: c, config: rest.CopyConfig(cfg)}
 }
-
-// configs remembers the configuration of each client NewClient made.
-var configs sync.Map
 
 // WaitPolicyInForce waits until admission enforces generation of the
 // policy named policy: a server-side dry run of creating obj (an object of
@@ -73,11 +76,11 @@ func (f *Fixture) WaitPolicyNotInForce(gvr schema.GroupVersionResource, obj clie
 
 func (f *Fixture) waitAdmission(gvr schema.GroupVersionResource, obj client.Object, warningText string, want bool) {
 	f.T.Helper()
-	v, ok := configs.Load(f.C)
+	c, ok := f.C.(*Client)
 	if !ok {
 		f.T.Fatal("waiting on admission needs a fixture whose client NewClient made")
 	}
-	cfg := rest.CopyConfig(v.(*rest.Config))
+	cfg := rest.CopyConfig(c.config)
 	warned := &Warnings{}
 	cfg.WarningHandler = warned
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -153,8 +156,6 @@ func (w *Warnings) String() string {
 	return strings.Join(w.All(), "\n")
 }
 
-var counter atomic.Int64
-
 // Fixture is one test's world: its own resource types, consumer and namespace,
 // so that tests sharing the server never see each other's quota.
 type Fixture struct {
@@ -170,7 +171,7 @@ type Fixture struct {
 
 func NewFixture(t testing.TB, c client.Client) *Fixture {
 	t.Helper()
-	id := fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1_000_000, counter.Add(1))
+	id := fmt.Sprintf("t%d-%s", time.Now().UnixNano()%1_000_000, rand.String(5))
 	f := &Fixture{T: t, C: c, ID: id,
 		Org: quotav1alpha1.ConsumerRef{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: "org-" + id},
 		NS:  "claims-" + id}

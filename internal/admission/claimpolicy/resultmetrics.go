@@ -20,7 +20,7 @@ var (
 			"invalid_claim, name_taken, unauthorized), policy and the created object's API group and kind.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result", "policy_name", "policy_namespace", "resource_group", "resource_kind"})
-	registerResultOnce sync.Once
+	registerResult = sync.OnceFunc(func() { legacyregistry.MustRegister(admissionResult) })
 )
 
 // countResult counts one create judged by policy into the seed's family, with
@@ -41,6 +41,6 @@ func (r *reporter) countResult(policy, result string) {
 // countAdmissionResult counts one create judged by policy, of an object of
 // kind gk.
 func countAdmissionResult(policy string, gk schema.GroupKind, result string) {
-	registerResultOnce.Do(func() { legacyregistry.MustRegister(admissionResult) })
+	registerResult()
 	admissionResult.WithLabelValues(result, policy, "", gk.Group, gk.Kind).Inc()
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // validateUpdate charges an update by the difference it makes: every policy
@@ -267,27 +268,19 @@ var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version
 func (p *Plugin) scaledObjects(ctx context.Context, a admission.Attributes) (target, map[string]any, map[string]any, error) {
 	gvr := a.GetResource()
 	tg := target{resource: gvr}
-	path := []string{"spec", "replicas"}
+	var crd *unstructured.Unstructured // none for the built-in kinds
 	if kind, ok := builtinScales[gvr.GroupResource()]; ok {
 		tg.kind = gvr.GroupVersion().WithKind(kind)
 	} else {
-		crd, err := p.dynamic.Resource(crdsGVR).Get(ctx, gvr.Resource+"."+gvr.Group, metav1.GetOptions{})
+		c, err := p.dynamic.Resource(crdsGVR).Get(ctx, served.CRDName(gvr.GroupResource()), metav1.GetOptions{})
 		if err != nil {
 			return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading the definition of %s to charge its scale: %w", gvr.GroupResource(), err))
 		}
-		k, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+		k, _, _ := unstructured.NestedString(c.Object, "spec", "names", "kind")
 		tg.kind = gvr.GroupVersion().WithKind(k)
-		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-		for _, v := range versions {
-			vm, _ := v.(map[string]any)
-			if name, _, _ := unstructured.NestedString(vm, "name"); name != gvr.Version {
-				continue
-			}
-			if sp, found, _ := unstructured.NestedString(vm, "subresources", "scale", "specReplicasPath"); found {
-				path = strings.Split(strings.TrimPrefix(sp, "."), ".")
-			}
-		}
+		crd = c
 	}
+	path := served.ScaleReplicasPath(crd, gvr.Version)
 	if p.policiesFor(tg.kind) == 0 {
 		return tg, nil, nil, nil // nothing charges this kind: no read
 	}

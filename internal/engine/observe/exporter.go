@@ -1,6 +1,8 @@
 package observe
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/metricstext"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -76,11 +79,53 @@ type Exporter struct {
 	since   time.Time
 	buckets map[quota.BucketID]bucketSample
 	history *Recorder
+	// published are other controllers' state families (the grant engine's
+	// policies while it leads), by the order they were published.
+	published map[int]func(*metricstext.Writer)
+	nextID    int
 }
 
 // NewExporter shows what opts choose.
 func NewExporter(opts MetricsOptions) *Exporter {
 	return &Exporter{opts: opts, buckets: map[quota.BucketID]bucketSample{}}
+}
+
+// Publish adds write's families to /metrics, after the quota state, until
+// the returned function is called: another controller's state for the term
+// it leads (the grant engine's policies). A nil exporter publishes nothing.
+func (x *Exporter) Publish(write func(*metricstext.Writer)) (unpublish func()) {
+	if x == nil {
+		return func() {}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.published == nil {
+		x.published = map[int]func(*metricstext.Writer){}
+	}
+	id := x.nextID
+	x.nextID++
+	x.published[id] = write
+	return func() {
+		x.mu.Lock()
+		delete(x.published, id)
+		x.mu.Unlock()
+	}
+}
+
+// publishedWriters are the published families' writers, in the order they
+// were published.
+func (x *Exporter) publishedWriters() []func(*metricstext.Writer) {
+	if x == nil {
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(x.published))
+	out := make([]func(*metricstext.Writer), 0, len(ids))
+	for _, id := range ids {
+		out = append(out, x.published[id])
+	}
+	return out
 }
 
 // SetOptions changes what is shown from now on.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,11 +70,11 @@ var (
 )
 
 // Handler serves next's metrics (the process's registry) followed by the
-// quota state this exporter shows and what more writes (the grant engine's
-// policies), in Prometheus' text format, gzipped when the client accepts it.
-// Other methods than GET (a DELETE resetting the registry) go to next. A nil
-// exporter shows no quota state.
-func (x *Exporter) Handler(next http.Handler, more ...func(*metricstext.Writer)) http.Handler {
+// quota state this exporter shows and what other controllers published (the
+// grant engine's policies), in Prometheus' text format, gzipped when the
+// client accepts it. Other methods than GET (a DELETE resetting the
+// registry) go to next. A nil exporter shows no quota state.
+func (x *Exporter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			next.ServeHTTP(w, r)
@@ -103,7 +104,7 @@ func (x *Exporter) Handler(next http.Handler, more ...func(*metricstext.Writer))
 		}
 		e := metricstext.NewWriter(out)
 		x.writeState(e)
-		for _, write := range more {
+		for _, write := range x.publishedWriters() {
 			write(e)
 		}
 		_ = e.Flush()
@@ -148,6 +149,7 @@ func (x *Exporter) writeState(e *metricstext.Writer) {
 }
 
 func writeBuckets(e *metricstext.Writer, samples []bucketSample) {
+	samples = slices.Clone(samples) // sorted here; the caller's order is its own
 	sort.Slice(samples, func(i, j int) bool {
 		if samples[i].namespace != samples[j].namespace {
 			return samples[i].namespace < samples[j].namespace

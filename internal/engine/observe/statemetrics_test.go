@@ -4,16 +4,19 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/metricstext"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -113,5 +116,35 @@ func BenchmarkScrape(b *testing.B) {
 				b.ReportMetric(float64(series), "series")
 			}
 		})
+	}
+}
+
+// TestWriteBucketsLeavesTheCallersSamples: buckets are written by
+// namespace and name, and the caller's samples keep their order.
+func TestWriteBucketsLeavesTheCallersSamples(t *testing.T) {
+	samples := []bucketSample{
+		{uid: "3", name: "b", namespace: "ns-b"},
+		{uid: "1", name: "z", namespace: "ns-a"},
+		{uid: "2", name: "a", namespace: "ns-b"},
+	}
+	before := slices.Clone(samples)
+	var out strings.Builder
+	w := metricstext.NewWriter(&out)
+	writeBuckets(w, samples)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if _, rest, ok := strings.Cut(line, bucketInfoFamily.Name+`{component="quota_system",uid="`); ok {
+			uid, _, _ := strings.Cut(rest, `"`)
+			uids = append(uids, uid)
+		}
+	}
+	if diff := cmp.Diff([]string{"1", "2", "3"}, uids); diff != "" {
+		t.Errorf("buckets written out of namespace and name order (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, samples, cmp.AllowUnexported(bucketSample{})); diff != "" {
+		t.Errorf("the caller's samples were reordered (-before +after):\n%s", diff)
 	}
 }

@@ -3,6 +3,7 @@ package policystatus
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,17 +36,18 @@ func Synced(p *quotav1alpha1.GrantCreationPolicy, active bool, held []Problem) m
 		cond.Message = "no grant of this policy is held back"
 		return cond
 	}
-	sort.Slice(held, func(i, j int) bool {
-		if held[i].Reason != held[j].Reason {
-			return held[i].Reason > held[j].Reason // WaitingForNamespace first
+	first := slices.Clone(held) // the caller's order is its own
+	sort.Slice(first, func(i, j int) bool {
+		if first[i].Reason != first[j].Reason {
+			return first[i].Reason > first[j].Reason // WaitingForNamespace first
 		}
-		return held[i].Message < held[j].Message
+		return first[i].Message < first[j].Message
 	})
 	msgs := make([]string, 0, maxListed)
-	for i := 0; i < len(held) && i < maxListed; i++ {
-		msgs = append(msgs, held[i].Message)
+	for i := 0; i < len(first) && i < maxListed; i++ {
+		msgs = append(msgs, first[i].Message)
 	}
-	cond.Status, cond.Reason = metav1.ConditionFalse, held[0].Reason
+	cond.Status, cond.Reason = metav1.ConditionFalse, first[0].Reason
 	cond.Message = strings.Join(msgs, "; ")
 	if len(held) > maxListed {
 		cond.Message += fmt.Sprintf("; and %d more", len(held)-maxListed)

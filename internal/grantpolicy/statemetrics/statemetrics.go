@@ -3,7 +3,6 @@ package statemetrics
 import (
 	"sort"
 	"strconv"
-	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -27,31 +26,16 @@ var (
 		Help: "Generation of the policy's specification."}
 )
 
-// source is the policy cache of the term this replica leads.
-type source struct{ policies cache.Store }
-
-// exported is the source /metrics shows, nil while this replica does not
-// lead the grant engine.
-var exported atomic.Pointer[source]
-
-// Export makes policies (a term's GrantCreationPolicy cache) the ones
-// /metrics shows until the returned function is called (the end of the
-// term).
-func Export(policies cache.Store) func() {
-	s := &source{policies: policies}
-	exported.Store(s)
-	return func() { exported.CompareAndSwap(s, nil) }
+// Writer writes the GrantCreationPolicy families of policies (the cache of
+// the term this replica leads): the grant engine publishes it on /metrics
+// for its term (observe.Exporter.Publish).
+func Writer(policies cache.Store) func(*metricstext.Writer) {
+	return func(e *metricstext.Writer) { write(e, policies) }
 }
 
-// WriteState writes the GrantCreationPolicy families while this replica
-// leads the grant engine; for engine.MetricsHandler.
-func WriteState(e *metricstext.Writer) {
-	src := exported.Load()
-	if src == nil {
-		return
-	}
+func write(e *metricstext.Writer, store cache.Store) {
 	var policies []*quotav1alpha1.GrantCreationPolicy
-	for _, obj := range src.policies.List() {
+	for _, obj := range store.List() {
 		if p, ok := obj.(*quotav1alpha1.GrantCreationPolicy); ok {
 			policies = append(policies, p)
 		}

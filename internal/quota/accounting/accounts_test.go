@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/quota/quotatest"
 
 	"github.com/google/go-cmp/cmp"
 )
 
 var (
-	org     = quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: "acme"}
-	orgType = quota.GroupKind{Group: quota.OrganizationGroup, Kind: "Organization"}
-	project = quota.GroupKind{Group: quota.OrganizationGroup, Kind: "Project"}
-	t0      = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	org     = quotatest.Org()
+	orgType = quotatest.OrgKind()
+	project = quotatest.ProjectKind()
+	t0      = quotatest.Created()
 )
 
 func reg(name, rt string) quota.Registration {
@@ -243,41 +244,6 @@ func TestExceededMessageSaysWhatToDo(t *testing.T) {
 		if !strings.Contains(d.Message, want) {
 			t.Errorf("message %q lacks %q", d.Message, want)
 		}
-	}
-}
-
-func TestDuplicateRegistrationIsInactive(t *testing.T) {
-	e := New()
-	first := reg("first", "x.io/p")
-	second := reg("second", "x.io/p")
-	second.Created = t0.Add(time.Second)
-	e.UpsertRegistration(second)
-	e.UpsertRegistration(first)
-	if v := e.RegistrationValidity("first"); !v.Valid {
-		t.Errorf("first: %+v", v)
-	}
-	if v := e.RegistrationValidity("second"); v.Valid || v.Reason != quota.ReasonValidationFailed || v.Cause != quota.CauseDuplicateResourceType || !strings.Contains(v.Message, "first") {
-		t.Errorf("second: %+v", v)
-	}
-}
-
-func TestInvalidGrantContributesNothing(t *testing.T) {
-	e := New()
-	e.UpsertRegistration(reg("p", "x.io/p"))
-	proj := quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Project", Name: "x"}
-	e.UpsertGrant(grant("bad", proj, "x.io/p", quota.GrantBucket{Amount: 5}))
-	v, _ := e.GrantValidity("bad")
-	if v.Valid || v.Reason != quota.ReasonValidationFailed || v.Cause != quota.CauseConsumerTypeMismatch {
-		t.Errorf("validity %+v", v)
-	}
-	if _, ok := e.Bucket(quota.BucketID{Consumer: proj, ResourceType: "x.io/p", Dims: ""}); ok {
-		t.Error("an invalid grant created a bucket")
-	}
-	// The registration disappears: a valid grant becomes invalid and its limit goes.
-	e.UpsertGrant(grant("good", org, "x.io/p", quota.GrantBucket{Amount: 5}))
-	e.RemoveRegistration("p")
-	if v, _ := e.GrantValidity("good"); v.Valid || v.Reason != quota.ReasonValidationFailed || v.Cause != quota.CauseResourceTypeNotRegistered {
-		t.Errorf("after the registration is deleted: %+v", v)
 	}
 }
 

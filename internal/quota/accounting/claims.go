@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/quota/bookkeeping"
 )
 
 // AddClaim adds an undecided claim. Adding a known UID is a no-op: a claim's
@@ -13,12 +14,12 @@ func (e *Accounts) AddClaim(c quota.Claim) {
 		return
 	}
 	e.refreshLevels()
-	cs := &claimState{claim: c, decision: quota.Decision{Outcome: quota.Pending}, levels: make([][]*series, len(c.Requests))}
+	cs := &claimState{claim: c, decision: quota.Decision{Outcome: quota.Pending}, levels: make([][]*bookkeeping.Series, len(c.Requests))}
 	e.claims[c.UID] = cs
 	for i, r := range c.Requests {
 		cs.levels[i] = e.levelsOf(c.Consumer, r.ResourceType)
 		for _, s := range cs.levels[i] {
-			s.claims++
+			s.Ref()
 		}
 	}
 	q := e.consumers[c.Consumer]
@@ -62,8 +63,8 @@ func (e *Accounts) RemoveClaim(uid string) {
 	}
 	for _, ls := range cs.levels {
 		for _, s := range ls {
-			s.claims--
-			e.prune(s)
+			s.Unref()
+			e.books.Prune(s)
 		}
 	}
 	if q := e.consumers[c.Consumer]; q != nil {
@@ -120,10 +121,7 @@ func (e *Accounts) Rekey(old, uid string) bool {
 	e.claims[uid] = cs
 	for _, ls := range cs.levels {
 		for _, s := range ls {
-			if g, ok := s.granted[old]; ok {
-				delete(s.granted, old)
-				s.granted[uid] = g
-			}
+			s.Rekey(old, uid)
 		}
 	}
 	return true
@@ -175,48 +173,18 @@ func (e *Accounts) allocate(cs *claimState, d quota.Decision) {
 	c := cs.claim
 	for i, r := range c.Requests {
 		for _, s := range cs.levels[i] {
-			e.charge(s, c.UID, c.Cluster, r)
+			e.books.Charge(s, c.UID, c.Cluster, r)
 		}
 	}
 	d.Outcome = quota.Granted
 	cs.decision = d
 }
 
-// charge counts a granted request in every bucket of s that covers it.
-func (e *Accounts) charge(s *series, uid, cluster string, r quota.Request) {
-	s.granted[uid] = grantedReq{amount: r.Amount, dims: r.Dims, cluster: cluster}
-	if cluster != "" {
-		s.clustered++
-	}
-	for _, b := range s.list {
-		if b.dims.SubsetOf(r.Dims) {
-			b.allocSum.Add(r.Amount)
-			b.claims++
-			e.touchBucket(s, b)
-		}
-	}
-}
-
-// uncharge is charge undone.
-func (e *Accounts) uncharge(s *series, uid string, r quota.Request) {
-	if g, ok := s.granted[uid]; ok && g.cluster != "" {
-		s.clustered--
-	}
-	delete(s.granted, uid)
-	for _, b := range s.list {
-		if b.dims.SubsetOf(r.Dims) {
-			b.allocSum.Sub(r.Amount)
-			b.claims--
-			e.touchBucket(s, b)
-		}
-	}
-}
-
 func (e *Accounts) deallocate(cs *claimState) {
 	c := cs.claim
 	for i, r := range c.Requests {
 		for j, s := range cs.levels[i] {
-			e.uncharge(s, c.UID, r)
+			e.books.Uncharge(s, c.UID, r)
 			if j > 0 {
 				e.sharedRoom = true
 			}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/quota/bookkeeping"
 )
 
 // Changed is a claim whose decision changed.
@@ -124,7 +125,7 @@ func (e *Accounts) evaluate(cs *claimState) quota.Decision {
 	results := make([]quota.RequestResult, len(c.Requests))
 	var firstDenied string
 	for i, r := range c.Requests {
-		reg, _ := e.activeRegistration(r.ResourceType)
+		reg, _ := e.books.ActiveRegistration(r.ResourceType)
 		res := e.check(c, r, reg, cs.levels[i])
 		if res.Status == "Denied" && firstDenied == "" {
 			firstDenied = res.Message
@@ -154,11 +155,11 @@ func (e *Accounts) validateClaim(c quota.Claim) (string, bool) {
 		if r.Amount <= 0 {
 			return fmt.Sprintf("request for %s asks for %d; amounts must be positive", r.ResourceType, r.Amount), false
 		}
-		reg, ok := e.activeRegistration(r.ResourceType)
+		reg, ok := e.books.ActiveRegistration(r.ResourceType)
 		if !ok {
 			return fmt.Sprintf("resource type %s is not registered; create a ResourceRegistration for it or fix the request", r.ResourceType), false
 		}
-		if (quota.GroupKind{Group: c.Consumer.APIGroup, Kind: c.Consumer.Kind}) != reg.ConsumerType {
+		if c.Consumer.GroupKind() != reg.ConsumerType {
 			return fmt.Sprintf("consumer %s cannot claim %s: ResourceRegistration %s charges %s consumers", c.Consumer, r.ResourceType, reg.Name, reg.ConsumerType), false
 		}
 		if c.ResourceRef != nil {
@@ -182,15 +183,15 @@ func (e *Accounts) validateClaim(c quota.Claim) (string, bool) {
 }
 
 // check decides one request against its levels.
-func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration, levels []*series) quota.RequestResult {
+func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration, levels []*bookkeeping.Series) quota.RequestResult {
 	res := quota.RequestResult{ResourceType: r.ResourceType, Bucket: quota.BucketID{Consumer: c.Consumer, ResourceType: r.ResourceType, Dims: ""}}
 	refused, limited := -1, false
 	for j, s := range levels {
-		if !s.hasGrant() {
+		if !s.HasGrant() {
 			continue
 		}
 		limited = true
-		if refused < 0 && s.short(r) != nil {
+		if refused < 0 && s.Short(r) != nil {
 			refused = j
 		}
 	}
@@ -203,15 +204,15 @@ func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration,
 	}
 	res.Status, res.Reason = "Denied", quota.ReasonQuotaExceeded
 	for j, s := range levels {
-		ls := quota.LevelStatus{Consumer: s.key.Consumer, Limited: s.hasGrant() || j == refused, Refused: j == refused}
-		b := s.tightest(r)
+		ls := quota.LevelStatus{Consumer: s.Key().Consumer, Limited: s.HasGrant() || j == refused, Refused: j == refused}
+		b := s.Tightest(r)
 		if ls.Refused {
-			b = s.short(r)
+			b = s.Short(r)
 		}
 		if b == nil {
-			b = s.buckets[""]
+			b = s.Overall()
 		}
-		ls.Bucket = e.bucketStatus(s, b)
+		ls.Bucket = e.books.Status(s, b)
 		if ls.Refused {
 			st := ls.Bucket
 			res.Refused = &st
@@ -228,8 +229,8 @@ func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration,
 		// One level decided it, as before hierarchies: the message tools
 		// and people know.
 		s := levels[0]
-		b := s.short(r)
-		res.Message = quota.ExceededMessage(c, r, reg, quota.BucketID{Consumer: c.Consumer, ResourceType: r.ResourceType, Dims: b.dims.Key()}, b.limit(), b.allocated())
+		b := s.Short(r)
+		res.Message = quota.ExceededMessage(c, r, reg, quota.BucketID{Consumer: c.Consumer, ResourceType: r.ResourceType, Dims: b.Dims().Key()}, b.Limit(), b.Allocated())
 	} else {
 		res.Message = quota.LevelsMessage(c, r, reg, res.Levels)
 	}

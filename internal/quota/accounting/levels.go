@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/quota/bookkeeping"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -100,8 +101,12 @@ func (e *Accounts) groupChanged(uid string, g quota.Grant, valid bool) {
 //
 // The lists are cached until the hierarchy changes or a series they name is
 // dropped; callers share them and never change them.
-func (e *Accounts) levelsOf(c quota.ConsumerID, resourceType string) []*series {
-	k := seriesKey{c, resourceType}
+func (e *Accounts) levelsOf(c quota.ConsumerID, resourceType string) []*bookkeeping.Series {
+	if d := e.books.Drops(); d != e.levelDrops {
+		clear(e.levelCache) // a cached list may name a series the books dropped
+		e.levelDrops = d
+	}
+	k := bookkeeping.Key{Consumer: c, ResourceType: resourceType}
 	if l, ok := e.levelCache[k]; ok {
 		return l
 	}
@@ -110,10 +115,10 @@ func (e *Accounts) levelsOf(c quota.ConsumerID, resourceType string) []*series {
 	return l
 }
 
-func (e *Accounts) computeLevels(c quota.ConsumerID, resourceType string) []*series {
-	out := make([]*series, 1, 4)
-	out[0] = e.seriesFor(seriesKey{c, resourceType})
-	reg, ok := e.activeRegistration(resourceType)
+func (e *Accounts) computeLevels(c quota.ConsumerID, resourceType string) []*bookkeeping.Series {
+	out := make([]*bookkeeping.Series, 1, 4)
+	out[0] = e.books.SeriesFor(bookkeeping.Key{Consumer: c, ResourceType: resourceType})
+	reg, ok := e.books.ActiveRegistration(resourceType)
 	if !ok || (len(reg.Levels) == 0 && len(e.groups) == 0) {
 		return out
 	}
@@ -126,28 +131,23 @@ func (e *Accounts) computeLevels(c quota.ConsumerID, resourceType string) []*ser
 		}
 		cur = *info.Parent
 		chain = append(chain, cur)
-		if slices.Contains(reg.Levels, kindOf(cur)) {
-			out = append(out, e.seriesFor(seriesKey{cur, resourceType}))
+		if slices.Contains(reg.Levels, cur.GroupKind()) {
+			out = append(out, e.books.SeriesFor(bookkeeping.Key{Consumer: cur, ResourceType: resourceType}))
 		}
 	}
 	for _, uid := range e.groups {
-		g := e.grants[uid]
+		g, _ := e.books.Grant(uid)
 		if !allows(&g, resourceType) {
 			continue
 		}
 		for _, m := range chain {
 			if e.selects(g.Group, m) {
-				out = append(out, e.seriesFor(seriesKey{g.Consumer, resourceType}))
+				out = append(out, e.books.SeriesFor(bookkeeping.Key{Consumer: g.Consumer, ResourceType: resourceType}))
 				break
 			}
 		}
 	}
 	return out
-}
-
-// kindOf is the kind of a consumer.
-func kindOf(c quota.ConsumerID) quota.GroupKind {
-	return quota.GroupKind{Group: c.APIGroup, Kind: c.Kind}
 }
 
 // allows reports whether a grant gives quota of a resource type.
@@ -162,7 +162,7 @@ func allows(g *quota.Grant, resourceType string) bool {
 
 // selects reports whether a group selects a consumer.
 func (e *Accounts) selects(g *quota.Group, c quota.ConsumerID) bool {
-	if g.Kind != kindOf(c) {
+	if g.Kind != c.GroupKind() {
 		return false
 	}
 	info, ok := e.info[c]
@@ -175,7 +175,7 @@ func (e *Accounts) refreshLevels() {
 	if !e.levelsStale && len(e.changedConsumers) == 0 {
 		return
 	}
-	var left []*series
+	var left []*bookkeeping.Series
 	each := func(do func(cs *claimState)) {
 		if e.levelsStale {
 			for _, cs := range e.claims {
@@ -206,19 +206,19 @@ func (e *Accounts) refreshLevels() {
 					continue
 				}
 				if granted {
-					e.uncharge(s, cs.claim.UID, r)
+					e.books.Uncharge(s, cs.claim.UID, r)
 					e.sharedRoom = true
 				}
-				s.claims--
+				s.Unref()
 				left = append(left, s)
 			}
 			for _, s := range now {
 				if slices.Contains(was, s) {
 					continue
 				}
-				s.claims++
+				s.Ref()
 				if granted {
-					e.charge(s, cs.claim.UID, cs.claim.Cluster, r)
+					e.books.Charge(s, cs.claim.UID, cs.claim.Cluster, r)
 				}
 			}
 			cs.levels[i] = now
@@ -227,22 +227,16 @@ func (e *Accounts) refreshLevels() {
 	e.levelsStale = false
 	clear(e.changedConsumers)
 	for _, s := range left {
-		if e.series[s.key] == s {
-			e.prune(s)
-		}
+		e.books.Prune(s) // a series dropped already is left alone
 	}
 	// Levels may have appeared with room, or claims may have left a limit.
 	e.sharedRoom = true
 	// A group's members may have changed: its buckets are written again,
 	// with their copies in its members' namespaces.
 	for _, uid := range e.groups {
-		g := e.grants[uid]
+		g, _ := e.books.Grant(uid)
 		for _, a := range g.Allowances {
-			if s, ok := e.series[seriesKey{g.Consumer, a.ResourceType}]; ok {
-				for key := range s.buckets {
-					e.touch(s, key)
-				}
-			}
+			e.books.TouchAll(bookkeeping.Key{Consumer: g.Consumer, ResourceType: a.ResourceType})
 		}
 	}
 }
@@ -252,7 +246,7 @@ func (e *Accounts) refreshLevels() {
 func (e *Accounts) GroupMembers(id quota.ConsumerID) []quota.ConsumerID {
 	var out []quota.ConsumerID
 	for _, uid := range e.groups {
-		g := e.grants[uid]
+		g, _ := e.books.Grant(uid)
 		if g.Consumer != id {
 			continue
 		}

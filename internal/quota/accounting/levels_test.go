@@ -9,16 +9,16 @@ import (
 	"testing"
 
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/quota/bookkeeping"
+	"github.com/quotaplane/quotaplane/internal/quota/quotatest"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-const vcpu = "compute.example.com/vcpu"
+const vcpu = quotatest.VCPU
 
-func proj(name string) quota.ConsumerID {
-	return quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Project", Name: name}
-}
+var proj = quotatest.Project
 
 // hierarchy is an engine with vcpu charged to Projects and, a level up, to
 // their Organizations; projects web and api belong to acme.
@@ -128,54 +128,22 @@ func TestTheMostRestrictiveGroupRefuses(t *testing.T) {
 	}
 }
 
-func TestBudgetBindsDelegatedGrants(t *testing.T) {
+// TestLevelsFollowDroppedSeries: a claim added after the series its
+// consumer's levels were cached with were dropped draws from the live ones,
+// and so sees grants made since.
+func TestLevelsFollowDroppedSeries(t *testing.T) {
 	e := hierarchy(t)
-	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 10}))
-	delegate := func(uid, p string, amount int64) quota.Grant {
-		g := grant(uid, proj(p), vcpu, quota.GrantBucket{Amount: amount})
-		g.Namespace, g.Budget = "organization-acme", &org
-		return g
+	e.AddClaim(claim("first", 1, proj("web"), quota.Request{ResourceType: vcpu, Amount: 1}))
+	e.RemoveClaim("first") // nothing refers to web's or acme's series: both dropped
+	e.AddClaim(claim("second", 2, proj("web"), quota.Request{ResourceType: vcpu, Amount: 3}))
+	e.UpsertGrant(grant("web", proj("web"), vcpu, quota.GrantBucket{Amount: 10}))
+	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 5}))
+	e.Decide()
+	if d, _ := e.Decision("second"); d.Outcome != quota.Granted {
+		t.Fatalf("3 against the project's 10 and the organization's 5: %s %q", d.Outcome, d.Message)
 	}
-	if r := e.CheckBudget(delegate("d1", "web", 6)); !r.OK {
-		t.Fatalf("6 of 10 refused: %s", r.Message)
-	}
-	e.HoldBudget(delegate("d1", "web", 6))
-	r := e.CheckBudget(delegate("d2", "api", 5))
-	if r.OK || r.Left != 4 || !strings.Contains(r.Message, "only 4 of it is left") {
-		t.Fatalf("5 with 4 left: %+v", r)
-	}
-	// The platform's grants are outside the budget.
-	if r := e.CheckBudget(grant("p", proj("api"), vcpu, quota.GrantBucket{Amount: 1000})); !r.OK {
-		t.Fatalf("a platform grant was checked against the budget: %s", r.Message)
-	}
-	// Stored, the hold settles into the grant; lowering is always allowed.
-	e.UpsertGrant(delegate("d1", "web", 6))
-	if e.BudgetHolds() != 0 {
-		t.Fatalf("the stored grant did not settle its hold")
-	}
-	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 2}))
-	if r := e.CheckBudget(delegate("d1", "web", 3)); !r.OK {
-		t.Fatalf("lowering a grant over a lowered budget was refused: %s", r.Message)
-	}
-}
-
-func TestBudgetSumsSaturate(t *testing.T) {
-	e := hierarchy(t)
-	e.UpsertGrant(grant("org1", org, vcpu, quota.GrantBucket{Amount: math.MaxInt64}))
-	e.UpsertGrant(grant("org2", org, vcpu, quota.GrantBucket{Amount: math.MaxInt64}))
-	big := func(uid, p string, amounts ...int64) quota.Grant {
-		var bs []quota.GrantBucket
-		for _, a := range amounts {
-			bs = append(bs, quota.GrantBucket{Amount: a})
-		}
-		g := grant(uid, proj(p), vcpu, bs...)
-		g.Namespace, g.Budget = "organization-acme", &org
-		return g
-	}
-	e.UpsertGrant(big("d1", "web", math.MaxInt64, math.MaxInt64))
-	r := e.CheckBudget(big("d2", "api", 1))
-	if r.OK || r.Limit != math.MaxInt64 || r.Given != math.MaxInt64 || r.Left != 0 {
-		t.Fatalf("a budget given in full accepted more, or wrapped: %+v", r)
+	if got := nums(t, e, org, vcpu, nil); got != (numbers{5, 3, 2}) {
+		t.Errorf("organization bucket %+v, want 5/3/2", got)
 	}
 }
 
@@ -205,6 +173,7 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 		}
 		live := map[string]quota.Claim{}
 		delegatedGrants := map[string]quota.Grant{}
+		orgGrants := map[string]quota.Grant{} // the budget's limit, by UID
 		n := 0
 		for _, op := range ops {
 			n++
@@ -220,7 +189,7 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 					t.Fatalf("budget numbers wrapped: %+v", r)
 				}
 				if r.OK {
-					checkBudget(t, e, d, delegatedGrants)
+					checkBudget(t, d, delegatedGrants, orgGrants)
 					delegatedGrants[d.Name] = d
 					e.UpsertGrant(d)
 				}
@@ -235,7 +204,9 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 					break
 				}
 			case 3:
-				e.UpsertGrant(grant("org"+string(rune('0'+rng.IntN(2))), org, vcpu, quota.GrantBucket{Amount: amount()}))
+				g := grant("org"+string(rune('0'+rng.IntN(2))), org, vcpu, quota.GrantBucket{Amount: amount()})
+				orgGrants[g.UID] = g
+				e.UpsertGrant(g)
 			case 4:
 				e.UpsertGrant(group("g"+string(rune('0'+rng.IntN(2))), amount(), "quota.miloapis.com/team=data"))
 			case 5:
@@ -264,10 +235,11 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 }
 
 // checkBudget fails when a delegated grant accepted by CheckBudget grows
-// the sum of the budget's grants past the organization's limit, computed
-// exactly. What one grant gives saturates at MaxInt64, as does the limit:
-// the sum of the grants' (saturated) amounts must stay within it.
-func checkBudget(t *testing.T, e *Accounts, d quota.Grant, stored map[string]quota.Grant) {
+// the sum of the budget's grants past the organization's limit (the sum of
+// orgGrants), computed exactly. What one grant gives saturates at MaxInt64,
+// as does the limit: the sum of the grants' (saturated) amounts must stay
+// within it.
+func checkBudget(t *testing.T, d quota.Grant, stored, orgGrants map[string]quota.Grant) {
 	t.Helper()
 	maxInt := big.NewInt(math.MaxInt64)
 	exact := func(g quota.Grant) *big.Int {
@@ -294,10 +266,8 @@ func checkBudget(t *testing.T, e *Accounts, d quota.Grant, stored map[string]quo
 		}
 	}
 	limit := new(big.Int)
-	for _, g := range e.grants {
-		if g.Consumer == org {
-			limit.Add(limit, exact(g))
-		}
+	for _, g := range orgGrants {
+		limit.Add(limit, exact(g))
 	}
 	if limit.Cmp(big.NewInt(math.MaxInt64)) > 0 {
 		limit.SetInt64(math.MaxInt64)
@@ -309,7 +279,8 @@ func checkBudget(t *testing.T, e *Accounts, d quota.Grant, stored map[string]quo
 
 // checkLevels fails when a claim's levels differ from what its consumer's
 // chain gives now (a change the engine did not follow), or a bucket's
-// allocation differs from the granted requests charged to its series.
+// allocation differs from the granted requests of the claims that draw from
+// its series.
 func checkLevels(t *testing.T, e *Accounts) {
 	t.Helper()
 	for _, cs := range e.claims {
@@ -320,19 +291,26 @@ func checkLevels(t *testing.T, e *Accounts) {
 			}
 		}
 	}
-	for _, s := range e.series {
-		for _, b := range s.list {
-			var sum quota.Total
-			var n int32
-			for _, g := range s.granted {
-				if b.dims.SubsetOf(g.dims) {
-					sum.Add(g.amount)
-					n++
+	for _, id := range e.BucketIDs() {
+		b, _ := e.Bucket(id)
+		key := bookkeeping.Key{Consumer: id.Consumer, ResourceType: id.ResourceType}
+		var sum quota.Total
+		var n int32
+		for _, cs := range e.claims {
+			if cs.decision.Outcome != quota.Granted {
+				continue
+			}
+			for i, r := range cs.claim.Requests {
+				for _, s := range cs.levels[i] {
+					if s.Key() == key && b.Dims.SubsetOf(r.Dims) {
+						sum.Add(r.Amount)
+						n++
+					}
 				}
 			}
-			if sum.Value() != b.allocated() || n != b.claims {
-				t.Fatalf("bucket %v/%q allocates %d for %d claims; its granted requests add up to %d for %d", s.key, b.key, b.allocated(), b.claims, sum.Value(), n)
-			}
+		}
+		if sum.Value() != b.Allocated || n != b.Claims {
+			t.Fatalf("bucket %v allocates %d for %d claims; the granted requests drawing from it add up to %d for %d", id, b.Allocated, b.Claims, sum.Value(), n)
 		}
 	}
 }

@@ -47,7 +47,11 @@ type Reviewer struct {
 // created callback).
 func (r *Reviewer) Use(p *claimpolicy.Plugin) { r.plugin.Store(p) }
 
-var objectInterfaces = admission.NewObjectInterfacesFromScheme(runtime.NewScheme())
+// objectInterfaces are what a review's validation is given: an empty
+// scheme's (the plugin converts nothing).
+func objectInterfaces() admission.ObjectInterfaces {
+	return admission.NewObjectInterfacesFromScheme(runtime.NewScheme())
+}
 
 // ServeHTTP decides one review posted to ReviewPath(cluster). The request
 // has passed the server's authentication and authorization (non-resource
@@ -114,7 +118,7 @@ func (r *Reviewer) Review(ctx context.Context, cluster string, req *admissionv1.
 		ctx = claimpolicy.WithExistingObject(ctx)
 	}
 	ctx, rec := admit.WithCreateRecord(ctx)
-	err = p.Validate(ctx, attrs, objectInterfaces)
+	err = p.Validate(ctx, attrs, objectInterfaces())
 	if err == nil && !attrs.IsDryRun() {
 		// The member cluster stores the object or not; this server cannot
 		// tell. The claim is written now, and the cluster's webhook releases

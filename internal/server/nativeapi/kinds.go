@@ -71,18 +71,12 @@ func (k *Kind) NewList() runtime.Object {
 // GroupVersions are the API groups served natively.
 var GroupVersions = []schema.GroupVersion{quotav1alpha1.SchemeGroupVersion, resourcemanagerv1alpha1.SchemeGroupVersion}
 
-var (
-	kindsOnce sync.Once
-	kinds     []*Kind
-	kindsErr  error
-)
+// builtKinds builds the kinds once.
+var builtKinds = sync.OnceValues(buildKinds)
 
 // Kinds are every natively served kind, built once from the CRDs serve
 // would otherwise install (crd.ForServe: amounts accept quantities).
-func Kinds() ([]*Kind, error) {
-	kindsOnce.Do(func() { kinds, kindsErr = buildKinds() })
-	return kinds, kindsErr
-}
+func Kinds() ([]*Kind, error) { return builtKinds() }
 
 // Names are the CRD names of the natively served kinds: a CRD of one of
 // these names, left from a version of serve that installed them, is

@@ -16,8 +16,6 @@ import (
 	resourcemanagerv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 )
 
-var registerOnce sync.Once
-
 // Scheme is the scheme the native kinds are registered in: the API
 // server's own (legacyscheme), so that its storage factory encodes them
 // (protobuf in etcd) and its OpenAPI namer knows them. Register must run
@@ -31,21 +29,21 @@ func Scheme() *runtime.Scheme {
 // versioned types, the same types as the groups' internal version (the
 // API server converts to an internal version; here it is the same Go
 // type), the defaults the CRD schema declares, and the field selectors.
-func Register() {
-	registerOnce.Do(func() {
-		s := legacyscheme.Scheme
-		for _, add := range []func(*runtime.Scheme) error{quotav1alpha1.AddToScheme, resourcemanagerv1alpha1.AddToScheme, addInternal, addDefaults} {
-			if err := add(s); err != nil {
-				panic(fmt.Sprintf("registering quotaplane's kinds: %v", err))
-			}
+func Register() { register() }
+
+var register = sync.OnceFunc(func() {
+	s := legacyscheme.Scheme
+	for _, add := range []func(*runtime.Scheme) error{quotav1alpha1.AddToScheme, resourcemanagerv1alpha1.AddToScheme, addInternal, addDefaults} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("registering quotaplane's kinds: %v", err))
 		}
-		for _, gv := range GroupVersions {
-			if err := s.SetVersionPriority(gv); err != nil {
-				panic(err)
-			}
+	}
+	for _, gv := range GroupVersions {
+		if err := s.SetVersionPriority(gv); err != nil {
+			panic(err)
 		}
-	})
-}
+	}
+})
 
 // addInternal registers every versioned type of quotaplane's again as its
 // group's internal version.

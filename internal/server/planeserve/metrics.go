@@ -3,7 +3,6 @@ package planeserve
 import (
 	"net/http"
 	"strconv"
-	"sync"
 
 	"k8s.io/apiserver/pkg/endpoints/responsewriter"
 	"k8s.io/component-base/metrics"
@@ -23,11 +22,10 @@ var (
 		Help:           "Control planes this server has prepared since it started (used at least once), by owner kind.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kind"})
-	registerMetrics sync.Once
 )
 
 func init() {
-	registerMetrics.Do(func() { legacyregistry.MustRegister(requests, inUse) })
+	legacyregistry.MustRegister(requests, inUse)
 }
 
 // codeRecorder remembers the status code a handler answered.

@@ -23,6 +23,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/tools"
 )
 
 // tokenFor is a client configuration authenticated by a real token of a
@@ -179,10 +180,7 @@ func TestProjectsThroughTheirOrganizationsPlane(t *testing.T) {
 // kubectl through a plane's URL: discovery, get, apply (server-side and
 // dry-run) and explain work as against any cluster.
 func TestKubectlThroughAPlane(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not installed: install it to run this test")
-	}
+	kubectl := tools.Require(t, tools.Kubectl)
 	tn := newTenant(t, "kctl", "kctl-owner")
 	tn.project(t, "kctl-web")
 	dir := t.TempDir()

@@ -2,7 +2,6 @@ package selfservice
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/requests"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/tools"
 )
 
 // register adds a resource type charged to consumers of kind, named after
@@ -194,13 +194,7 @@ func TestRuleApprovalCannotBeRedirected(t *testing.T) {
 // `kubectl patch --subresource=status`, works with the shipped
 // quotaplane-quota-approver role and nothing more.
 func TestApproverPatchesStatusWithKubectl(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("kubectl is not installed, and CI=true: install kubectl (it is on every developer's machine)")
-		}
-		t.Skip("kubectl is not installed: install it to run this test")
-	}
+	kubectl := tools.Require(t, tools.Kubectl)
 	w := newWorld(t)
 	org := w.consumer("Organization", w.org)
 	qr := w.ask(w.request(org, w.rt, 30))

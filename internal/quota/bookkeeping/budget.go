@@ -1,4 +1,4 @@
-package accounting
+package bookkeeping
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func delegated(a quota.Allowance) int64 {
 
 // budgetUse is what the grant under one key gives of a resource type out of
 // budget: the larger of the stored grant and one being admitted.
-func (e *Accounts) budgetUse(budget quota.ConsumerID, key, resourceType string, stored *quota.Grant) int64 {
+func (bk *Books) budgetUse(budget quota.ConsumerID, key, resourceType string, stored *quota.Grant) int64 {
 	var out int64
 	if stored != nil && stored.Budget != nil && *stored.Budget == budget {
 		for _, a := range stored.Allowances {
@@ -44,7 +44,7 @@ func (e *Accounts) budgetUse(budget quota.ConsumerID, key, resourceType string, 
 			}
 		}
 	}
-	if h, ok := e.holds[key]; ok && h.grant.Budget != nil && *h.grant.Budget == budget {
+	if h, ok := bk.holds[key]; ok && h.grant.Budget != nil && *h.grant.Budget == budget {
 		for _, a := range h.grant.Allowances {
 			if a.ResourceType == resourceType {
 				out = max(out, delegated(a))
@@ -59,19 +59,19 @@ func (e *Accounts) budgetUse(budget quota.ConsumerID, key, resourceType string, 
 // the grants of the budget together must stay within the budget's limit.
 // A grant that gives no more than before always fits (lowering is never
 // refused, even over a lowered budget).
-func (e *Accounts) CheckBudget(g quota.Grant) quota.BudgetResult {
+func (bk *Books) CheckBudget(g quota.Grant) quota.BudgetResult {
 	if g.Budget == nil {
 		return quota.BudgetResult{OK: true}
 	}
 	budget, key := *g.Budget, grantKey(g)
 	stored := map[string]*quota.Grant{}
-	for uid := range e.grants {
-		x := e.grants[uid]
+	for uid := range bk.grants {
+		x := bk.grants[uid]
 		stored[grantKey(x)] = &x
 	}
 	for _, a := range g.Allowances {
 		asked := delegated(a)
-		before := e.budgetUse(budget, key, a.ResourceType, stored[key])
+		before := bk.budgetUse(budget, key, a.ResourceType, stored[key])
 		if asked <= before {
 			continue
 		}
@@ -80,24 +80,24 @@ func (e *Accounts) CheckBudget(g quota.Grant) quota.BudgetResult {
 		for k, x := range stored {
 			seen[k] = true
 			if k != key {
-				given.Add(e.budgetUse(budget, k, a.ResourceType, x))
+				given.Add(bk.budgetUse(budget, k, a.ResourceType, x))
 			}
 		}
-		for k := range e.holds {
+		for k := range bk.holds {
 			if !seen[k] {
-				given.Add(e.budgetUse(budget, k, a.ResourceType, nil))
+				given.Add(bk.budgetUse(budget, k, a.ResourceType, nil))
 			}
 		}
 		limit := int64(0)
-		if s, ok := e.series[seriesKey{budget, a.ResourceType}]; ok {
-			limit = s.buckets[""].limit()
+		if s, ok := bk.series[Key{budget, a.ResourceType}]; ok {
+			limit = s.Overall().Limit()
 		}
 		gave := given.Value()
 		left := quota.Room(limit, gave)
 		if asked <= left {
 			continue
 		}
-		reg, _ := e.activeRegistration(a.ResourceType)
+		reg, _ := bk.ActiveRegistration(a.ResourceType)
 		return quota.BudgetResult{ResourceType: a.ResourceType, Asked: asked, Left: left, Limit: limit, Given: gave,
 			Message: fmt.Sprintf("ResourceGrant %s gives %s %s of %s out of %s's budget, but only %d of it is left to give "+
 				"(the limit %d, of which %d is given to its projects by grants its owners wrote); lower the amount or another project's grant, "+
@@ -109,38 +109,38 @@ func (e *Accounts) CheckBudget(g quota.Grant) quota.BudgetResult {
 
 // HoldBudget holds what an admitted delegated grant gives until the grant is
 // seen stored (UpsertGrant of the same UID and generation) or released.
-func (e *Accounts) HoldBudget(g quota.Grant) {
+func (bk *Books) HoldBudget(g quota.Grant) {
 	if g.Budget != nil {
-		e.holds[grantKey(g)] = budgetHold{grant: g}
+		bk.holds[grantKey(g)] = budgetHold{grant: g}
 	}
 }
 
 // ReleaseBudgetHold forgets a hold: the grant was not stored.
-func (e *Accounts) ReleaseBudgetHold(g quota.Grant) {
-	if h, ok := e.holds[grantKey(g)]; ok && h.grant.UID == g.UID && h.grant.Generation == g.Generation {
-		delete(e.holds, grantKey(g))
+func (bk *Books) ReleaseBudgetHold(g quota.Grant) {
+	if h, ok := bk.holds[grantKey(g)]; ok && h.grant.UID == g.UID && h.grant.Generation == g.Generation {
+		delete(bk.holds, grantKey(g))
 	}
 }
 
 // BudgetHolds counts holds, for tests and metrics.
-func (e *Accounts) BudgetHolds() int { return len(e.holds) }
+func (bk *Books) BudgetHolds() int { return len(bk.holds) }
 
 // settleHold forgets the hold a stored grant settles.
-func (e *Accounts) settleHold(g quota.Grant) {
-	if h, ok := e.holds[grantKey(g)]; ok && h.grant.UID == g.UID && g.Generation >= h.grant.Generation {
-		delete(e.holds, grantKey(g))
+func (bk *Books) settleHold(g quota.Grant) {
+	if h, ok := bk.holds[grantKey(g)]; ok && h.grant.UID == g.UID && g.Generation >= h.grant.Generation {
+		delete(bk.holds, grantKey(g))
 	}
 }
 
 // dropHoldOf forgets the hold of a deleted grant.
-func (e *Accounts) dropHoldOf(g quota.Grant) {
-	if h, ok := e.holds[grantKey(g)]; ok && h.grant.UID == g.UID {
-		delete(e.holds, grantKey(g))
+func (bk *Books) dropHoldOf(g quota.Grant) {
+	if h, ok := bk.holds[grantKey(g)]; ok && h.grant.UID == g.UID {
+		delete(bk.holds, grantKey(g))
 	}
 }
 
 // BudgetHold returns the hold under a grant's namespace/name.
-func (e *Accounts) BudgetHold(key string) (quota.Grant, bool) {
-	h, ok := e.holds[key]
+func (bk *Books) BudgetHold(key string) (quota.Grant, bool) {
+	h, ok := bk.holds[key]
 	return h.grant, ok
 }

@@ -1,7 +1,9 @@
-package accounting
+package bookkeeping
 
 import (
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 	"strings"
 
@@ -9,14 +11,14 @@ import (
 )
 
 // ValidateGrant checks a grant against the active registrations.
-func (e *Accounts) ValidateGrant(g quota.Grant) quota.Validity {
+func (bk *Books) ValidateGrant(g quota.Grant) quota.Validity {
 	seen := map[string]bool{}
 	for _, a := range g.Allowances {
 		if seen[a.ResourceType] {
 			return quota.Validity{Reason: quota.ReasonValidationFailed, Cause: quota.CauseDuplicateResourceType, Message: fmt.Sprintf("resource type %s is listed twice; merge its buckets into one allowance", a.ResourceType)}
 		}
 		seen[a.ResourceType] = true
-		r, ok := e.activeRegistration(a.ResourceType)
+		r, ok := bk.ActiveRegistration(a.ResourceType)
 		if !ok {
 			return quota.Validity{Reason: quota.ReasonValidationFailed, Cause: quota.CauseResourceTypeNotRegistered, Message: fmt.Sprintf("resource type %s is not registered; create a ResourceRegistration for it or fix the allowance", a.ResourceType)}
 		}
@@ -27,82 +29,93 @@ func (e *Accounts) ValidateGrant(g quota.Grant) quota.Validity {
 	return quota.Validity{Valid: true, Reason: quota.ReasonGrantActive, Message: quota.GrantActiveMessage}
 }
 
-// UpsertGrant adds or replaces a grant. An invalid grant contributes nothing.
-func (e *Accounts) UpsertGrant(g quota.Grant) {
-	e.grants[g.UID] = g
-	e.applyGrant(g.UID, g)
+// UpsertGrant adds or replaces a grant and returns its validity. An invalid
+// grant contributes nothing. A stored grant settles its budget hold.
+func (bk *Books) UpsertGrant(g quota.Grant) quota.Validity {
+	bk.grants[g.UID] = g
+	return bk.applyGrant(g.UID, g)
 }
 
-// RemoveGrant forgets a grant; its contributions to limits disappear.
-func (e *Accounts) RemoveGrant(uid string) {
-	if _, ok := e.grants[uid]; !ok {
-		return
+// RemoveGrant forgets a grant; its contributions to limits disappear, and
+// so does its budget hold. It returns the grant it forgot, false when the
+// grant was not known.
+func (bk *Books) RemoveGrant(uid string) (quota.Grant, bool) {
+	g, ok := bk.grants[uid]
+	if !ok {
+		return quota.Grant{}, false
 	}
-	e.withdrawGrant(uid)
-	e.groupChanged(uid, e.grants[uid], false)
-	e.dropHoldOf(e.grants[uid])
-	delete(e.grants, uid)
-	delete(e.grantValid, uid)
-	delete(e.changedGrants, uid)
+	bk.withdrawGrant(uid)
+	bk.dropHoldOf(g)
+	delete(bk.grants, uid)
+	delete(bk.grantValid, uid)
+	delete(bk.changedGrants, uid)
+	return g, true
 }
 
 // GrantValidity is the validity of a known grant.
-func (e *Accounts) GrantValidity(uid string) (quota.Validity, bool) {
-	v, ok := e.grantValid[uid]
+func (bk *Books) GrantValidity(uid string) (quota.Validity, bool) {
+	v, ok := bk.grantValid[uid]
 	return v, ok
 }
 
-func (e *Accounts) applyGrant(uid string, g quota.Grant) {
-	e.withdrawGrant(uid)
-	v := e.ValidateGrant(g)
-	if old, ok := e.grantValid[uid]; !ok || old != v {
-		e.changedGrants[uid] = struct{}{}
+// Grant returns a known grant.
+func (bk *Books) Grant(uid string) (quota.Grant, bool) {
+	g, ok := bk.grants[uid]
+	return g, ok
+}
+
+// Grants are the known grants, by UID, in no particular order.
+func (bk *Books) Grants() iter.Seq2[string, quota.Grant] { return maps.All(bk.grants) }
+
+func (bk *Books) applyGrant(uid string, g quota.Grant) quota.Validity {
+	bk.withdrawGrant(uid)
+	v := bk.ValidateGrant(g)
+	if old, ok := bk.grantValid[uid]; !ok || old != v {
+		bk.changedGrants[uid] = struct{}{}
 	}
-	e.grantValid[uid] = v
-	e.groupChanged(uid, g, v.Valid)
-	e.settleHold(g)
+	bk.grantValid[uid] = v
+	bk.settleHold(g)
 	if !v.Valid {
-		return
+		return v
 	}
-	e.sharedRoom = true
 	for _, a := range g.Allowances {
-		s := e.seriesFor(seriesKey{g.Consumer, a.ResourceType})
+		s := bk.SeriesFor(Key{g.Consumer, a.ResourceType})
 		for _, gb := range a.Buckets {
-			b := e.bucketFor(s, gb.Dims)
+			b := bk.bucketFor(s, gb.Dims)
 			c := b.grants[uid]
 			c.Namespace, c.Name, c.Generation = g.Namespace, g.Name, g.Generation
 			c.Amount = quota.AddSat(c.Amount, gb.Amount)
 			b.setGrant(uid, c)
-			e.touch(s, gb.Dims.Key())
+			bk.touch(s, gb.Dims.Key())
 		}
-		e.dirty[g.Consumer] = true
 	}
+	return v
 }
 
 // withdrawGrant removes every contribution of a grant.
-func (e *Accounts) withdrawGrant(uid string) {
-	old, ok := e.grants[uid]
+func (bk *Books) withdrawGrant(uid string) {
+	old, ok := bk.grants[uid]
 	if !ok {
 		return
 	}
 	for _, a := range old.Allowances {
-		s, ok := e.series[seriesKey{old.Consumer, a.ResourceType}]
+		s, ok := bk.series[Key{old.Consumer, a.ResourceType}]
 		if !ok {
 			continue
 		}
 		for key, b := range s.buckets {
 			if b.removeGrant(uid) {
-				e.touch(s, key)
+				bk.touch(s, key)
 			}
 		}
-		e.prune(s)
+		bk.Prune(s)
 	}
 }
 
 // grantKindAllowed checks that a grant's consumer (or, for a group, the
 // kind it selects) is a kind the registration charges at some level.
 func grantKindAllowed(g quota.Grant, r quota.Registration) (quota.Validity, bool) {
-	kind := kindOf(g.Consumer)
+	kind := g.Consumer.GroupKind()
 	if g.Group != nil {
 		kind = g.Group.Kind
 	}

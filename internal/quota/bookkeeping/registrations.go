@@ -1,4 +1,4 @@
-package accounting
+package bookkeeping
 
 import (
 	"fmt"
@@ -7,33 +7,35 @@ import (
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
-// UpsertRegistration adds or replaces a registration. Grants and waiting
-// claims are validated again.
-func (e *Accounts) UpsertRegistration(r quota.Registration) {
-	e.regs[r.Name] = r
-	e.registrationsChanged()
+// UpsertRegistration adds or replaces a registration. Every grant is
+// validated again.
+func (bk *Books) UpsertRegistration(r quota.Registration) {
+	bk.regs[r.Name] = r
+	bk.registrationsChanged()
 }
 
-// RemoveRegistration forgets a registration.
-func (e *Accounts) RemoveRegistration(name string) {
-	if _, ok := e.regs[name]; !ok {
-		return
+// RemoveRegistration forgets a registration; false when it was not known.
+// Every grant is validated again.
+func (bk *Books) RemoveRegistration(name string) bool {
+	if _, ok := bk.regs[name]; !ok {
+		return false
 	}
-	delete(e.regs, name)
-	delete(e.changedRegs, name)
-	e.registrationsChanged()
+	delete(bk.regs, name)
+	delete(bk.changedRegs, name)
+	bk.registrationsChanged()
+	return true
 }
 
 // registrationsChanged recomputes which registration is active for each
 // resource type (the oldest; later duplicates are inactive), then every
-// grant's validity, and marks every consumer for a new decision.
-func (e *Accounts) registrationsChanged() {
-	names := make([]string, 0, len(e.regs))
-	for n := range e.regs {
+// grant's validity and contributions.
+func (bk *Books) registrationsChanged() {
+	names := make([]string, 0, len(bk.regs))
+	for n := range bk.regs {
 		names = append(names, n)
 	}
 	sort.Slice(names, func(i, j int) bool {
-		a, b := e.regs[names[i]], e.regs[names[j]]
+		a, b := bk.regs[names[i]], bk.regs[names[j]]
 		if !a.Created.Equal(b.Created) {
 			return a.Created.Before(b.Created)
 		}
@@ -41,52 +43,48 @@ func (e *Accounts) registrationsChanged() {
 	})
 	active := map[string]string{}
 	for _, n := range names {
-		r := e.regs[n]
+		r := bk.regs[n]
 		if _, taken := active[r.ResourceType]; !taken && !r.Deleting {
 			active[r.ResourceType] = n
 		}
 	}
-	e.active = active
-	e.hierarchyChanged()
+	bk.active = active
 	for _, n := range names {
-		e.changedRegs[n] = struct{}{}
+		bk.changedRegs[n] = struct{}{}
 	}
-	for uid, g := range e.grants {
-		e.applyGrant(uid, g)
-	}
-	for c := range e.consumers {
-		e.dirty[c] = true
+	for uid, g := range bk.grants {
+		bk.applyGrant(uid, g)
 	}
 }
 
 // RegistrationValidity says whether a registration is the active one for its
 // resource type.
-func (e *Accounts) RegistrationValidity(name string) quota.Validity {
-	r, ok := e.regs[name]
+func (bk *Books) RegistrationValidity(name string) quota.Validity {
+	r, ok := bk.regs[name]
 	switch {
 	case !ok:
 		return quota.Validity{Reason: quota.ReasonRegistrationPending, Cause: quota.CauseNotFound, Message: "registration is not known"}
 	case r.Deleting:
 		return quota.Validity{Reason: quota.ReasonRegistrationPending, Cause: quota.CauseDeleting, Message: fmt.Sprintf("registration of %s is being deleted; grants and claims of %s are no longer valid", r.ResourceType, r.ResourceType)}
-	case e.active[r.ResourceType] != name:
-		return quota.Validity{Reason: quota.ReasonValidationFailed, Cause: quota.CauseDuplicateResourceType, Message: fmt.Sprintf("resource type %s is already registered by ResourceRegistration %s; delete this duplicate", r.ResourceType, e.active[r.ResourceType])}
+	case bk.active[r.ResourceType] != name:
+		return quota.Validity{Reason: quota.ReasonValidationFailed, Cause: quota.CauseDuplicateResourceType, Message: fmt.Sprintf("resource type %s is already registered by ResourceRegistration %s; delete this duplicate", r.ResourceType, bk.active[r.ResourceType])}
 	}
 	return quota.Validity{Valid: true, Reason: quota.ReasonRegistrationActive, Message: quota.RegistrationActiveMessage}
 }
 
-// activeRegistration returns the active registration of a resource type.
-func (e *Accounts) activeRegistration(resourceType string) (quota.Registration, bool) {
-	n, ok := e.active[resourceType]
+// ActiveRegistration returns the active registration of a resource type.
+func (bk *Books) ActiveRegistration(resourceType string) (quota.Registration, bool) {
+	n, ok := bk.active[resourceType]
 	if !ok {
 		return quota.Registration{}, false
 	}
-	return e.regs[n], true
+	return bk.regs[n], true
 }
 
 // BaseUnitQuantity is what one base unit of a resource type is as a
 // quantity, when its active registration declares it.
-func (e *Accounts) BaseUnitQuantity(resourceType string) (string, bool) {
-	r, ok := e.activeRegistration(resourceType)
+func (bk *Books) BaseUnitQuantity(resourceType string) (string, bool) {
+	r, ok := bk.ActiveRegistration(resourceType)
 	if !ok || r.BaseUnitQuantity == "" {
 		return "", false
 	}
@@ -95,8 +93,8 @@ func (e *Accounts) BaseUnitQuantity(resourceType string) (string, bool) {
 
 // RegistrationUsers counts the grants and claims that use a registration's
 // resource type.
-func (e *Accounts) RegistrationUsers(resourceType string) (grants, claims int) {
-	for _, g := range e.grants {
+func (bk *Books) RegistrationUsers(resourceType string) (grants, claims int) {
+	for _, g := range bk.grants {
 		for _, a := range g.Allowances {
 			if a.ResourceType == resourceType {
 				grants++
@@ -104,7 +102,7 @@ func (e *Accounts) RegistrationUsers(resourceType string) (grants, claims int) {
 			}
 		}
 	}
-	for k, s := range e.series {
+	for k, s := range bk.series {
 		if k.ResourceType == resourceType {
 			claims += s.claims
 		}
@@ -113,15 +111,15 @@ func (e *Accounts) RegistrationUsers(resourceType string) (grants, claims int) {
 }
 
 // IsRegistered reports whether a resource type has an active registration.
-func (e *Accounts) IsRegistered(resourceType string) bool {
-	_, ok := e.active[resourceType]
+func (bk *Books) IsRegistered(resourceType string) bool {
+	_, ok := bk.active[resourceType]
 	return ok
 }
 
 // RegisteredTypes are the resource types with an active registration.
-func (e *Accounts) RegisteredTypes() []string {
-	out := make([]string, 0, len(e.active))
-	for rt := range e.active {
+func (bk *Books) RegisteredTypes() []string {
+	out := make([]string, 0, len(bk.active))
+	for rt := range bk.active {
 		out = append(out, rt)
 	}
 	sort.Strings(out)
