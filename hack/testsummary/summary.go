@@ -30,7 +30,7 @@ type key struct{ pkg, test string }
 type summary struct {
 	out io.Writer
 	// running holds the output of each test (and package) not finished yet.
-	running map[key][]string
+	running                 map[key][]string
 	passed, failed, skipped int
 	skips                   []string
 	failedPackages          []string
