@@ -42,6 +42,10 @@ const PluginName = "QuotaClaimPolicy"
 // decideTimeout bounds how long a create waits for the engine.
 const decideTimeout = 10 * time.Second
 
+// failOpenRecordTimeout bounds writing a fail-open admission's record to
+// etcd; past it the create is refused.
+const failOpenRecordTimeout = 5 * time.Second
+
 // Register adds the plugin, bound to this process's engine. Objects in the
 // system namespace and in exemptNamespaces are never charged
 // (internal/policy/governed). created, when not nil, is given each plugin
@@ -379,19 +383,28 @@ func (p *Plugin) failOpen(ctx context.Context, a admission.Attributes, obj metav
 	for _, f := range applying {
 		names = append(names, f.name)
 	}
+	// The record comes first: it is what verify lists and what finds the
+	// object later. A create whose record cannot be written is refused, as
+	// with failurePolicy: Fail, rather than admitted with no trace.
+	if !a.IsDryRun() {
+		rec := admit.FailOpenRecord{Resource: quotav1alpha1.FormatResource(a.GetResource()), Namespace: a.GetNamespace(), Name: obj.GetName(),
+			UID: string(obj.GetUID()), Policies: names, Reason: cause.Error(), Time: time.Now().UTC().Format(time.RFC3339)}
+		rctx, cancel := context.WithTimeout(ctx, failOpenRecordTimeout)
+		defer cancel()
+		if err := p.handle.RecordFailOpen(rctx, rec); err != nil {
+			enginemetrics.RecordsDropped.WithLabelValues(enginemetrics.RecordFailOpen).Inc()
+			p.reports.logger(ctx).Error(err, "Recording a fail-open admission failed; the create is refused", "object", objectName(a))
+			p.reports.resultAll(applying, resultUndecided)
+			return apierrors.NewTimeoutError(fmt.Sprintf(
+				"quota for this %s could not be decided (%v), and the record of admitting it without quota (policies %v have failurePolicy: Ignore) could not be written (%v); the %s was not created, retry the request",
+				kind.Kind, cause, names, err, kind.Kind), 2)
+		}
+	}
 	msg := fmt.Sprintf("%s %s was admitted WITHOUT quota (fail-open): quota could not be decided (%v) and every policy governing it, %v, has failurePolicy: Ignore",
 		kind.Kind, objectName(a), cause, names)
 	p.reports.resultAll(applying, resultFailOpen)
 	p.reports.failedOpen(ctx, applying, msg)
 	_ = a.AddAnnotation("quota.miloapis.com/fail-open", msg)
-	rec := admit.FailOpenRecord{Resource: quotav1alpha1.FormatResource(a.GetResource()), Namespace: a.GetNamespace(), Name: obj.GetName(),
-		UID: string(obj.GetUID()), Policies: names, Reason: cause.Error(), Time: time.Now().UTC().Format(time.RFC3339)}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := p.handle.RecordFailOpen(rctx, rec); err != nil {
-		enginemetrics.RecordsDropped.WithLabelValues(enginemetrics.RecordFailOpen).Inc()
-		p.reports.logger(ctx).Error(err, "Recording a fail-open admission failed", "object", objectName(a))
-	}
 	return nil
 }
 
