@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/tools"
 )
 
 // maxLinesBeforeReady is the bound on what a newcomer reads before the line
@@ -28,6 +29,7 @@ func TestServeStartsQuietly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	tools.Require(t, tools.Kubectl) // the bad-input half sends its request with kubectl
 	bin := buildBinary(t)
 	quotatest.Exclusive(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
@@ -35,10 +37,6 @@ func TestServeStartsQuietly(t *testing.T) {
 	// While it runs, a client sends a claim whose field has the wrong type:
 	// refused with a clear answer, and nothing for the operator to read.
 	badInput := func() {
-		if _, err := exec.LookPath("kubectl"); err != nil {
-			t.Log("kubectl is not installed: the bad-input request is not sent")
-			return
-		}
 		out, _ := kubectl(t, filepath.Join(dataDir, "admin.kubeconfig"), `{"apiVersion":"quota.miloapis.com/v1alpha1","kind":"ResourceClaim",
 "metadata":{"name":"bad","namespace":"default"},"spec":{"consumerRef":{"kind":"Organization","name":"o"},"requests":"x"}}`, "create", "-f", "-")
 		if !strings.Contains(out, "spec.requests in body must be of type array") {

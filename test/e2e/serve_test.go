@@ -25,12 +25,17 @@ import (
 
 	"github.com/quotaplane/quotaplane/test/manifests"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
+	"github.com/quotaplane/quotaplane/test/tools"
 )
 
 const (
-	// readyGoal and rssGoal are the targets of the serve issue; the limits
-	// tests enforce leave room for a noisy shared machine.
-	readyLimit = 15 * time.Second
+	// readyLimit bounds start to ready (timed.Within). The goal, under 10 s,
+	// is measured by this test alone (README, "Start-up time and memory").
+	// Bound 90 s (was 15 s), at least 5x the CI-load median (docs/benchmarks.md):
+	// a median of 3.05 s here alone (3 runs; 5.8-6.5 s on a slower day).
+	readyLimit = 90 * time.Second
+	// rssLimitMi is the serve issue's goal for idle RSS (memory, not time).
 	rssLimitMi = 300
 )
 
@@ -115,7 +120,10 @@ func rssMiB(t *testing.T, pid int) int {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		t.Skipf("cannot read process memory: %v", err)
+		if tools.InCI() {
+			t.Fatalf("cannot read serve's memory from /proc, and CI=true: the RSS check cannot run: %v", err)
+		}
+		t.Skipf("cannot read process memory (no /proc here?): %v", err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
@@ -168,9 +176,7 @@ func TestServe(t *testing.T) {
 	if !strings.Contains(p.banner, kubeconfig) || !strings.Contains(p.banner, "kubectl") {
 		t.Errorf("the banner should say where the kubeconfig is and what to try, got %q", p.banner)
 	}
-	if p.ready > readyLimit {
-		t.Errorf("start to ready took %s, limit %s", p.ready, readyLimit)
-	}
+	timed.Within(t, "serve on an empty data directory: start to ready", p.ready, readyLimit)
 	time.Sleep(5 * time.Second) // let start-up garbage be collected
 	rss := rssMiB(t, p.cmd.Process.Pid)
 	t.Logf("idle RSS %d MiB", rss)
@@ -188,9 +194,9 @@ func TestServe(t *testing.T) {
 		if !strings.Contains(string(out), "already in use by another quotaplane server") {
 			t.Errorf("unclear refusal: %s", out)
 		}
-		if d := time.Since(began); d > 5*time.Second {
-			t.Errorf("refusal took %s", d)
-		}
+		// Bound 5 s, at least 5x the CI-load median (docs/benchmarks.md):
+		// a median of 106 ms here alone (3 runs).
+		timed.Within(t, "a second serve on a data directory in use refused", time.Since(began), 5*time.Second)
 	})
 
 	t.Run("the binary and the server name the build", func(t *testing.T) {
@@ -220,9 +226,7 @@ func TestServe(t *testing.T) {
 		}
 	})
 
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Skip("kubectl is not installed; skipping the kubectl walkthrough")
-	}
+	tools.Require(t, tools.Kubectl)
 	resources := mustKubectl(t, kubeconfig, "", "api-resources", "--api-group", "quota.miloapis.com", "-o", "name")
 	for _, r := range []string{"resourceregistrations", "resourcegrants", "resourceclaims", "allowancebuckets", "claimcreationpolicies", "grantcreationpolicies"} {
 		if !strings.Contains(resources, r+".quota.miloapis.com") {

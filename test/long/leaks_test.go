@@ -21,6 +21,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // leakLoop is how long claims are created and deleted in a tight loop.
@@ -162,7 +163,7 @@ func TestClaimsDeletedInFlightLeakNothing(t *testing.T) {
 	if cond := f.Decided("after-the-loop"); cond.Status != metav1.ConditionTrue {
 		t.Fatalf("a claim after the loop: %+v", cond)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("a claim after the loop was decided in %s", d)
-	}
+	// Bound 5 s, at least 5x the CI-load median (docs/benchmarks.md):
+	// a median of 28 ms here alone (3 runs).
+	timed.Within(t, "a claim after the churn loop decided", time.Since(start), 5*time.Second)
 }

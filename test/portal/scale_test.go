@@ -20,6 +20,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 const (
@@ -30,7 +31,9 @@ const (
 // TestStaffViewAtScale: 1,000 organizations, each with a grant of 10
 // resource types, so 10,000 buckets the engine writes; the staff view's
 // page is loaded from a blank tab until its table is usable, three times.
-// The median must be under a second (docs/benchmarks.md).
+// The goal, a median under a second, is measured here and stated in
+// docs/benchmarks.md §14; the test fails only past a bound 5 times the
+// median under .ci/run's load (timed.Within).
 func TestStaffViewAtScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 1,000 organizations and 10,000 buckets")
@@ -148,10 +151,9 @@ func TestStaffViewAtScale(t *testing.T) {
 	slices.Sort(list)
 	t.Logf("staff view with %d organizations and %d buckets: page load to usable %v (median %v); /portal/api/overview %v (median %v); baseline, listing the buckets from the API: %v (median %v); %d rows shown",
 		scaleOrgs, scaleOrgs*scaleTypes, loads, loads[1], api, api[1], list, list[1], rows)
-	// The goal, a median under 1 s, is a benchmark (docs/benchmarks.md §14),
-	// not a test: under .ci/run's load the median measured 1.04-1.25 s. This
-	// bound, 5 times the goal, catches a page that stopped being usable.
-	if loads[1] >= 5*time.Second {
-		t.Errorf("page load to usable: median %v, want under 5s (the goal is 1 s: docs/benchmarks.md §14)", loads[1])
-	}
+	// The goal, a median under 1 s, is measured by this test alone
+	// (docs/benchmarks.md §14). Bound 10 s (was 5 s), at least 5x the
+	// CI-load median (docs/benchmarks.md): a median of 0.82 s here alone
+	// (3 runs: 843, 749, 821 ms), and 1.04-1.25 s seen before under .ci/run.
+	timed.Within(t, "staff view at scale: page load to usable, median of 3", loads[1], 10*time.Second)
 }

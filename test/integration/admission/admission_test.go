@@ -19,6 +19,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // claimingKinds may claim the test resource types.
@@ -122,9 +123,10 @@ func TestSecretsAdmittedUpToTheLimit(t *testing.T) {
 	}
 	// The server reports each stored create to the engine, which writes its
 	// claim at once; without that report it would look only 5 s later.
-	if d := time.Since(stored); d > 3*time.Second {
-		t.Errorf("the claims were written %s after their secrets were stored; want well under 3s", d.Round(time.Millisecond))
-	}
+	// Bound 3 s, at least 5x the CI-load median (docs/benchmarks.md):
+	// a median of 111 ms here alone (3 runs). Without the report the engine
+	// looks 5 s later, so the bound must stay under 5 s.
+	timed.Within(t, "claims written after their Secrets were stored", time.Since(stored), 3*time.Second)
 
 	// Deleting a secret frees quota for the next create.
 	if err := w.C.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s0", Namespace: w.NS}}); err != nil {
@@ -351,9 +353,9 @@ func TestServerSideApplyCreates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the applied secret never got its owned claim: %+v", w.claims())
 	}
-	if d := time.Since(stored); d > 3*time.Second {
-		t.Errorf("the claim was written %s after the apply; want well under 3s", d.Round(time.Millisecond))
-	}
+	// Bound 3 s, at least 5x the CI-load median (docs/benchmarks.md):
+	// a median of 3 ms here alone (3 runs); under 5 s, as above.
+	timed.Within(t, "claim written after a server-side apply", time.Since(stored), 3*time.Second)
 	w.expectQuotaDenial(apply("second"), 1, 0, 1)
 	// Applying the existing secret again is an update: not charged, not refused.
 	if err := apply("applied"); err != nil {

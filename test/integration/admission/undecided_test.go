@@ -17,9 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // TestUndecidedCreates: while no engine replica decides (here another
@@ -58,7 +60,9 @@ func TestUndecidedCreates(t *testing.T) {
 	}
 	hijacked := time.Now()
 	var refusal error
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	// That creates are refused at all is waited for up to 2 minutes (a
+	// correctness timeout); how soon is the timed assertion below.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		refusal = createOnce("undecided")
 		if refusal == nil {
 			// Admitted before the engine noticed; try another name.
@@ -68,13 +72,13 @@ func TestUndecidedCreates(t *testing.T) {
 		return true, nil
 	})
 	if err != nil {
-		t.Fatal("creates were still admitted 30 s after the engine lost its Lease")
+		t.Fatal("creates were still admitted 2 minutes after the engine lost its Lease")
 	}
-	took := time.Since(hijacked)
-	t.Logf("creates refused %s after the Lease was taken", took.Round(time.Millisecond))
-	if took > 15*time.Second {
-		t.Errorf("creates were refused only %s after the engine lost its Lease (renew deadline %s)", took.Round(time.Millisecond), o.RenewDeadline)
-	}
+	// The goal, refused within about the renew deadline (3 s here), is
+	// measured here alone (docs/admission.md). Bound 40 s (was 15 s), at
+	// least 5x the CI-load median (docs/benchmarks.md): a median of 3.6 s
+	// here alone (3 runs), most of it the renew deadline.
+	timed.Within(t, "creates refused after the engine's Lease was taken", time.Since(hijacked), 40*time.Second)
 	if !apierrors.IsTimeout(refusal) || !strings.Contains(refusal.Error(), "cannot be decided right now") || !strings.Contains(refusal.Error(), "retry") {
 		t.Fatalf("want a 504 saying quota cannot be decided now and to retry, got %v", refusal)
 	}
@@ -137,5 +141,23 @@ func TestUndecidedCreates(t *testing.T) {
 	}
 	if after := len(w.claims()); after != before {
 		t.Errorf("a fail-open create made a claim while undecided: %d claims, had %d", after, before)
+	}
+
+	// A fail-open create whose record cannot be written is refused, as
+	// under failurePolicy: Fail: no object without a trace (the soak once
+	// found one when etcd was slow). Admission's etcd client is swapped for
+	// a closed one.
+	closed, err := s.EtcdClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = closed.Close()
+	s.Handle.UseStorage(&admit.Storage{Client: closed, Prefix: "/registry"})
+	_, err = wkube.CoreV1().ConfigMaps(w.NS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unrecorded"}}, metav1.CreateOptions{})
+	if !apierrors.IsTimeout(err) || !strings.Contains(err.Error(), "could not be written") || !strings.Contains(err.Error(), "retry") {
+		t.Errorf("a fail-open create whose record cannot be written: want a 504 saying the record could not be written and to retry, got %v", err)
+	}
+	if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "unrecorded"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ConfigMap whose fail-open record could not be written was stored: %v", err)
 	}
 }

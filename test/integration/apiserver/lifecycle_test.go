@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/quotaplane/quotaplane/internal/testserver"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 func newNamespace(t *testing.T, kc kubernetes.Interface, prefix string) string {
@@ -173,9 +174,9 @@ func TestRestartKeepsData(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "already in use by another quotaplane server") {
 		t.Errorf("a second server on %s: got %v, want a refusal saying the directory is in use", dir, err)
 	}
-	if d := time.Since(began); d > 5*time.Second {
-		t.Errorf("the second server took %s to refuse; want at once", d)
-	}
+	// Bound 5 s, at least 5x the CI-load median (docs/benchmarks.md):
+	// the refusal took a median of 0.4 ms here alone (3 runs).
+	timed.Within(t, "a second server on a data directory in use refused", time.Since(began), 5*time.Second)
 
 	ctx := t.Context()
 	kc, dc := clients(t, first.Config)

@@ -23,6 +23,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // TestPolicyGrantIsActiveWithItsLimit: a ConfigMap matching a Ready policy
@@ -522,9 +523,11 @@ func TestTriggerToActiveGrantLatency(t *testing.T) {
 	slices.Sort(took)
 	median, p90 := took[n/2], took[n*9/10]
 	t.Logf("measured: ConfigMap create → Active grant over %d: median %s, p90 %s, max %s", n, median, p90, took[n-1])
-	if median > 5*time.Second {
-		t.Errorf("median %s; the goal is under 1s", median)
-	}
+	// The goal, a median under 1 s, is measured here alone
+	// (docs/grant-policies.md, "Measured"). Bound 5 s, at least 5x the
+	// CI-load median (docs/benchmarks.md): a median of 101 ms here alone
+	// (3 runs).
+	timed.Within(t, "ConfigMap create → Active grant, median of 20", median, 5*time.Second)
 	w.WaitBucket(quotatest.N(n, 0, n), "projects")
 }
 

@@ -16,6 +16,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // TestClaimsInAnotherNamespaceOutliveTheGarbageCollector: a policy placing
@@ -130,9 +131,10 @@ func TestClaimNamesThatCollideAreRefused(t *testing.T) {
 	if err := w.configMap(w.NS, "after-1"); err != nil {
 		t.Fatalf("a create after the collisions: %v", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("a create after the collisions took %s", d)
-	}
+	// Bound 2 s, at least 5x the CI-load median (docs/benchmarks.md):
+	// a median of 5 ms here alone (3 runs). A wedged admission would wait for
+	// its 10 s decide timeout.
+	timed.Within(t, "a create after the claim-name collisions", time.Since(start), 2*time.Second)
 	w.WaitBucket(quotatest.N(10, 2, 8), "units")
 }
 

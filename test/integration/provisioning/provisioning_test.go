@@ -21,6 +21,7 @@ import (
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // tenants is a quota world for organizations: a resource type of projects
@@ -145,9 +146,10 @@ func TestAnOrganizationGetsItsQuota(t *testing.T) {
 	slices.Sort(took)
 	t.Logf("organization created → namespace, owner binding, Active grant and bucket at its limit: median %s (min %s, max %s) over %d",
 		took[len(took)/2].Round(time.Millisecond), took[0].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), len(took))
-	if took[len(took)/2] > 10*time.Second {
-		t.Fatalf("median %s from an organization's create to its quota; the goal is under 1 s", took[len(took)/2])
-	}
+	// The goal, under 1 s, is measured here alone (docs/benchmarks.md §6).
+	// Bound 10 s, at least 5x the CI-load median (docs/benchmarks.md):
+	// a median of 168 ms here alone (3 runs).
+	timed.Within(t, "organization create → namespace, owner binding, Active grant and bucket at its limit, median of 5", took[len(took)/2], 10*time.Second)
 
 	// A tier change: the gold grant goes, the silver one comes.
 	name := w.ID + "-o0"

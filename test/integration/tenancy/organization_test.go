@@ -20,6 +20,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // TestOrganizationGetsNamespaceAndOwner: an organization created by a user
@@ -86,9 +87,10 @@ func TestOrganizationGetsNamespaceAndOwner(t *testing.T) {
 	slices.Sort(tookReady)
 	t.Logf("organization created → namespace and owner RoleBinding: median %s, max %s; → Ready (the owner's access in force): median %s, max %s; over %d organizations",
 		took[n/2].Round(time.Millisecond), took[n-1].Round(time.Millisecond), tookReady[n/2].Round(time.Millisecond), tookReady[n-1].Round(time.Millisecond), n)
-	if took[n/2] > 5*time.Second {
-		t.Errorf("median %s from create to namespace and binding; the goal is well under a second", took[n/2])
-	}
+	// The goal, well under a second, is measured here alone (docs/tenancy.md).
+	// Bound 5 s, at least 5x the CI-load median (docs/benchmarks.md):
+	// a median of 28 ms here alone (3 runs).
+	timed.Within(t, "organization create → namespace and owner RoleBinding, median of 10", took[n/2], 5*time.Second)
 }
 
 // TestCreatorIsRecordedByTheServer: the creator annotation cannot be forged

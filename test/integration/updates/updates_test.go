@@ -19,6 +19,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // TestResize: a resize up within quota is charged, beyond it refused with
@@ -56,10 +57,9 @@ func TestResize(t *testing.T) {
 	}
 	w.WaitBucket(quotatest.N(10, 1, 9), "cpus")
 	took := time.Since(start)
-	t.Logf("resize down shown in the bucket %v after the update was sent", took.Round(time.Millisecond))
-	if took > 2*time.Second {
-		t.Errorf("a resize down took %v to show in the bucket; it is released once the update is stored", took)
-	}
+	// Bound 2 s, at least 5x the CI-load median (docs/benchmarks.md):
+	// a median of 92 ms here alone (3 runs).
+	timed.Within(t, "a resize down shown in the bucket after the update was sent", took, 2*time.Second)
 	w.waitHeld("m1", "cpus", 1)
 
 	// A dry run of a resize up answers as the update would, and keeps nothing.

@@ -15,6 +15,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // waitExistingCharged waits until the policy's status says its existing
@@ -173,9 +174,9 @@ func metavOf(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Names
 // TestTenThousandExistingObjects: enabling a policy over 10,000 existing
 // Secrets charges every one of them — claims written, bucket counting them —
 // and verify finds nothing. The speed goal (under 30 s) is measured and
-// logged here and stated in docs/benchmarks.md; the bounds below are
-// correctness timeouts, at least 5 times the time measured under .ci/run's
-// load, so that noise never fails the suite.
+// logged here and stated in docs/benchmarks.md §11; the test waits up to
+// chargedWait for the charging to end (a correctness timeout) and bounds its
+// time with timed.Within, so that noise never fails the suite.
 func TestTenThousandExistingObjects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 10,000 Secrets (about a minute); run without -short")
@@ -194,12 +195,14 @@ func TestTenThousandExistingObjects(t *testing.T) {
 
 	began = time.Now()
 	edit(t, f, p, func(p *quotav1alpha1.ClaimCreationPolicy) { p.Spec.Disabled = false })
-	st := waitExistingCharged(t, f, p, 3*time.Minute)
+	// A correctness timeout for each wait, above the timed bound below.
+	const chargedWait = 5 * time.Minute
+	st := waitExistingCharged(t, f, p, chargedWait)
 	recorded := time.Since(began)
 	f.WaitBucket(quotatest.N(n/2, n, 0), "secrets")
 	charged := time.Since(began)
 	var claims int
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, chargedWait, true, func(ctx context.Context) (bool, error) {
 		list := &quotav1alpha1.ResourceClaimList{}
 		if err := f.C.List(ctx, list, client.InNamespace(f.NS)); err != nil {
 			return false, nil
@@ -218,6 +221,11 @@ func TestTenThousandExistingObjects(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%d of %d claims written and granted", claims, n)
 	}
+	// The goal, under 30 s, is measured by this test alone
+	// (docs/benchmarks.md §11). Bound 3 min, at least 5x the CI-load median (docs/benchmarks.md):
+	// a median of 14.2 s here alone (3 runs: 14.2, 16.2, 13.7 s), and 30.5 s
+	// once beside the e2e and soak packages.
+	timed.Within(t, "10,000 existing Secrets charged: policy enabled → every claim written and granted", written, 3*time.Minute)
 	if st.Charged != n || st.OverLimit != n/2 {
 		t.Errorf("status.existingObjects %+v: want %d charged, %d over the limit", st, n, n/2)
 	}
