@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -122,6 +123,7 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 	clients := []client.Client{quotatest.NewClient(t, leader.Config), quotatest.NewClient(t, other.Config)}
 	resume()
 	var stored atomic.Int64
+	var byReplica [2]atomic.Int64
 	var wg sync.WaitGroup
 	next := make(chan int, 4*limit)
 	for i := range 4 * limit {
@@ -139,6 +141,7 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 				switch {
 				case err == nil:
 					stored.Add(1)
+					byReplica[w%2].Add(1)
 				case apierrors.IsForbidden(err), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err):
 				default:
 					// the resumed replica may answer anything while it
@@ -149,7 +152,8 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("after the resume: %d creates admitted (room for %d)", stored.Load(), limit/2)
+	t.Logf("after the resume: %d creates admitted (room for %d): %d by the resumed %s, %d by %s", stored.Load(), limit/2,
+		byReplica[0].Load(), leader.Name, byReplica[1].Load(), other.Name)
 
 	// Exactly the limit is stored, and each stored Secret has its granted claim.
 	c := clients[1]
@@ -173,6 +177,15 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 			}
 		}
 		if n > limit {
+			for _, r := range []*replica{leader, other} {
+				var lines []string
+				for _, l := range strings.Split(r.Stderr.String(), "\n") {
+					if strings.Contains(l, "eposed") || strings.Contains(l, "ledger") || strings.Contains(l, "term") || strings.Contains(l, "lead") {
+						lines = append(lines, l)
+					}
+				}
+				t.Logf("replica %s:\n%s", r.Name, strings.Join(lines, "\n"))
+			}
 			t.Fatalf("%d Secrets stored for a limit of %d: the resumed leader admitted past its fence", n, limit)
 		}
 		return n == limit && len(granted) == limit, nil
