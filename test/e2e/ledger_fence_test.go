@@ -186,6 +186,12 @@ func TestDeletedLedgerCannotRevivePausedLeader(t *testing.T) {
 				}
 				t.Logf("replica %s:\n%s", r.Name, strings.Join(lines, "\n"))
 			}
+			buckets := &quotav1alpha1.AllowanceBucketList{}
+			_ = c.List(ctx, buckets, client.InNamespace(f.BucketNS))
+			for _, b := range buckets.Items {
+				t.Logf("bucket %s: limit %d allocated %d claims %d", b.Name, b.Status.Limit, b.Status.Allocated, b.Status.ClaimCount)
+			}
+			t.Logf("claims listed %d granted %d", len(claims.Items), len(granted))
 			t.Fatalf("%d Secrets stored for a limit of %d: the resumed leader admitted past its fence", n, limit)
 		}
 		return n == limit && len(granted) == limit, nil
