@@ -254,6 +254,8 @@ type Bucket struct {
 	Dims   []quotav1alpha1.Dimension
 }
 
+// Grant creates a grant of the fixture's organization and waits until the
+// engine counts it.
 func (f *Fixture) Grant(name string, allowances map[string][]Bucket) *quotav1alpha1.ResourceGrant {
 	f.T.Helper()
 	g := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: f.Org}}
@@ -267,6 +269,10 @@ func (f *Fixture) Grant(name string, allowances map[string][]Bucket) *quotav1alp
 	if err := f.C.Create(context.Background(), g); err != nil {
 		f.T.Fatal(err)
 	}
+	// Counted before anything is claimed against it: a claim the engine
+	// sees before the grant is decided without it (and again once the
+	// grant arrives), which is not what a test of the grant's limit means.
+	f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionTrue)
 	return g
 }
 

@@ -41,7 +41,13 @@ type inForce struct {
 // policyIndex holds the policies in force by trigger group/kind, rebuilt
 // when a policy changes rather than on every create.
 type policyIndex struct {
-	informer  cache.SharedIndexInformer
+	informer cache.SharedIndexInformer
+	// indexed reports whether every policy of the informer's first list
+	// has been through indexPolicy. The informer's own HasSynced says only
+	// that its store holds them: the handler runs on a goroutine of its
+	// own, and a create judged in between would find no policy and be
+	// admitted uncharged.
+	indexed   func() bool
 	byName    map[string]*inForce
 	byTrigger map[string][]*inForce
 }
@@ -105,11 +111,14 @@ func (p *Plugin) start() {
 		idx := &policyIndex{informer: f.ForResource(policiesGVR).Informer(), byName: map[string]*inForce{}, byTrigger: map[string][]*inForce{}}
 		p.policies = idx
 		p.registrations = f.ForResource(registrationsGVR).Informer()
-		_, _ = idx.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		idx.indexed = func() bool { return false }
+		if reg, err := idx.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    p.indexPolicy,
 			UpdateFunc: func(_, obj any) { p.indexPolicy(obj) },
 			DeleteFunc: p.indexPolicy,
-		})
+		}); err == nil {
+			idx.indexed = reg.HasSynced
+		}
 		_ = idx.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			p.notServed.Store(apierrors.IsNotFound(err))
 			cache.DefaultWatchErrorHandler(ctx, r, err)
@@ -152,11 +161,15 @@ func (p *Plugin) units(resourceType string) (string, bool) {
 // group/kind.
 func (p *Plugin) inForce(group, kind string) ([]*inForce, error) {
 	p.start()
-	if !p.policies.informer.HasSynced() {
+	// Both the policies, indexed, and the registrations their amounts are
+	// converted with: judged before, a create would be admitted without
+	// its policy, or charged in the wrong unit.
+	loaded := func() bool { return p.policies.indexed() && p.registrations.HasSynced() }
+	if !loaded() {
 		ctx, cancel := context.WithTimeout(context.Background(), decideTimeout)
 		defer cancel()
-		err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-			return p.policies.informer.HasSynced() || p.notServed.Load(), nil
+		err := wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+			return loaded() || p.notServed.Load(), nil
 		})
 		if p.notServed.Load() {
 			return nil, nil // the CRDs are not installed yet: no policy exists
