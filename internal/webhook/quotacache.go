@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -80,7 +81,9 @@ func (w *Webhook) startQuotaCache(ctx context.Context) error {
 	switch {
 	case err == nil, ctx.Err() != nil:
 		return nil
-	case sctx.Err() != nil:
+	case sctx.Err() != nil, timedOut(err):
+		// The discovery client's own timeout is the same bound, and may
+		// fire a moment before sctx does.
 		err = fmt.Errorf("not read within --quota-sync-timeout (%s): %w", w.opts.QuotaSyncTimeout, err)
 	}
 	return w.quotaUnreadable(err)
@@ -92,4 +95,11 @@ func (w *Webhook) quotaUnreadable(err error) error {
 	return fmt.Errorf("the quota plane's ClaimCreationPolicies and cluster %s's ResourceClaims could not be read: %w; "+
 		"check that --quota-kubeconfig %s reaches the quota plane at %s and that the webhook's identity there is bound to ClusterRole quotaplane-member-webhook "+
 		"(quotaplane webhook print-rbac prints the bindings)", w.opts.ClusterName, err, w.opts.QuotaKubeconfig, w.quotaConfig.Host)
+}
+
+// timedOut reports whether err is a timeout: a context's deadline, or a
+// network or HTTP client timeout.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }

@@ -146,7 +146,7 @@ func TestRunExitsWhenTheQuotaPlaneCannotBeRead(t *testing.T) {
 				}
 			})
 			return ln.Addr().String()
-		}, want: "deadline exceeded"},
+		}, want: "not read within --quota-sync-timeout (1s)"},
 		// The quota kinds are served, but the webhook's identity may not
 		// list them: the cache starts and is never read.
 		"forbids reading the policies and claims": {quotaPlane: func(t *testing.T) string {

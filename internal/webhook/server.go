@@ -84,7 +84,13 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	if w.quotaCache, err = newQuotaCache(ctx, w.quotaConfig, o); err != nil {
+		// Its discovery requests are bounded by --quota-sync-timeout; the
+		// client libraries do not all keep a timeout's type when they wrap.
+		if timedOut(err) || time.Since(began) >= o.QuotaSyncTimeout {
+			err = fmt.Errorf("not read within --quota-sync-timeout (%s): %w", o.QuotaSyncTimeout, err)
+		}
 		return w.quotaUnreadable(err)
 	}
 	certs, err := o.servingCerts()
