@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +70,21 @@ func newTenant(t *testing.T, admin client.Client, kube kubernetes.Interface, org
 	} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// RBAC authorizes from its cache: wait until it has the bindings, or a
+	// tenant's own charge could be refused for a moment.
+	user := "system:serviceaccount:" + ns + ":" + sa.Name
+	for _, attrs := range []*authorizationv1.ResourceAttributes{
+		{Verb: "claim", Group: quota.OrganizationGroup, Resource: "organizations", Name: org},
+		{Verb: "create", Resource: "secrets", Namespace: ns},
+	} {
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}, ResourceAttributes: attrs}}, metav1.CreateOptions{})
+			return err == nil && sar.Status.Allowed, nil
+		}); err != nil {
+			t.Fatalf("RBAC does not allow %s %+v 30 s after its binding was created", user, attrs)
 		}
 	}
 	tok, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"net/http"
 	"strings"
 	"testing"
@@ -87,6 +88,8 @@ func TestRootEndpointsAreNotServedInPlanes(t *testing.T) {
 	must(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: charger},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: charger}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: charger}}), "binding %s", charger)
+	// The review is authorized by RBAC's cache: wait until it has the binding.
+	waitAllowed(t, charger, &authorizationv1.ResourceAttributes{Verb: "claim", Group: f.Org.APIGroup, Resource: "organizations", Name: f.Org.Name})
 	review := func(name string) []byte {
 		secret, err := json.Marshal(&corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}})
