@@ -268,6 +268,9 @@ func TestGlobalQuotaAcrossClusters(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// Shown before they are deleted: a wait for 0 afterwards must not
+		// be met by the bucket's status from before these creates.
+		w.waitAllocated(t, rt, limit)
 		a, b = ask(w.webhooks[0], false), ask(second, false)
 		if a.Allowed || b.Allowed || a.Result.Message != b.Result.Message || !strings.Contains(a.Result.Message, quota.RefusalPrefix) {
 			t.Fatalf("a create over the limit answered differently: %+v and %+v", a.Result, b.Result)
