@@ -56,6 +56,9 @@ type AdmitResult struct {
 func (h *Handle) DecideCreate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error) {
 	t := h.leading()
 	if t == nil {
+		if f := h.forwarder(ctx); f != nil {
+			return f.DecideCreate(ctx, claims, dryRun)
+		}
 		return AdmitResult{}, ErrNotLeader
 	}
 	if dryRun {
@@ -117,6 +120,10 @@ func (t *Term) lockWithRoom(ctx context.Context) error {
 func (t *Term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (AdmitResult, error) {
 	if err := t.lockWithRoom(ctx); err != nil {
 		return AdmitResult{}, err
+	}
+	if res, again := t.grantedBeforeLocked(claims); again {
+		t.Cache.Unlock()
+		return res, nil
 	}
 	entries, res, err := t.decideCreateLocked(claims, metav1.Now())
 	t.Cache.Unlock()
@@ -199,6 +206,13 @@ func (t *Term) record(ctx context.Context, entries []*record.PendingClaim, taken
 				return &NameTakenError{Claim: p.Key(), Policy: p.Policy, By: takenBy}
 			}
 		}
+	}
+	if written.Err == nil {
+		t.Cache.Lock()
+		for _, p := range entries {
+			p.Durable = true
+		}
+		t.Cache.Unlock()
 	}
 	noteGrants(ctx, entries)
 	for _, p := range entries {

@@ -46,6 +46,7 @@ type Term struct {
 type Handle struct {
 	term    atomic.Pointer[Term]
 	storage atomic.Pointer[fence.Storage]
+	forward atomic.Pointer[forwarding]
 }
 
 // NewHandle returns a handle; pass it in the engine's Options.

@@ -37,6 +37,7 @@ func (c *Cache) ClaimStoredLocked(key string) bool { return c.claimStored(key) }
 func (c *Cache) HoldPending(p *record.PendingClaim) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	p.Durable = true // read from the journal
 	c.AddPendingLocked(p)
 	if p.Update {
 		if len(p.Growth) > 0 {

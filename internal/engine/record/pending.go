@@ -63,6 +63,10 @@ type PendingClaim struct {
 	// Guarded by the engine cache's lock.
 	Outcome Outcome   `json:"-"`
 	Ended   time.Time `json:"-"`
+	// Durable: the entry is known to be in the journal (its write
+	// succeeded, or it was read from there). Only a durable grant is given
+	// again to a retry of the same attempt. Guarded by the cache's lock.
+	Durable bool `json:"-"`
 }
 
 // UpdateCheck is what a later leader needs to find out whether an update was
