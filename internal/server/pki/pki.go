@@ -28,7 +28,20 @@ type Files struct {
 	AdminCert      string
 	AdminKey       string
 	ServiceAcctKey string
+	// PeerCACert and PeerCAKey sign the certificates replicas present to
+	// each other's peer listener (docs/replicas.md); shared by every
+	// replica like the CA, and used for nothing else.
+	PeerCACert string
+	PeerCAKey  string
+	// PeerCert and PeerKey are this replica's: serving its peer listener,
+	// and as a client of the others'.
+	PeerCert string
+	PeerKey  string
 }
+
+// PeerGroup is the Organization of a replica's peer certificate: the peer
+// listener answers only certificates of the peer CA that carry it.
+const PeerGroup = "quotaplane:replicas"
 
 // AdminUser is the common name of the admin client certificate.
 const AdminUser = "quotaplane-admin"
@@ -47,6 +60,10 @@ func FilesIn(dir string) Files {
 		AdminCert:      filepath.Join(dir, "admin.crt"),
 		AdminKey:       filepath.Join(dir, "admin.key"),
 		ServiceAcctKey: filepath.Join(dir, "service-account.key"),
+		PeerCACert:     filepath.Join(dir, "peer-ca.crt"),
+		PeerCAKey:      filepath.Join(dir, "peer-ca.key"),
+		PeerCert:       filepath.Join(dir, "peer.crt"),
+		PeerKey:        filepath.Join(dir, "peer.key"),
 	}
 }
 
@@ -86,6 +103,25 @@ func Ensure(dir string, ips []net.IP, dnsNames []string) (Files, error) {
 	if err := ensureLeaf(f.AdminCert, f.AdminKey, caCert, caKey, func(*x509.Certificate) bool { return true }, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: AdminUser, Organization: []string{"system:masters"}},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return f, err
+	}
+	peerCA, peerCAKey, err := ensureCAAt(f.Dir, f.PeerCACert, f.PeerCAKey, "quotaplane-peer-ca")
+	if err != nil {
+		return f, err
+	}
+	if err := ensureLeaf(f.PeerCert, f.PeerKey, peerCA, peerCAKey, func(c *x509.Certificate) bool {
+		for _, ip := range ips {
+			if !slices.ContainsFunc(c.IPAddresses, ip.Equal) {
+				return false
+			}
+		}
+		return slices.Contains(c.Subject.Organization, PeerGroup)
+	}, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "quotaplane-replica", Organization: []string{PeerGroup}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: ips,
+		DNSNames:    dnsNames,
 	}); err != nil {
 		return f, err
 	}

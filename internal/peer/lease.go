@@ -1,0 +1,130 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	// LeaseLabel marks replica Leases.
+	LeaseLabel = "quota.miloapis.com/replica"
+	// AddressAnnotation is the host:port a replica's peer listener is
+	// reached at.
+	AddressAnnotation = "quota.miloapis.com/peer-address"
+	// renewEvery is how often a replica renews its Lease; it lasts three
+	// times as long.
+	renewEvery = 10 * time.Second
+	// resolvedFor is how long a leader's address is used before it is
+	// looked up again (sooner when a call to it fails).
+	resolvedFor = time.Second
+)
+
+// LeaseName is the name of identity's replica Lease.
+func LeaseName(identity string) string { return "quotaplane-replica-" + identity }
+
+// Announce keeps identity's replica Lease in namespace, naming address,
+// until ctx is done.
+func Announce(ctx context.Context, c kubernetes.Interface, namespace, identity, address string) {
+	for {
+		if err := renew(ctx, c, namespace, identity, address); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Renewing this replica's Lease failed; other replicas cannot forward decisions here meanwhile", "lease", LeaseName(identity))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(renewEvery):
+		}
+	}
+}
+
+func renew(ctx context.Context, c kubernetes.Interface, namespace, identity, address string) error {
+	leases := c.CoordinationV1().Leases(namespace)
+	now := metav1.NewMicroTime(time.Now())
+	l, err := leases.Get(ctx, LeaseName(identity), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName(identity), Namespace: namespace,
+			Labels: map[string]string{LeaseLabel: "true"}, Annotations: map[string]string{AddressAnnotation: address}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(identity), LeaseDurationSeconds: ptr.To(int32(3 * renewEvery / time.Second)),
+				AcquireTime: &now, RenewTime: &now}}
+		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[AddressAnnotation] = address
+	l.Spec.HolderIdentity, l.Spec.RenewTime = ptr.To(identity), &now
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(3 * renewEvery / time.Second))
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}
+
+// ErrSelfLeads: the engine's Lease names this replica, whose engine is
+// starting or stopping; its own Handle answers.
+var ErrSelfLeads = errors.New("this replica holds the engine's Lease")
+
+// Resolver finds the peer address of the replica whose engine leads.
+type Resolver struct {
+	Client      kubernetes.Interface
+	Namespace   string
+	EngineLease string
+	Self        string
+
+	mu      sync.Mutex
+	address string
+	at      time.Time
+}
+
+// Address is the leader's peer address.
+func (r *Resolver) Address(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	if r.address != "" && time.Since(r.at) < resolvedFor {
+		a := r.address
+		r.mu.Unlock()
+		return a, nil
+	}
+	r.mu.Unlock()
+	engine, err := r.Client.CoordinationV1().Leases(r.Namespace).Get(ctx, r.EngineLease, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading the engine's Lease %s/%s: %w", r.Namespace, r.EngineLease, err)
+	}
+	holder := ptr.Deref(engine.Spec.HolderIdentity, "")
+	switch {
+	case holder == "":
+		return "", fmt.Errorf("no replica holds the engine's Lease %s/%s", r.Namespace, r.EngineLease)
+	case holder == r.Self:
+		return "", ErrSelfLeads
+	}
+	l, err := r.Client.CoordinationV1().Leases(r.Namespace).Get(ctx, LeaseName(holder), metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading the Lease of the leading replica %s: %w", holder, err)
+	}
+	addr := l.Annotations[AddressAnnotation]
+	if addr == "" {
+		return "", fmt.Errorf("the leading replica %s announces no peer address", holder)
+	}
+	r.mu.Lock()
+	r.address, r.at = addr, time.Now()
+	r.mu.Unlock()
+	return addr, nil
+}
+
+// Forget drops the address found: the next call looks it up again.
+func (r *Resolver) Forget() {
+	r.mu.Lock()
+	r.address = ""
+	r.mu.Unlock()
+}

@@ -1,0 +1,134 @@
+package peer
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/server/pki"
+)
+
+// maxBody bounds a request: a create's rendered claims.
+const maxBody = 4 << 20
+
+// Server answers the other replicas' requests with this replica's engine.
+type Server struct {
+	Handle *admit.Handle
+}
+
+// ServeHTTP answers a peer, and refuses anyone else.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !fromPeer(r) {
+		http.Error(w, "only quotaplane serve replicas (a client certificate of the peer CA with Organization "+pki.PeerGroup+") may call this listener", http.StatusForbidden)
+		return
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "only POST is served", http.StatusMethodNotAllowed)
+		return
+	}
+	switch r.URL.Path {
+	case CreatePath:
+		s.create(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// fromPeer reports whether r came with a client certificate the peer CA
+// verified and that names the replicas' group.
+func fromPeer(r *http.Request) bool {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return false
+	}
+	return slices.Contains(r.TLS.VerifiedChains[0][0].Subject.Organization, pki.PeerGroup)
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	var req CreateRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil {
+		http.Error(w, fmt.Sprintf("reading the request: %v", err), http.StatusBadRequest)
+		return
+	}
+	res, err := s.Handle.DecideCreate(admit.Forwarded(r.Context()), req.Claims, req.DryRun)
+	resp := CreateResponse{Result: res, Error: errorOf(err)}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(&resp); err != nil {
+		klog.FromContext(r.Context()).V(2).Info("Answering a peer failed", "err", err)
+	}
+}
+
+// errorOf is err as a peer answer, nil for none.
+func errorOf(err error) *Error {
+	var taken *admit.NameTakenError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &taken):
+		return &Error{Kind: ErrorNameTaken, Message: err.Error(), Claim: taken.Claim, Policy: taken.Policy, By: taken.By}
+	case errors.Is(err, admit.ErrNotLeader):
+		return &Error{Kind: ErrorNotLeader, Message: err.Error()}
+	case errors.Is(err, admit.ErrBusy):
+		return &Error{Kind: ErrorBusy, Message: err.Error()}
+	}
+	return &Error{Kind: ErrorOther, Message: err.Error()}
+}
+
+// TLS is the peer listener's configuration: this replica's peer
+// certificate, and client certificates of the peer CA required.
+func TLS(f pki.Files) (*tls.Config, error) {
+	pool, cert, err := load(f)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool,
+		MinVersion: tls.VersionTLS13}, nil
+}
+
+func load(f pki.Files) (*x509.CertPool, tls.Certificate, error) {
+	caPEM, err := os.ReadFile(f.PeerCACert)
+	if err != nil {
+		return nil, tls.Certificate{}, fmt.Errorf("reading the peer CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, tls.Certificate{}, fmt.Errorf("the peer CA %s holds no certificate", f.PeerCACert)
+	}
+	cert, err := tls.LoadX509KeyPair(f.PeerCert, f.PeerKey)
+	if err != nil {
+		return nil, tls.Certificate{}, fmt.Errorf("reading this replica's peer certificate: %w", err)
+	}
+	return pool, cert, nil
+}
+
+// Listen serves s on addr until ctx is done; it returns the address it
+// listens on.
+func Listen(ctx context.Context, addr string, cfg *tls.Config, s *Server) (net.Addr, error) {
+	ln, err := tls.Listen("tcp", addr, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the peer listener cannot listen on %s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "The peer listener stopped")
+		}
+	}()
+	return ln.Addr(), nil
+}
