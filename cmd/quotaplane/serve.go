@@ -41,6 +41,7 @@ func newServeCommand() *cobra.Command {
 			if engineOpts.Identity == "" {
 				engineOpts.Identity = engine.StableIdentity("serve", o.DataDir)
 			}
+			o.Identity = engineOpts.Identity
 			engineOpts.Handle = admit.NewHandle()
 			o.QuotaEngine, o.SystemNamespace = engineOpts.Handle, engineOpts.SystemNamespace
 			o.ExemptNamespaces = engineOpts.ExemptNamespaces

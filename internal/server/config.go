@@ -173,6 +173,17 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	if h, err := os.Hostname(); err == nil {
 		dnsNames = append(dnsNames, h)
 	}
+	// The peer listener is reached at its advertised address: its
+	// certificate names it.
+	if host, _, err := net.SplitHostPort(opts.PeerAdvertiseAddress); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip != nil {
+			if !ip.IsLoopback() && !ip.Equal(opts.bindIP) {
+				extraIPs = append(extraIPs, ip)
+			}
+		} else {
+			dnsNames = append(dnsNames, host)
+		}
+	}
 	if c.files, err = pki.Ensure(filepath.Join(opts.DataDir, "pki"), extraIPs, dnsNames); err != nil {
 		return nil, fmt.Errorf("preparing certificates: %w", err)
 	}

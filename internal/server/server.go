@@ -116,6 +116,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 			return cleaner.Start(ctx)
 		},
 		kubecontrollers.Start(le),
+		startPeers(c.Options, c.files),
 		tenancy.Start(tenancy.Options{Namespace: le.Namespace, Identity: le.Identity,
 			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}),
 		requests.Start(requests.Options{Namespace: le.Namespace, Identity: le.Identity,

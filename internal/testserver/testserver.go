@@ -111,6 +111,7 @@ func Start(o Options) (*Server, error) {
 			eo.SystemNamespace = engine.DefaultOptions().SystemNamespace
 		}
 		opts.QuotaEngine, opts.SystemNamespace = eo.Handle, eo.SystemNamespace
+		opts.Identity = eo.Identity // the engine's Lease names it: whether this replica leads
 		if eo.ExemptNamespaces != nil {
 			opts.ExemptNamespaces = eo.ExemptNamespaces
 		}
