@@ -2,6 +2,8 @@ package peer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -29,8 +31,13 @@ const (
 	resolvedFor = time.Second
 )
 
-// LeaseName is the name of identity's replica Lease.
-func LeaseName(identity string) string { return "quotaplane-replica-" + identity }
+// LeaseName is the name of identity's replica Lease: a hash, as the
+// kube-apiserver names its identity Leases, since an identity need not be a
+// valid object name (the holder names it in full).
+func LeaseName(identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	return "quotaplane-replica-" + hex.EncodeToString(sum[:8])
+}
 
 // Announce keeps identity's replica Lease in namespace, naming address,
 // until ctx is done.

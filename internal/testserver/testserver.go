@@ -102,6 +102,9 @@ func Start(o Options) (*Server, error) {
 	if o.Engine != nil {
 		eo := *o.Engine
 		eo.Handle = admit.NewHandle()
+		if eo.Identity == "" {
+			eo.Identity = engine.StableIdentity("serve", s.DataDir)
+		}
 		if eo.Exporter == nil {
 			eo.Exporter = observe.NewExporter(observe.DefaultMetricsOptions())
 		}
