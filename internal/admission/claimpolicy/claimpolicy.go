@@ -333,7 +333,10 @@ func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.
 		return apierrors.NewConflict(quotav1alpha1.SchemeGroupVersion.WithResource("resourceclaims").GroupResource(), taken.Claim, fmt.Errorf(
 			"%v, so this %s cannot be charged and was not created; give the policy's claim template a name unique per object (for example generateName, or a name that includes {{ trigger.metadata.name }})",
 			taken, kind.Kind))
-	case err != nil && ignoreAll(applying):
+	case err != nil && ignoreAll(applying) && !errors.Is(err, admit.ErrNotLeader):
+		// Fail-open is for an engine that cannot decide, never for a
+		// replica that cannot reach the one that decides (docs/replicas.md).
+		// That one is refused, retryable, below.
 		return p.failOpen(ctx, a, obj, applying, err)
 	case err != nil:
 		p.reports.resultAll(applying, resultUndecided)

@@ -128,7 +128,10 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 		p.reports.result(taken.Policy, resultNameTaken)
 		return apierrors.NewConflict(quotav1alpha1.SchemeGroupVersion.WithResource("resourceclaims").GroupResource(), taken.Claim, fmt.Errorf(
 			"%v, so this update of %s %s cannot be charged and was not stored; retry, or give the policy's claim template a name unique per object", taken, kind, a.GetName()))
-	case err != nil && ignoreAll(applying):
+	case err != nil && ignoreAll(applying) && !errors.Is(err, admit.ErrNotLeader):
+		// Fail-open is for an engine that cannot decide, never for a
+		// replica that cannot reach the one that decides (docs/replicas.md).
+		// That one is refused, retryable, below.
 		return p.failOpen(ctx, a, obj, applying, err)
 	case err != nil:
 		p.reports.resultAll(applying, resultUndecided)
