@@ -3,7 +3,11 @@ package quotatest
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,6 +23,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
+	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
 
 // Replica is one `quotaplane serve` process on an external etcd.
@@ -49,8 +54,10 @@ func (r *Replica) Restart(t testing.TB, bin, etcdURL string) *Replica {
 
 func startReplicaIn(t testing.TB, bin, name, dataDir, etcdURL string) *Replica {
 	t.Helper()
+	sharePKI(t, etcdURL, dataDir)
 	r := &Replica{Name: name, DataDir: dataDir, Identity: engine.StableIdentity("serve", dataDir), Stderr: &SyncBuffer{}, Exited: make(chan struct{})}
 	r.Cmd = exec.Command(bin, "serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(FreePort(t)),
+		"--peer-port", strconv.Itoa(FreePort(t)),
 		"--etcd-servers", etcdURL,
 		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms")
 	r.Cmd.Stderr = r.Stderr
@@ -167,5 +174,37 @@ func TakeEngineLease(t testing.TB, kube kubernetes.Interface, systemNamespace, h
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sharePKI gives dataDir, before its first start, the material every replica
+// on one etcd shares (docs/operations.md): the CA, the service-account key
+// and the peer CA, made once per etcd.
+func sharePKI(t testing.TB, etcdURL, dataDir string) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(etcdURL))
+	shared := filepath.Join(os.TempDir(), "quotaplane-test-pki-"+hex.EncodeToString(sum[:6]))
+	if _, err := os.Stat(shared); errors.Is(err, os.ErrNotExist) {
+		if _, err := pki.Ensure(shared, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(shared) })
+	}
+	from, to := pki.FilesIn(shared), pki.FilesIn(filepath.Join(dataDir, "pki"))
+	if _, err := os.Stat(to.CACert); err == nil {
+		return // started before: it has them
+	}
+	if err := os.MkdirAll(to.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for src, dst := range map[string]string{from.CACert: to.CACert, from.CAKey: to.CAKey, from.ServiceAcctKey: to.ServiceAcctKey,
+		from.PeerCACert: to.PeerCACert, from.PeerCAKey: to.PeerCAKey} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// TestEveryReplicaAdmits: three serve replicas on one etcd, governed creates
+// spread round-robin over all three. Every replica admits — the two whose
+// engine does not lead ask the one that does — and exactly the limit is
+// stored, each object with its granted claim, under a Fail and an Ignore
+// policy alike (a follower never admits fail-open for want of the leader).
+func TestEveryReplicaAdmits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs several processes")
+	}
+	const limit = 30
+	bin := buildBinary(t)
+	etcdURL := quotatest.StartEtcd(t)
+	var replicas []*replica
+	for _, name := range []string{"a", "b", "c"} {
+		replicas = append(replicas, startReplica(t, bin, name, etcdURL))
+	}
+	ctx := t.Context()
+	var clients []client.Client
+	for _, r := range replicas {
+		r.Config.QPS, r.Config.Burst = 500, 1000
+		clients = append(clients, quotatest.NewClient(t, r.Config))
+	}
+	for _, failurePolicy := range []quotav1alpha1.FailurePolicy{quotav1alpha1.FailurePolicyFail, quotav1alpha1.FailurePolicyIgnore} {
+		t.Run(string(failurePolicy), func(t *testing.T) {
+			f := quotatest.NewFixture(t, quotatest.NewClient(t, replicas[0].Config))
+			p := f.SecretsPolicy(limit)
+			if failurePolicy == quotav1alpha1.FailurePolicyIgnore {
+				p.Spec.FailurePolicy = failurePolicy
+				if err := f.C.Update(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
+			}
+			var byReplica [3]atomic.Int64
+			var wg sync.WaitGroup
+			next := make(chan int, 3*limit)
+			for i := range 3 * limit {
+				next <- i
+			}
+			close(next)
+			for w := range 6 {
+				wg.Go(func() {
+					for i := range next {
+						r := (w + i) % 3
+						s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%d", i), Namespace: f.NS}}
+						err := clients[r].Create(ctx, s)
+						switch {
+						case err == nil:
+							byReplica[r].Add(1)
+						case apierrors.IsForbidden(err):
+						default:
+							t.Errorf("create %d through replica %s: %v", i, replicas[r].Name, err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			var total int64
+			for i := range byReplica {
+				n := byReplica[i].Load()
+				total += n
+				t.Logf("replica %s admitted %d", replicas[i].Name, n)
+				if n == 0 {
+					t.Errorf("replica %s admitted nothing: it did not get decisions from the leader", replicas[i].Name)
+				}
+			}
+			if total != limit {
+				t.Errorf("%d creates admitted for a limit of %d", total, limit)
+			}
+			// Each stored Secret has its granted claim.
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+				secrets := &corev1.SecretList{}
+				claims := &quotav1alpha1.ResourceClaimList{}
+				if f.C.List(ctx, secrets, client.InNamespace(f.NS)) != nil || f.C.List(ctx, claims, client.InNamespace(f.NS)) != nil {
+					return false, nil
+				}
+				granted := map[string]bool{}
+				for _, cl := range claims.Items {
+					if meta.IsStatusConditionTrue(cl.Status.Conditions, quotav1alpha1.ClaimConditionGranted) {
+						granted[cl.Annotations[quotav1alpha1.AnnotationResourceUID]] = true
+					}
+				}
+				for _, s := range secrets.Items {
+					if !granted[string(s.UID)] {
+						return false, nil
+					}
+				}
+				return len(secrets.Items) == limit, nil
+			})
+			if err != nil {
+				t.Fatalf("the stored Secrets never settled at exactly %d, each charged", limit)
+			}
+			f.WaitBucket(quotatest.N(limit, limit, 0), "secrets")
+		})
+	}
+}
