@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,7 +43,7 @@ func TestEveryReplicaAdmits(t *testing.T) {
 		r.Config.QPS, r.Config.Burst = 500, 1000
 		clients = append(clients, quotatest.NewClient(t, r.Config))
 	}
-	for _, failurePolicy := range []quotav1alpha1.FailurePolicy{quotav1alpha1.FailurePolicyFail, quotav1alpha1.FailurePolicyIgnore} {
+	for _, failurePolicy := range []quotav1alpha1.FailurePolicy{quotav1alpha1.FailurePolicyIgnore, quotav1alpha1.FailurePolicyFail} {
 		t.Run(string(failurePolicy), func(t *testing.T) {
 			f := quotatest.NewFixture(t, quotatest.NewClient(t, replicas[0].Config))
 			p := f.SecretsPolicy(limit)
@@ -52,7 +54,19 @@ func TestEveryReplicaAdmits(t *testing.T) {
 				}
 				f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
 			}
+			for i := range replicas {
+				start := time.Now()
+				g := *f
+				g.C = clients[i]
+				g.WaitPolicyInForce(corev1.SchemeGroupVersion.WithResource("secrets"), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "in-force-probe", Namespace: f.NS}}, p.Name, p.Generation)
+				// A new policy reaches each replica's admission through its
+				// own watch (tens of milliseconds here): a create a replica
+				// admits before is charged later as an existing object,
+				// over the limit if need be (docs/replicas.md).
+				t.Logf("replica %s enforces the policy after %s", replicas[i].Name, time.Since(start))
+			}
 			var byReplica [3]atomic.Int64
+			var admittedBy sync.Map
 			var wg sync.WaitGroup
 			next := make(chan int, 3*limit)
 			for i := range 3 * limit {
@@ -68,6 +82,7 @@ func TestEveryReplicaAdmits(t *testing.T) {
 						switch {
 						case err == nil:
 							byReplica[r].Add(1)
+							admittedBy.Store(s.Name, replicas[r].Name)
 						case apierrors.IsForbidden(err):
 						default:
 							t.Errorf("create %d through replica %s: %v", i, replicas[r].Name, err)
@@ -87,6 +102,13 @@ func TestEveryReplicaAdmits(t *testing.T) {
 			}
 			if total != limit {
 				t.Errorf("%d creates admitted for a limit of %d", total, limit)
+				for _, r := range replicas {
+					for _, line := range strings.Split(r.Stderr.String(), "\n") {
+						if strings.Contains(line, "fail-open") {
+							t.Logf("replica %s: %s", r.Name, line)
+						}
+					}
+				}
 			}
 			// Each stored Secret has its granted claim.
 			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -109,6 +131,37 @@ func TestEveryReplicaAdmits(t *testing.T) {
 				return len(secrets.Items) == limit, nil
 			})
 			if err != nil {
+				secrets := &corev1.SecretList{}
+				claims := &quotav1alpha1.ResourceClaimList{}
+				_ = f.C.List(ctx, secrets, client.InNamespace(f.NS))
+				_ = f.C.List(ctx, claims, client.InNamespace(f.NS))
+				for _, s := range secrets.Items {
+					by, _ := admittedBy.Load(s.Name)
+					var st []string
+					for _, cl := range claims.Items {
+						if cl.Annotations[quotav1alpha1.AnnotationResourceUID] == string(s.UID) {
+							for _, c := range cl.Status.Conditions {
+								st = append(st, cl.Name+":"+c.Type+"="+string(c.Status)+"/"+c.Reason+" "+c.Message)
+							}
+						}
+					}
+					t.Logf("secret %s by %v created %s claims %v", s.Name, by, s.CreationTimestamp, st)
+				}
+				for _, r := range replicas {
+					for _, line := range strings.Split(r.Stderr.String(), "\n") {
+						if strings.Contains(line, f.NS) || strings.Contains(line, f.ID) || strings.Contains(line, "xisting") || strings.Contains(line, "olic") {
+							t.Logf("replica %s: %.300s", r.Name, line)
+						}
+					}
+				}
+				for _, r := range replicas {
+					_ = os.WriteFile("/tmp/replica-"+r.Name+".log", []byte(r.Stderr.String()), 0o644)
+				}
+				buckets := &quotav1alpha1.AllowanceBucketList{}
+				_ = f.C.List(ctx, buckets, client.InNamespace(f.BucketNS))
+				for _, b := range buckets.Items {
+					t.Logf("bucket %s: %+v", b.Name, b.Status)
+				}
 				t.Fatalf("the stored Secrets never settled at exactly %d, each charged", limit)
 			}
 			f.WaitBucket(quotatest.N(limit, limit, 0), "secrets")
