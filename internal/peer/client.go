@@ -11,8 +11,11 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
 
@@ -44,22 +47,81 @@ var _ admit.Forwarder = &Client{}
 // DecideCreate asks the leader for the decision on a create's claims. It
 // returns what the leader's own admission would get; ErrNotLeader (wrapped
 // with why) when no leader answers before ctx ends.
-func (c *Client) DecideCreate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (admit.AdmitResult, error) {
-	body, err := json.Marshal(&CreateRequest{Claims: claims, DryRun: dryRun})
+func (c *Client) DecideCreate(ctx context.Context, session string, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (admit.AdmitResult, bool, error) {
+	resp, err := c.ask(ctx, CreatePath, &CreateRequest{Session: session, Claims: claims, DryRun: dryRun})
+	if resp.Create == nil {
+		return admit.AdmitResult{}, resp.Held, err
+	}
+	return *resp.Create, resp.Held, err
+}
+
+// DecideUpdate asks the leader for the decision on an update's changes.
+func (c *Client) DecideUpdate(ctx context.Context, session string, obj admit.ObjectRef, changes []admit.PolicyChange, dryRun bool) (admit.UpdateResult, bool, error) {
+	resp, err := c.ask(ctx, UpdatePath, &UpdateRequest{Session: session, Object: obj, Changes: changes, DryRun: dryRun})
+	return resp.Update.result(), resp.Held, err
+}
+
+// UndoEarlierAttempt asks the leader to undo what the session decided
+// before for the object.
+func (c *Client) UndoEarlierAttempt(ctx context.Context, session, objectUID string) error {
+	_, err := c.ask(ctx, UndoPath, &UndoRequest{Session: session, ObjectUID: objectUID})
+	return err
+}
+
+// DecideBudget asks the leader for the decision on a delegated grant.
+func (c *Client) DecideBudget(ctx context.Context, session string, g *quotav1alpha1.ResourceGrant, dryRun bool) (quota.BudgetResult, bool, error) {
+	resp, err := c.ask(ctx, BudgetPath, &BudgetRequest{Session: session, Grant: g, DryRun: dryRun})
+	if resp.Budget == nil {
+		return quota.BudgetResult{}, resp.Held, err
+	}
+	return *resp.Budget, resp.Held, err
+}
+
+// notifyTimeout bounds the calls nobody waits for.
+const notifyTimeout = 10 * time.Second
+
+// Ended tells the leader, in the background, how a session's request ended:
+// it settles the request's grants at once. Should the call not arrive, the
+// leader settles them by looking the objects up (docs/replicas.md).
+func (c *Client) Ended(session string, status int) {
+	c.notify(EndedPath, &EndedRequest{Session: session, Status: status})
+}
+
+// RecordRefusal records a refusal in the leader's decision history, in the
+// background.
+func (c *Client) RecordRefusal(r admit.Refusal) {
+	c.notify(RefusalPath, &r)
+}
+
+func (c *Client) notify(path string, req any) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		defer cancel()
+		if _, err := c.ask(ctx, path, req); err != nil {
+			klog.V(2).Info("Telling the leading replica failed", "path", path, "err", err)
+		}
+	}()
+}
+
+// ask posts req to the leading replica until one answers (the same leader
+// again after a timeout, or a new one), and turns its error back into the
+// one its own admission would have got.
+func (c *Client) ask(ctx context.Context, path string, req any) (Response, error) {
+	body, err := json.Marshal(req)
 	if err != nil {
-		return admit.AdmitResult{}, err
+		return Response{}, err
 	}
 	var last error
 	for {
 		addr, err := c.Leader.Address(ctx)
 		if err == nil {
-			var resp CreateResponse
-			if err = c.post(ctx, addr, CreatePath, body, &resp); err == nil {
+			var resp Response
+			if err = c.post(ctx, addr, path, body, &resp); err == nil {
 				if resp.Error == nil {
-					return resp.Result, nil
+					return resp, nil
 				}
 				if err = resp.Error.err(); !errors.Is(err, admit.ErrNotLeader) {
-					return resp.Result, err
+					return resp, err
 				}
 			}
 			c.Leader.Forget()
@@ -67,7 +129,7 @@ func (c *Client) DecideCreate(ctx context.Context, claims []*quotav1alpha1.Resou
 		last = err
 		select {
 		case <-ctx.Done():
-			return admit.AdmitResult{}, fmt.Errorf("%w: no leading replica answered (%v)", admit.ErrNotLeader, last)
+			return Response{}, fmt.Errorf("%w: no leading replica answered (%v)", admit.ErrNotLeader, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -102,6 +164,8 @@ func (e *Error) err() error {
 		return fmt.Errorf("%w (%s)", admit.ErrNotLeader, e.Message)
 	case ErrorBusy:
 		return fmt.Errorf("%w (%s)", admit.ErrBusy, e.Message)
+	case ErrorObjectBusy:
+		return fmt.Errorf("%w (%s)", admit.ErrObjectBusy, e.Message)
 	}
 	return errors.New(e.Message)
 }

@@ -39,9 +39,60 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case CreatePath:
-		s.create(w, r)
+		var req CreateRequest
+		serve(w, r, &req, func(ctx context.Context) Response {
+			ctx = s.Handle.Session(ctx, req.Session)
+			res, err := s.Handle.DecideCreate(ctx, req.Claims, req.DryRun)
+			return Response{Create: &res, Held: admit.Held(ctx), Error: errorOf(err)}
+		})
+	case UpdatePath:
+		var req UpdateRequest
+		serve(w, r, &req, func(ctx context.Context) Response {
+			ctx = s.Handle.Session(ctx, req.Session)
+			res, err := s.Handle.DecideUpdate(ctx, req.Object, req.Changes, req.DryRun)
+			return Response{Update: wireUpdate(res), Held: admit.Held(ctx), Error: errorOf(err)}
+		})
+	case BudgetPath:
+		var req BudgetRequest
+		serve(w, r, &req, func(ctx context.Context) Response {
+			ctx = s.Handle.Session(ctx, req.Session)
+			res, err := s.Handle.DecideBudget(ctx, req.Grant, req.DryRun)
+			return Response{Budget: &res, Held: admit.Held(ctx), Error: errorOf(err)}
+		})
+	case UndoPath:
+		var req UndoRequest
+		serve(w, r, &req, func(ctx context.Context) Response {
+			ctx = s.Handle.Session(ctx, req.Session)
+			err := s.Handle.UndoEarlierAttempt(ctx, req.ObjectUID)
+			return Response{Held: admit.Held(ctx), Error: errorOf(err)}
+		})
+	case EndedPath:
+		var req EndedRequest
+		serve(w, r, &req, func(context.Context) Response {
+			s.Handle.SessionEnded(req.Session, req.Status)
+			return Response{}
+		})
+	case RefusalPath:
+		var req admit.Refusal
+		serve(w, r, &req, func(context.Context) Response {
+			s.Handle.RecordForwardedRefusal(req)
+			return Response{}
+		})
 	default:
 		http.NotFound(w, r)
+	}
+}
+
+// serve reads a request into req, and answers what do returns.
+func serve(w http.ResponseWriter, r *http.Request, req any, do func(context.Context) Response) {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(req); err != nil {
+		http.Error(w, fmt.Sprintf("reading the request: %v", err), http.StatusBadRequest)
+		return
+	}
+	resp := do(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(&resp); err != nil {
+		klog.FromContext(r.Context()).V(2).Info("Answering a peer failed", "err", err)
 	}
 }
 
@@ -52,20 +103,6 @@ func fromPeer(r *http.Request) bool {
 		return false
 	}
 	return slices.Contains(r.TLS.VerifiedChains[0][0].Subject.Organization, pki.PeerGroup)
-}
-
-func (s *Server) create(w http.ResponseWriter, r *http.Request) {
-	var req CreateRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil {
-		http.Error(w, fmt.Sprintf("reading the request: %v", err), http.StatusBadRequest)
-		return
-	}
-	res, err := s.Handle.DecideCreate(admit.Forwarded(r.Context()), req.Claims, req.DryRun)
-	resp := CreateResponse{Result: res, Error: errorOf(err)}
-	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(&resp); err != nil {
-		klog.FromContext(r.Context()).V(2).Info("Answering a peer failed", "err", err)
-	}
 }
 
 // errorOf is err as a peer answer, nil for none.
@@ -80,6 +117,8 @@ func errorOf(err error) *Error {
 		return &Error{Kind: ErrorNotLeader, Message: err.Error()}
 	case errors.Is(err, admit.ErrBusy):
 		return &Error{Kind: ErrorBusy, Message: err.Error()}
+	case errors.Is(err, admit.ErrObjectBusy):
+		return &Error{Kind: ErrorObjectBusy, Message: err.Error()}
 	}
 	return &Error{Kind: ErrorOther, Message: err.Error()}
 }
@@ -124,6 +163,22 @@ func Listen(ctx context.Context, addr string, cfg *tls.Config, s *Server) (net.A
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
+	}()
+	go func() {
+		// A forwarded request whose end never arrives (its replica died)
+		// is settled as unclear once it can no longer store anything.
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				if n := s.Handle.ExpireSessions(now); n > 0 {
+					klog.FromContext(ctx).V(2).Info("Settling forwarded requests whose end never arrived", "requests", n)
+				}
+			}
+		}
 	}()
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

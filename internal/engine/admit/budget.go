@@ -19,6 +19,11 @@ import (
 func (h *Handle) DecideBudget(ctx context.Context, g *quotav1alpha1.ResourceGrant, dryRun bool) (quota.BudgetResult, error) {
 	t := h.leading()
 	if t == nil {
+		if f := h.forwarder(ctx); f != nil {
+			res, held, err := f.DecideBudget(ctx, sessionOf(ctx, f), g, dryRun)
+			noteRemote(ctx, held)
+			return res, err
+		}
 		return quota.BudgetResult{}, ErrNotLeader
 	}
 	qg := convert.Grant(g)

@@ -57,9 +57,14 @@ func (h *Handle) DecideCreate(ctx context.Context, claims []*quotav1alpha1.Resou
 	t := h.leading()
 	if t == nil {
 		if f := h.forwarder(ctx); f != nil {
-			return f.DecideCreate(ctx, claims, dryRun)
+			res, held, err := f.DecideCreate(ctx, sessionOf(ctx, f), claims, dryRun)
+			noteRemote(ctx, held)
+			return res, err
 		}
 		return AdmitResult{}, ErrNotLeader
+	}
+	if err := h.injected(); err != nil {
+		return AdmitResult{}, err
 	}
 	if dryRun {
 		return t.evaluate(claims), nil

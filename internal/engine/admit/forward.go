@@ -2,20 +2,41 @@ package admit
 
 import (
 	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // Forwarder asks the replica whose engine leads for a decision this
 // replica's engine cannot make because it does not lead (docs/replicas.md).
 // It answers exactly what the leader's Handle answers its own admission:
 // the same result, or the same errors (*NameTakenError, ErrBusy,
-// ErrNotLeader when no leader can be reached).
+// ErrObjectBusy, ErrNotLeader when no leader can be reached).
+//
+// Every call of one request carries the request's session: the leader
+// keeps, under it, the record of what the request was granted, as it does
+// for its own requests, so that an update's retry finds its earlier
+// decision and the request's end (Ended) settles its grants at once.
+// Held reports whether the leader holds anything for the session after the
+// call.
 type Forwarder interface {
-	DecideCreate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error)
+	DecideCreate(ctx context.Context, session string, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (res AdmitResult, held bool, err error)
+	DecideUpdate(ctx context.Context, session string, obj ObjectRef, changes []PolicyChange, dryRun bool) (res UpdateResult, held bool, err error)
+	UndoEarlierAttempt(ctx context.Context, session, objectUID string) error
+	DecideBudget(ctx context.Context, session string, g *quotav1alpha1.ResourceGrant, dryRun bool) (res quota.BudgetResult, held bool, err error)
+	// Ended reports how the session's request ended (its HTTP status, 0
+	// when unclear); it does not wait for the leader.
+	Ended(session string, status int)
+	// RecordRefusal records a refusal in the leader's decision history; it
+	// does not wait.
+	RecordRefusal(r Refusal)
 }
 
 type forwarding struct{ f Forwarder }
@@ -32,14 +53,9 @@ func (h *Handle) ForwardTo(f Forwarder) {
 
 type forwardedKey struct{}
 
-// Forwarded marks ctx as a decision another replica forwarded here: it is
-// decided by this replica's engine or refused, never forwarded again.
-func Forwarded(ctx context.Context) context.Context {
-	return context.WithValue(ctx, forwardedKey{}, true)
-}
-
 // forwarder is where a decision goes when this replica does not lead; nil
-// when it must be refused instead.
+// when it must be refused instead: a decision forwarded here is decided by
+// this replica's engine or refused, never forwarded again.
 func (h *Handle) forwarder(ctx context.Context) Forwarder {
 	if ctx.Value(forwardedKey{}) != nil {
 		return nil
@@ -48,6 +64,107 @@ func (h *Handle) forwarder(ctx context.Context) Forwarder {
 		return fw.f
 	}
 	return nil
+}
+
+// sessionOf is the session under which the request of ctx asks the leader,
+// made on its first forwarded call; "" for a context without a record.
+func sessionOf(ctx context.Context, fw Forwarder) string {
+	rec := recordOf(ctx)
+	if rec == nil {
+		return ""
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.session == "" {
+		rec.session, rec.forwardedTo = string(uuid.NewUUID()), fw
+	}
+	return rec.session
+}
+
+// noteRemote notes that the leader holds grants for the request of ctx.
+func noteRemote(ctx context.Context, held bool) {
+	if rec := recordOf(ctx); rec != nil && held {
+		rec.mu.Lock()
+		rec.remoteHeld = true
+		rec.mu.Unlock()
+	}
+}
+
+// sessionTTL is how long a leader keeps a forwarded request's record
+// without hearing of its end: past it, the request can no longer store its
+// object (docs/replicas.md), and the record's grants are settled by
+// looking the objects up, as for a request whose end was unclear.
+const sessionTTL = 70 * time.Second
+
+// sessions are the records of requests other replicas forwarded here.
+type sessions struct {
+	mu sync.Mutex
+	m  map[string]*session
+}
+
+type session struct {
+	rec     *CreateRecord
+	started time.Time
+}
+
+// Session returns ctx for deciding a call another replica forwarded under
+// session id: decided here or refused, never forwarded again, and noted in
+// the session's record (made on its first call).
+func (h *Handle) Session(ctx context.Context, id string) context.Context {
+	ctx = context.WithValue(ctx, forwardedKey{}, true)
+	if id == "" {
+		return ctx
+	}
+	h.sessions.mu.Lock()
+	defer h.sessions.mu.Unlock()
+	if h.sessions.m == nil {
+		h.sessions.m = map[string]*session{}
+	}
+	s, ok := h.sessions.m[id]
+	if !ok {
+		s = &session{rec: &CreateRecord{}, started: time.Now()}
+		h.sessions.m[id] = s
+	}
+	return context.WithValue(ctx, createRecordKey{}, s.rec)
+}
+
+// Held reports whether ctx's record holds grants: what a forwarded call
+// answers as held.
+func Held(ctx context.Context) bool {
+	rec := recordOf(ctx)
+	return rec != nil && !rec.Empty()
+}
+
+// SessionEnded settles what session id was granted, as CreateEnded does
+// for this replica's own requests. An unknown session (a retry, or one
+// this replica never decided for) is ignored: whoever holds its grants
+// settles them by looking the objects up.
+func (h *Handle) SessionEnded(id string, status int) {
+	h.sessions.mu.Lock()
+	s, ok := h.sessions.m[id]
+	delete(h.sessions.m, id)
+	h.sessions.mu.Unlock()
+	if ok {
+		h.CreateEnded(s.rec, status)
+	}
+}
+
+// ExpireSessions ends, as unclear, the sessions older than sessionTTL: their
+// requests can no longer store anything. It returns how many it ended.
+func (h *Handle) ExpireSessions(now time.Time) int {
+	h.sessions.mu.Lock()
+	var old []*session
+	for id, s := range h.sessions.m {
+		if now.Sub(s.started) >= sessionTTL {
+			old = append(old, s)
+			delete(h.sessions.m, id)
+		}
+	}
+	h.sessions.mu.Unlock()
+	for _, s := range old {
+		h.CreateEnded(s.rec, 0)
+	}
+	return len(old)
 }
 
 // grantedBeforeLocked answers an attempt decided before: every claim it

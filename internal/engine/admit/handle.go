@@ -47,6 +47,30 @@ type Handle struct {
 	term    atomic.Pointer[Term]
 	storage atomic.Pointer[fence.Storage]
 	forward atomic.Pointer[forwarding]
+	// sessions are the requests other replicas forwarded here.
+	sessions sessions
+	// failure, when set, answers every decision of a leading engine (fault
+	// tests: InjectFailure).
+	failure atomic.Pointer[error]
+}
+
+// InjectFailure makes the leading engine answer every decision of a create
+// with err, as when its journal cannot be written; nil stops it. It is for
+// fault tests: a single replica's fail-open cannot be reached otherwise
+// without breaking its etcd, which also holds the fail-open record.
+func (h *Handle) InjectFailure(err error) {
+	if err == nil {
+		h.failure.Store(nil)
+		return
+	}
+	h.failure.Store(&err)
+}
+
+func (h *Handle) injected() error {
+	if e := h.failure.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // NewHandle returns a handle; pass it in the engine's Options.
@@ -114,6 +138,20 @@ type Refusal struct {
 // history, with its buckets' numbers, without waiting. It does nothing when
 // this replica does not lead.
 func (h *Handle) RecordRefusal(r Refusal) {
+	if t := h.term.Load(); t != nil {
+		if t.RecordRefusal != nil {
+			t.RecordRefusal(r)
+		}
+		return
+	}
+	if fw := h.forward.Load(); fw != nil {
+		fw.f.RecordRefusal(r)
+	}
+}
+
+// RecordForwardedRefusal records a refusal another replica reported; it is
+// never forwarded again.
+func (h *Handle) RecordForwardedRefusal(r Refusal) {
 	if t := h.term.Load(); t != nil && t.RecordRefusal != nil {
 		t.RecordRefusal(r)
 	}

@@ -23,6 +23,12 @@ type CreateRecord struct {
 	entries []*record.PendingClaim
 	// budgets are delegated grants this request holds budget for.
 	budgets []quota.Grant
+	// session is the session under which this request asked the leading
+	// replica (forwardedTo), "" when it asked none; remoteHeld, whether the
+	// leader holds grants for it.
+	session     string
+	forwardedTo Forwarder
+	remoteHeld  bool
 }
 
 type createRecordKey struct{}
@@ -39,11 +45,12 @@ func recordOf(ctx context.Context) *CreateRecord {
 	return rec
 }
 
-// empty reports whether this request made no pending entry.
+// empty reports whether this request made no pending entry here and asked
+// no leading replica.
 func (rec *CreateRecord) empty() bool {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return len(rec.entries) == 0
+	return len(rec.entries) == 0 && rec.session == ""
 }
 
 // Empty reports whether the request was granted nothing: no policy charged
@@ -51,7 +58,7 @@ func (rec *CreateRecord) empty() bool {
 func (rec *CreateRecord) Empty() bool {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return len(rec.entries) == 0 && len(rec.budgets) == 0
+	return len(rec.entries) == 0 && len(rec.budgets) == 0 && !rec.remoteHeld
 }
 
 // has reports whether this request made the pending entry p.
@@ -89,7 +96,11 @@ func noteBudget(ctx context.Context, g quota.Grant) {
 func (h *Handle) CreateEnded(rec *CreateRecord, status int) {
 	rec.mu.Lock()
 	entries, budgets := rec.entries, rec.budgets
+	session, fw := rec.session, rec.forwardedTo
 	rec.mu.Unlock()
+	if session != "" {
+		fw.Ended(session, status)
+	}
 	if len(entries) == 0 && len(budgets) == 0 {
 		return
 	}

@@ -86,6 +86,11 @@ var ErrObjectBusy = errors.New("another change of this object is still being cha
 func (h *Handle) DecideUpdate(ctx context.Context, obj ObjectRef, changes []PolicyChange, dryRun bool) (UpdateResult, error) {
 	t := h.leading()
 	if t == nil {
+		if f := h.forwarder(ctx); f != nil {
+			res, held, err := f.DecideUpdate(ctx, sessionOf(ctx, f), obj, changes, dryRun)
+			noteRemote(ctx, held)
+			return res, err
+		}
 		return UpdateResult{}, ErrNotLeader
 	}
 	return t.admitUpdate(ctx, obj, changes, dryRun)
@@ -102,6 +107,12 @@ func (h *Handle) UndoEarlierAttempt(ctx context.Context, objectUID string) error
 	}
 	t := h.leading()
 	if t == nil {
+		rec.mu.Lock()
+		session, fw := rec.session, rec.forwardedTo
+		rec.mu.Unlock()
+		if session != "" && h.forwarder(ctx) != nil {
+			return fw.UndoEarlierAttempt(ctx, session, objectUID)
+		}
 		return nil // a new leader settles them by looking the object up
 	}
 	_, err := t.admitUpdate(ctx, ObjectRef{UID: objectUID}, nil, false)

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -74,8 +75,9 @@ func TestUndecidedCreates(t *testing.T) {
 	if err != nil {
 		t.Fatal("creates were still admitted 2 minutes after the engine lost its Lease")
 	}
-	// The goal, refused within about the renew deadline (3 s here), is
-	// measured here alone (docs/admission.md). Bound 40 s (was 15 s), at
+	// The goal, refused within about the renew deadline (3 s here) and the
+	// decide timeout (10 s) a replica spends looking for a leader to ask,
+	// is measured here alone (docs/admission.md). Bound 40 s (was 15 s), at
 	// least 5x the CI-load median (docs/benchmarks.md): a median of 3.6 s
 	// here alone (3 runs), most of it the renew deadline.
 	timed.Within(t, "creates refused after the engine's Lease was taken", time.Since(hijacked), 40*time.Second)
@@ -90,6 +92,35 @@ func TestUndecidedCreates(t *testing.T) {
 	}
 	if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "undecided"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the refused secret was stored: %v", err)
+	}
+
+	// A replica that cannot reach the leader never admits fail-open, even
+	// under failurePolicy: Ignore: it is refused, retryable (the leader
+	// "another-replica" has no replica Lease, so no address).
+	err = kube.CoreV1().RESTClient().Post().Namespace(w.NS).Resource("configmaps").MaxRetries(0).
+		Body(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "no-leader"}}).Do(ctx).Error()
+	if !apierrors.IsTimeout(err) || !strings.Contains(err.Error(), "cannot be decided right now") {
+		t.Errorf("a create under an Ignore policy with no reachable leader: want a 504 saying quota cannot be decided now, got %v", err)
+	}
+	if err := w.C.Get(ctx, client.ObjectKey{Namespace: w.NS, Name: "no-leader"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a create under an Ignore policy was stored with no leader to decide it: %v", err)
+	}
+
+	// Fail-open is for an engine that leads but cannot decide: the engine
+	// takes its Lease back and every decision fails as if its journal could
+	// not be written (an injected fault).
+	quotatest.TakeEngineLease(t, kube, o.SystemNamespace, "another-replica", 1)
+	s.Handle.InjectFailure(errors.New("the journal cannot be written (injected)"))
+	defer s.Handle.InjectFailure(nil)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := createOnce("leads-again")
+		if err == nil {
+			t.Fatal("a create under a Fail policy was admitted while every decision fails")
+		}
+		return strings.Contains(err.Error(), "injected"), nil
+	})
+	if err != nil {
+		t.Fatal("the engine did not lead again within 2 minutes of its Lease being given back")
 	}
 
 	// Fail-open: admitted, without a claim — and said so: a warning to the
