@@ -75,8 +75,8 @@ type Options struct {
 	// Identity to one that is stable across restarts of this data directory.
 	KubeControllers kubecontrollers.Options
 	// PeerPort is the port of the peer listener, where a replica whose
-	// engine does not lead asks the one that does (docs/replicas.md);
-	// negative: the secure port plus one (a free port when Listener is set).
+	// engine does not lead asks the one that does (docs/replicas.md); 0: a
+	// free port chosen at start (replicas find it in the replica's Lease).
 	PeerPort int
 	// PeerAdvertiseAddress is host:port other replicas reach the peer
 	// listener at; empty: the bind address and the peer port.
@@ -99,7 +99,6 @@ func NewOptions() *Options {
 		ExemptNamespaces:    engine.DefaultOptions().ExemptNamespaces,
 		ReservedLabelPrefix: quotav1alpha1.DefaultReservedLabelPrefix,
 		KubeControllers:     kubecontrollers.DefaultOptions(),
-		PeerPort:            -1,
 	}
 }
 
@@ -111,7 +110,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for etcd data (when embedded), certificates and admin.kubeconfig.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "IP address to serve the API on.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port to serve the API on.")
-	fs.IntVar(&o.PeerPort, "peer-port", o.PeerPort, "Port of the peer listener, on --bind-address, where replicas whose quota engine does not lead ask the one that does (mutual TLS with the replicas' shared pki/peer-ca.crt; docs/replicas.md). Default: --secure-port plus one.")
+	fs.IntVar(&o.PeerPort, "peer-port", o.PeerPort, "Port of the peer listener, on --bind-address, where replicas whose quota engine does not lead ask the one that does (mutual TLS with the replicas' shared pki/peer-ca.crt; docs/replicas.md). 0 (the default) chooses a free port at start, which the replica announces in its Lease; set a fixed one when a firewall sits between replicas.")
 	fs.StringVar(&o.PeerAdvertiseAddress, "peer-advertise-address", o.PeerAdvertiseAddress, "host:port the other replicas reach this replica's peer listener at. Default: --bind-address and --peer-port.")
 	fs.BoolVar(&o.CRDStorage, "serve-kinds-as-crds", o.CRDStorage, "Serve quota.miloapis.com and resourcemanager.miloapis.com as CustomResourceDefinitions instead of natively (docs/native-storage.md); for comparisons and upgrade tests only.")
 	_ = fs.MarkHidden("serve-kinds-as-crds")
@@ -163,12 +162,6 @@ func (o *Options) Complete() (CompletedOptions, error) {
 	if c.Identity == "" {
 		c.Identity = le.Identity
 	}
-	if c.PeerPort < 0 {
-		c.PeerPort = c.SecurePort + 1
-		if c.Listener != nil {
-			c.PeerPort = 0 // tests: a free port, advertised as listened on
-		}
-	}
 	if c.PortalURL == "" && !c.NoPortal {
 		c.PortalURL = fmt.Sprintf("https://%s%s", net.JoinHostPort(c.bindIP.String(), strconv.Itoa(c.SecurePort)), portal.Prefix)
 	}
@@ -184,10 +177,10 @@ func (o CompletedOptions) Validate() []error {
 	if o.Listener == nil && (o.SecurePort < 1 || o.SecurePort > 65535) {
 		errs = append(errs, fmt.Errorf("--secure-port %d is out of range; use a port between 1 and 65535", o.SecurePort))
 	}
-	if o.PeerPort > 65535 || (o.Listener == nil && o.PeerPort == 0) {
-		errs = append(errs, fmt.Errorf("--peer-port %d is out of range; use a port between 1 and 65535 other than --secure-port", o.PeerPort))
+	if o.PeerPort < 0 || o.PeerPort > 65535 {
+		errs = append(errs, fmt.Errorf("--peer-port %d is out of range; use a port between 1 and 65535 other than --secure-port, or 0 for a free one", o.PeerPort))
 	}
-	if o.PeerPort == o.SecurePort {
+	if o.PeerPort != 0 && o.PeerPort == o.SecurePort {
 		errs = append(errs, fmt.Errorf("--peer-port %d is --secure-port too; give the peer listener a port of its own", o.PeerPort))
 	}
 	if a := o.PeerAdvertiseAddress; a != "" {

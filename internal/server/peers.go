@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -34,6 +35,15 @@ func startPeers(o CompletedOptions, files pki.Files) Component {
 		advertise := o.PeerAdvertiseAddress
 		if advertise == "" {
 			advertise = addr.String()
+			if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+				// Listening on every interface: peers dial the host's
+				// own address, as the kube-apiserver advertises itself.
+				ip, err := utilnet.ChooseHostInterface()
+				if err != nil {
+					return fmt.Errorf("the peer listener listens on every interface and no host address was found to announce (%w); set --peer-advertise-address", err)
+				}
+				advertise = net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
+			}
 		}
 		kube, err := kubernetes.NewForConfig(loopback)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -167,4 +169,66 @@ func TestEveryReplicaAdmits(t *testing.T) {
 			f.WaitBucket(quotatest.N(limit, limit, 0), "secrets")
 		})
 	}
+	// Updates that grow what an object is charged are decided on every
+	// replica too: six ConfigMaps of 1 unit each resized to 4, each through
+	// another replica, against a limit of 20: exactly four fit.
+	t.Run("updates", func(t *testing.T) {
+		f := quotatest.NewFixture(t, quotatest.NewClient(t, replicas[0].Config))
+		f.RegisterClaimedBy([]string{"units"}, quotav1alpha1.ClaimingResource{Kind: "ConfigMap"})
+		f.Grant("g", map[string][]quotatest.Bucket{"units": {{Amount: 20}}})
+		p := f.Policy("units", "v1", "ConfigMap", "units", intstr.FromString("{{ int(trigger.data.units) }}"))
+		f.WaitCondition(p, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "in-force-probe", Namespace: f.NS}, Data: map[string]string{"units": "1"}}
+		for i := range replicas {
+			g := *f
+			g.C = clients[i]
+			g.WaitPolicyInForce(corev1.SchemeGroupVersion.WithResource("configmaps"), probe, p.Name, p.Generation)
+		}
+		for i := range 6 {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: f.NS}, Data: map[string]string{"units": "1"}}
+			if err := clients[i%3].Create(ctx, cm); err != nil {
+				t.Fatalf("creating ConfigMap %d through replica %s: %v", i, replicas[i%3].Name, err)
+			}
+		}
+		f.WaitBucket(quotatest.N(20, 6, 14), "units")
+		var resized, refused atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() {
+				c := clients[(i+1)%3]
+				cm := &corev1.ConfigMap{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: f.NS, Name: fmt.Sprintf("cm-%d", i)}, cm); err != nil {
+					t.Errorf("reading ConfigMap %d: %v", i, err)
+					return
+				}
+				cm.Data["units"] = "4"
+				switch err := c.Update(ctx, cm); {
+				case err == nil:
+					resized.Add(1)
+				case apierrors.IsForbidden(err):
+					refused.Add(1)
+				default:
+					t.Errorf("resizing ConfigMap %d through replica %s: %v", i, replicas[(i+1)%3].Name, err)
+				}
+			})
+		}
+		wg.Wait()
+		if resized.Load() != 4 || refused.Load() != 2 {
+			t.Errorf("%d resizes admitted and %d refused for room of 14 (each grows by 3), want 4 and 2", resized.Load(), refused.Load())
+		}
+		// What is stored is what is charged.
+		f.WaitBucket(quotatest.N(20, 6+3*resized.Load(), 14-3*resized.Load()), "units")
+		list := &corev1.ConfigMapList{}
+		if err := f.C.List(ctx, list, client.InNamespace(f.NS)); err != nil {
+			t.Fatal(err)
+		}
+		var stored int64
+		for _, cm := range list.Items {
+			n, _ := strconv.ParseInt(cm.Data["units"], 10, 64)
+			stored += n
+		}
+		if stored != 6+3*resized.Load() {
+			t.Errorf("the stored ConfigMaps hold %d units, the bucket %d", stored, 6+3*resized.Load())
+		}
+	})
 }

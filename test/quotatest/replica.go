@@ -57,7 +57,6 @@ func startReplicaIn(t testing.TB, bin, name, dataDir, etcdURL string) *Replica {
 	sharePKI(t, etcdURL, dataDir)
 	r := &Replica{Name: name, DataDir: dataDir, Identity: engine.StableIdentity("serve", dataDir), Stderr: &SyncBuffer{}, Exited: make(chan struct{})}
 	r.Cmd = exec.Command(bin, "serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(FreePort(t)),
-		"--peer-port", strconv.Itoa(FreePort(t)),
 		"--etcd-servers", etcdURL,
 		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms")
 	r.Cmd.Stderr = r.Stderr
