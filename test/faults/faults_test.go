@@ -1,0 +1,164 @@
+package faults
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// The timings of the test replicas (quotatest.StartReplica): the engine's
+// Lease lasts 3 s, renewed within 2 s; the hold period of a grant whose
+// request's end is unknown is the default 70 s.
+const (
+	limit    = 30
+	warmup   = 5 * time.Second
+	pause    = 6 * time.Second // longer than the 3 s Lease
+	after    = 8 * time.Second
+	holdWait = 100 * time.Second // the 70 s hold period, rechecks and slack
+)
+
+// cluster is three serve replicas on one etcd.
+type cluster struct {
+	// t is the running subtest; top the test, which owns the processes.
+	t, top   *testing.T
+	bin, url string
+	replicas []*quotatest.Replica
+}
+
+func newCluster(t *testing.T) *cluster {
+	c := &cluster{t: t, top: t, bin: quotatest.BuildBinary(t), url: quotatest.StartEtcd(t)}
+	for _, name := range []string{"a", "b", "c"} {
+		c.replicas = append(c.replicas, quotatest.StartReplica(t, c.bin, name, c.url))
+	}
+	return c
+}
+
+// leader is the index of the replica whose engine leads.
+func (c *cluster) leader(ctx context.Context) int {
+	c.t.Helper()
+	ns := engine.DefaultOptions().SystemNamespace
+	idx := -1
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, r := range c.replicas {
+			l, err := r.Client.CoordinationV1().Leases(ns).Get(ctx, "quotaplane-quota-engine", metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil {
+				continue
+			}
+			for i, rr := range c.replicas {
+				if rr.Identity == *l.Spec.HolderIdentity && time.Since(l.Spec.RenewTime.Time) < 3*time.Second {
+					idx = i
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		c.t.Fatal("no replica leads the engine")
+	}
+	return idx
+}
+
+func (c *cluster) clients() []client.Client {
+	var out []client.Client
+	for _, r := range c.replicas {
+		cfg := *r.Config
+		cfg.QPS, cfg.Burst = 500, 1000
+		out = append(out, quotatest.NewClient(c.t, &cfg))
+	}
+	return out
+}
+
+// fault is injected into the cluster at warmup, and undone after pause.
+type fault struct {
+	name   string
+	inject func(c *cluster, ctx context.Context) (undo func())
+}
+
+func signal(c *cluster, i int, sig syscall.Signal) {
+	if err := c.replicas[i].Cmd.Process.Signal(sig); err != nil {
+		c.t.Fatalf("signalling replica %s: %v", c.replicas[i].Name, err)
+	}
+}
+
+// kill SIGKILLs replica i and starts it again on its data directory.
+func kill(c *cluster, i int) func() {
+	signal(c, i, syscall.SIGKILL)
+	<-c.replicas[i].Exited
+	return func() { c.replicas[i] = c.replicas[i].Restart(c.top, c.bin, c.url) }
+}
+
+func stop(c *cluster, i int) func() {
+	signal(c, i, syscall.SIGSTOP)
+	return func() { signal(c, i, syscall.SIGCONT) }
+}
+
+func follower(c *cluster, ctx context.Context) int { return (c.leader(ctx) + 1) % len(c.replicas) }
+
+var faults = []fault{
+	{"the leader SIGKILLed", func(c *cluster, ctx context.Context) func() { return kill(c, c.leader(ctx)) }},
+	{"a follower SIGKILLed", func(c *cluster, ctx context.Context) func() { return kill(c, follower(c, ctx)) }},
+	{"the leader SIGSTOPped past its Lease", func(c *cluster, ctx context.Context) func() { return stop(c, c.leader(ctx)) }},
+	{"a follower SIGSTOPped", func(c *cluster, ctx context.Context) func() { return stop(c, follower(c, ctx)) }},
+}
+
+// TestFaults: under a steady load of governed creates, updates and deletes
+// spread round-robin over three replicas, one fault at a time; each client
+// records what it saw, and the checker proves the histories against what is
+// stored once the hold period has passed (docs/reliability.md).
+func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs several processes")
+	}
+	quotatest.Exclusive(t)
+	c := newCluster(t)
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			c.t = t
+			ctx := t.Context()
+			clients := c.clients()
+			fx := quotatest.NewFixture(t, clients[0])
+			p := fx.SecretsPolicy(limit)
+			for i := range clients {
+				g := *fx
+				g.C = clients[i]
+				g.WaitPolicyInForce(secretsGVR, probe(fx.NS), p.Name, p.Generation)
+			}
+			lctx, stopLoad := context.WithCancel(ctx)
+			done := make(chan *History)
+			go func() {
+				done <- Load{Clients: clients, NS: fx.NS, Workers: 6, Pace: 20 * time.Millisecond, Timeout: 20 * time.Second}.Run(lctx)
+			}()
+			time.Sleep(warmup)
+			undo := f.inject(c, ctx)
+			time.Sleep(pause)
+			undo()
+			time.Sleep(after)
+			stopLoad()
+			h := <-done
+			ops := h.Ops()
+			t.Logf("clients saw: %s", Summarize(ops))
+			// Read through a replica that was not faulted last.
+			st, took := Settle(ctx, quotatest.NewClient(t, c.replicas[c.leader(ctx)].Config), fx.NS, fx.BucketNS, fx.BucketName("secrets"), holdWait)
+			t.Logf("settled %s after the load: %d stored, %d granted claims, bucket %d/%d", took.Round(time.Second), len(st.Stored), st.GrantedClaims, st.Allocated, st.Limit)
+			for _, b := range Check(ops, st, limit) {
+				t.Error(b)
+			}
+		})
+	}
+}
+
+var secretsGVR = corev1.SchemeGroupVersion.WithResource("secrets")
+
+func probe(ns string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "in-force-probe", Namespace: ns}}
+}
