@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -42,6 +44,15 @@ func newServeCommand() *cobra.Command {
 				engineOpts.Identity = engine.StableIdentity("serve", o.DataDir)
 			}
 			o.Identity = engineOpts.Identity
+			// A grant is held until its request can no longer store its
+			// object: past the request timeout, with 10 s for a write in
+			// flight (docs/exactly-once.md).
+			switch {
+			case engineOpts.HoldPeriod == 0:
+				engineOpts.HoldPeriod = o.RequestTimeout + 10*time.Second
+			case engineOpts.HoldPeriod <= o.RequestTimeout:
+				return fmt.Errorf("--hold-period %s must exceed --request-timeout %s: a grant released before its request can no longer store the object could leave it uncharged", engineOpts.HoldPeriod, o.RequestTimeout)
+			}
 			engineOpts.Handle = admit.NewHandle()
 			o.QuotaEngine, o.SystemNamespace = engineOpts.Handle, engineOpts.SystemNamespace
 			o.ExemptNamespaces = engineOpts.ExemptNamespaces

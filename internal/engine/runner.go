@@ -30,6 +30,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/settle"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/hierarchy"
@@ -56,6 +57,11 @@ type Options struct {
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// HoldPeriod is how long after admission a request can still store its
+	// object: a grant whose request's end is not known is held that long
+	// before the object is looked up a last time. It must exceed the API
+	// server's request timeout; serve sets it from its own (60 s + 10 s).
+	HoldPeriod time.Duration
 	// Workers write claim statuses and buckets in parallel.
 	Workers int
 	// Handle, when set, lets in-process admission use this engine while it
@@ -116,6 +122,12 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	}
 	if opts.ExemptNamespaces == nil {
 		opts.ExemptNamespaces = def.ExemptNamespaces
+	}
+	if opts.HoldPeriod == 0 {
+		opts.HoldPeriod = settle.DefaultHoldPeriod
+	}
+	if opts.Handle != nil {
+		opts.Handle.SetHoldPeriod(opts.HoldPeriod)
 	}
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = def.LeaseDuration, def.RenewDeadline, def.RetryPeriod
@@ -237,6 +249,7 @@ func (r *Runner) Run(ctx context.Context) error {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "Namespace of the engine's Lease and ledger, and of the AllowanceBuckets of consumers without a namespace of their own (Organizations' buckets live in organization-<name>).")
 	fs.StringSliceVar(&o.ExemptNamespaces, governed.FlagName, o.ExemptNamespaces, governed.FlagUsage)
+	fs.DurationVar(&o.HoldPeriod, "hold-period", o.HoldPeriod, "How long after admission a request can still store its object; a grant whose request's end is unknown is held that long. It must exceed the API server's request timeout. Default: 70 s, or serve's --request-timeout plus 10 s.")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a replica waits after the leader stops renewing before it takes over.")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it stops deciding.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew leadership.")

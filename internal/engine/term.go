@@ -213,7 +213,7 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 	t.claimQueue = reconcile.NewQueue[string](5*time.Millisecond, 5*time.Second)
 	t.bucketQueue = reconcile.NewQueue[quota.BucketID](5*time.Millisecond, 5*time.Second)
 	t.conditionQueue = reconcile.NewQueue[status.Key](5*time.Millisecond, 5*time.Second)
-	t.settler = &settle.Settler{Queue: settle.NewQueue(), Cache: t.cache, Committer: t.committer, Sealer: seal,
+	t.settler = &settle.Settler{Queue: settle.NewQueue(), HoldPeriod: r.opts.HoldPeriod, Cache: t.cache, Committer: t.committer, Sealer: seal,
 		Metadata: r.metadata, Dynamic: r.dynamic, Planes: r.planes, Client: r.client, Served: r.served, BudgetMu: &t.budgetMu, Ctx: ctx}
 	t.objects = settle.NewObjectWatch(r.metadata, r.client, r.served, func(k string) (*quotav1alpha1.ResourceClaim, bool, error) {
 		return stored[*quotav1alpha1.ResourceClaim](t.claimInformer, k)

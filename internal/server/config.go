@@ -251,6 +251,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	}
 	ko.Admission.GenericAdmission.DefaultOffPlugins = defaultOffAdmissionPlugins()
 	ko.Admission.GenericAdmission.Decorators = append(ko.Admission.GenericAdmission.Decorators, planeserve.AdmissionDecorator(c.planes))
+	ko.GenericServerRunOptions.RequestTimeout = opts.RequestTimeout
 	ko.SecureServing.BindAddress = opts.bindIP
 	ko.SecureServing.BindPort = opts.SecurePort
 	ko.SecureServing.Listener = opts.Listener

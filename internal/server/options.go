@@ -30,6 +30,9 @@ type Options struct {
 	BindAddress string
 	// SecurePort is the HTTPS port of the API server.
 	SecurePort int
+	// RequestTimeout cuts a request that takes longer (kube-apiserver's
+	// --request-timeout); the engine's hold period must exceed it.
+	RequestTimeout time.Duration
 	// Etcd, when EtcdServers is set, names an external etcd, and nothing is
 	// embedded; EtcdCAFile, EtcdCertFile and EtcdKeyFile then secure the
 	// connection to it. The API server's storage and the quota engine's own
@@ -94,6 +97,8 @@ func NewOptions() *Options {
 		SecurePort:  6443,
 		Etcd:        etcdflags.Defaults(),
 
+		RequestTimeout: 60 * time.Second,
+
 		SystemNamespace:     engine.DefaultOptions().SystemNamespace,
 		PlatformNamespaces:  []string{"milo-system"},
 		ExemptNamespaces:    engine.DefaultOptions().ExemptNamespaces,
@@ -110,6 +115,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for etcd data (when embedded), certificates and admin.kubeconfig.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "IP address to serve the API on.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port to serve the API on.")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "How long a request may take before it is cut (as kube-apiserver's flag); a grant is held --request-timeout plus 10 s unless --hold-period says otherwise.")
 	fs.IntVar(&o.PeerPort, "peer-port", o.PeerPort, "Port of the peer listener, on --bind-address, where replicas whose quota engine does not lead ask the one that does (mutual TLS with the replicas' shared pki/peer-ca.crt; docs/replicas.md). 0 (the default) chooses a free port at start, which the replica announces in its Lease; set a fixed one when a firewall sits between replicas.")
 	fs.StringVar(&o.PeerAdvertiseAddress, "peer-advertise-address", o.PeerAdvertiseAddress, "host:port the other replicas reach this replica's peer listener at. Default: --bind-address and --peer-port.")
 	fs.BoolVar(&o.CRDStorage, "serve-kinds-as-crds", o.CRDStorage, "Serve quota.miloapis.com and resourcemanager.miloapis.com as CustomResourceDefinitions instead of natively (docs/native-storage.md); for comparisons and upgrade tests only.")
@@ -176,6 +182,9 @@ func (o CompletedOptions) Validate() []error {
 	}
 	if o.Listener == nil && (o.SecurePort < 1 || o.SecurePort > 65535) {
 		errs = append(errs, fmt.Errorf("--secure-port %d is out of range; use a port between 1 and 65535", o.SecurePort))
+	}
+	if o.RequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--request-timeout %s must be positive; the default is 60s", o.RequestTimeout))
 	}
 	if o.PeerPort < 0 || o.PeerPort > 65535 {
 		errs = append(errs, fmt.Errorf("--peer-port %d is out of range; use a port between 1 and 65535 other than --secure-port, or 0 for a free one", o.PeerPort))

@@ -16,14 +16,17 @@ import (
 )
 
 // The timings of the test replicas (quotatest.StartReplica): the engine's
-// Lease lasts 3 s, renewed within 2 s; the hold period of a grant whose
-// request's end is unknown is the default 70 s.
+// Lease lasts 3 s, renewed within 2 s; requests are cut at 5 s
+// (--request-timeout), so a grant whose request's end is unknown is held
+// 15 s (the default: 60 s and 70 s).
 const (
-	limit    = 30
-	warmup   = 5 * time.Second
-	pause    = 6 * time.Second // longer than the 3 s Lease
-	after    = 8 * time.Second
-	holdWait = 100 * time.Second // the 70 s hold period, rechecks and slack
+	limit          = 30
+	requestTimeout = 5 * time.Second
+	holdPeriod     = requestTimeout + 10*time.Second
+	warmup         = 5 * time.Second
+	pause          = 6 * time.Second // longer than the 3 s Lease
+	after          = 8 * time.Second
+	holdWait       = holdPeriod + 30*time.Second // rechecks and slack
 )
 
 // cluster is three serve replicas on one etcd.
@@ -37,7 +40,7 @@ type cluster struct {
 func newCluster(t *testing.T) *cluster {
 	c := &cluster{t: t, top: t, bin: quotatest.BuildBinary(t), url: quotatest.StartEtcd(t)}
 	for _, name := range []string{"a", "b", "c"} {
-		c.replicas = append(c.replicas, quotatest.StartReplica(t, c.bin, name, c.url))
+		c.replicas = append(c.replicas, quotatest.StartReplica(t, c.bin, name, c.url, "--request-timeout", requestTimeout.String()))
 	}
 	return c
 }
@@ -78,9 +81,11 @@ func (c *cluster) clients() []client.Client {
 	return out
 }
 
-// fault is injected into the cluster at warmup, and undone after pause.
+// fault is injected into the cluster at warmup, and undone after pause (or
+// its own pause when set).
 type fault struct {
 	name   string
+	pause  time.Duration
 	inject func(c *cluster, ctx context.Context) (undo func())
 }
 
@@ -105,10 +110,10 @@ func stop(c *cluster, i int) func() {
 func follower(c *cluster, ctx context.Context) int { return (c.leader(ctx) + 1) % len(c.replicas) }
 
 var faults = []fault{
-	{"the leader SIGKILLed", func(c *cluster, ctx context.Context) func() { return kill(c, c.leader(ctx)) }},
-	{"a follower SIGKILLed", func(c *cluster, ctx context.Context) func() { return kill(c, follower(c, ctx)) }},
-	{"the leader SIGSTOPped past its Lease", func(c *cluster, ctx context.Context) func() { return stop(c, c.leader(ctx)) }},
-	{"a follower SIGSTOPped", func(c *cluster, ctx context.Context) func() { return stop(c, follower(c, ctx)) }},
+	{name: "the leader SIGKILLed", inject: func(c *cluster, ctx context.Context) func() { return kill(c, c.leader(ctx)) }},
+	{name: "a follower SIGKILLed", inject: func(c *cluster, ctx context.Context) func() { return kill(c, follower(c, ctx)) }},
+	{name: "the leader SIGSTOPped past its Lease", inject: func(c *cluster, ctx context.Context) func() { return stop(c, c.leader(ctx)) }},
+	{name: "a follower SIGSTOPped past the hold period", pause: holdPeriod + 5*time.Second, inject: func(c *cluster, ctx context.Context) func() { return stop(c, follower(c, ctx)) }},
 }
 
 // TestFaults: under a steady load of governed creates, updates and deletes
@@ -140,7 +145,11 @@ func TestFaults(t *testing.T) {
 			}()
 			time.Sleep(warmup)
 			undo := f.inject(c, ctx)
-			time.Sleep(pause)
+			if f.pause > 0 {
+				time.Sleep(f.pause)
+			} else {
+				time.Sleep(pause)
+			}
 			undo()
 			time.Sleep(after)
 			stopLoad()

@@ -37,28 +37,30 @@ type Replica struct {
 	ExitErr  error
 	Client   kubernetes.Interface
 	Config   *rest.Config
+	// Args are the extra flags it was started with.
+	Args []string
 }
 
 // StartReplica starts serve on etcdURL with short leader election timings
 // and waits for its banner. The process is killed when the test ends.
-func StartReplica(t testing.TB, bin, name, etcdURL string) *Replica {
+func StartReplica(t testing.TB, bin, name, etcdURL string, args ...string) *Replica {
 	t.Helper()
-	return startReplicaIn(t, bin, name, filepath.Join(t.TempDir(), name), etcdURL)
+	return startReplicaIn(t, bin, name, filepath.Join(t.TempDir(), name), etcdURL, args)
 }
 
 // Restart starts the replica again on its data directory after it exited.
 func (r *Replica) Restart(t testing.TB, bin, etcdURL string) *Replica {
 	t.Helper()
-	return startReplicaIn(t, bin, r.Name, r.DataDir, etcdURL)
+	return startReplicaIn(t, bin, r.Name, r.DataDir, etcdURL, r.Args)
 }
 
-func startReplicaIn(t testing.TB, bin, name, dataDir, etcdURL string) *Replica {
+func startReplicaIn(t testing.TB, bin, name, dataDir, etcdURL string, args []string) *Replica {
 	t.Helper()
 	sharePKI(t, etcdURL, dataDir)
-	r := &Replica{Name: name, DataDir: dataDir, Identity: engine.StableIdentity("serve", dataDir), Stderr: &SyncBuffer{}, Exited: make(chan struct{})}
-	r.Cmd = exec.Command(bin, "serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(FreePort(t)),
-		"--etcd-servers", etcdURL,
-		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms")
+	r := &Replica{Name: name, DataDir: dataDir, Identity: engine.StableIdentity("serve", dataDir), Stderr: &SyncBuffer{}, Exited: make(chan struct{}), Args: args}
+	flags := []string{"serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(FreePort(t)), "--etcd-servers", etcdURL,
+		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
+	r.Cmd = exec.Command(bin, append(flags, args...)...)
 	r.Cmd.Stderr = r.Stderr
 	stdout, err := r.Cmd.StdoutPipe()
 	if err != nil {

@@ -90,11 +90,19 @@ func noteRemote(ctx context.Context, held bool) {
 	}
 }
 
-// sessionTTL is how long a leader keeps a forwarded request's record
-// without hearing of its end: past it, the request can no longer store its
-// object (docs/replicas.md), and the record's grants are settled by
-// looking the objects up, as for a request whose end was unclear.
-const sessionTTL = 70 * time.Second
+// SetHoldPeriod sets how long a leader keeps a forwarded request's record
+// without hearing of its end: past the hold period the request can no
+// longer store its object (docs/replicas.md), and the record's grants are
+// settled by looking the objects up, as for a request whose end was
+// unclear.
+func (h *Handle) SetHoldPeriod(d time.Duration) { h.holdPeriod.Store(int64(d)) }
+
+func (h *Handle) sessionTTL() time.Duration {
+	if d := time.Duration(h.holdPeriod.Load()); d > 0 {
+		return d
+	}
+	return 70 * time.Second
+}
 
 // sessions are the records of requests other replicas forwarded here.
 type sessions struct {
@@ -149,13 +157,13 @@ func (h *Handle) SessionEnded(id string, status int) {
 	}
 }
 
-// ExpireSessions ends, as unclear, the sessions older than sessionTTL: their
+// ExpireSessions ends, as unclear, the sessions older than the hold period: their
 // requests can no longer store anything. It returns how many it ended.
 func (h *Handle) ExpireSessions(now time.Time) int {
 	h.sessions.mu.Lock()
 	var old []*session
 	for id, s := range h.sessions.m {
-		if now.Sub(s.started) >= sessionTTL {
+		if now.Sub(s.started) >= h.sessionTTL() {
 			old = append(old, s)
 			delete(h.sessions.m, id)
 		}

@@ -49,6 +49,8 @@ type Handle struct {
 	forward atomic.Pointer[forwarding]
 	// sessions are the requests other replicas forwarded here.
 	sessions sessions
+	// holdPeriod bounds a forwarded request's session (SetHoldPeriod).
+	holdPeriod atomic.Int64
 	// failure, when set, answers every decision of a leading engine (fault
 	// tests: InjectFailure).
 	failure atomic.Pointer[error]

@@ -33,9 +33,9 @@ import (
 )
 
 const (
-	// maxRequestDuration bounds how long after admission a request can still
+	// DefaultHoldPeriod bounds how long after admission a request can still
 	// store its object: the API server cuts requests at 60 s.
-	maxRequestDuration = 70 * time.Second
+	DefaultHoldPeriod = 70 * time.Second
 	// storeGrace is how long after a request ended without a clear answer (a
 	// timeout, a server error) its object may still land in storage.
 	storeGrace = 5 * time.Second
@@ -49,12 +49,15 @@ const (
 // replaced once the update is stored, and either is released when its
 // object was not stored. It also settles budget holds.
 type Settler struct {
-	Queue     reconcile.Queue[string]
-	Cache     *cache.Cache
-	Committer *fence.Committer
-	Sealer    *fence.Sealer
-	Metadata  metadata.Interface
-	Dynamic   dynamic.Interface
+	Queue reconcile.Queue[string]
+	// HoldPeriod bounds how long after admission a request can still store
+	// its object (DefaultHoldPeriod when zero).
+	HoldPeriod time.Duration
+	Cache      *cache.Cache
+	Committer  *fence.Committer
+	Sealer     *fence.Sealer
+	Metadata   metadata.Interface
+	Dynamic    dynamic.Interface
 	// Planes reach objects stored in control planes (nil: none are).
 	Planes *planes.Clients
 	Client client.Client
@@ -115,8 +118,8 @@ func (s *Settler) Reconcile(ctx context.Context, k string) error {
 				return s.release(ctx, k, fmt.Sprintf("the create of %s %s was refused after admission", ref.Kind, ref.Name))
 			case out == record.OutcomeUnclear && time.Since(ended) >= storeGrace:
 				return s.release(ctx, k, fmt.Sprintf("the create of %s %s failed and the object was not stored", ref.Kind, ref.Name))
-			case time.Since(p.Created.Time) >= maxRequestDuration:
-				return s.release(ctx, k, fmt.Sprintf("%s %s was not stored within %s of admission", ref.Kind, ref.Name, maxRequestDuration))
+			case time.Since(p.Created.Time) >= s.hold():
+				return s.release(ctx, k, fmt.Sprintf("%s %s was not stored within %s of admission", ref.Kind, ref.Name, s.hold()))
 			}
 			s.Queue.AddAfter(k, RecheckPeriod)
 			return nil
@@ -256,4 +259,11 @@ func (s *Settler) release(ctx context.Context, k, why string) error {
 	}
 	s.Cache.ForgetPending(k)
 	return nil
+}
+
+func (s *Settler) hold() time.Duration {
+	if s.HoldPeriod == 0 {
+		return DefaultHoldPeriod
+	}
+	return s.HoldPeriod
 }

@@ -59,8 +59,8 @@ func (s *Settler) settleUpdate(ctx context.Context, p *record.PendingClaim, out 
 		return s.release(ctx, k, fmt.Sprintf("%s %s was deleted", ref.Kind, ref.Name))
 	case out == record.OutcomeUnclear && time.Since(ended) >= storeGrace:
 		return s.release(ctx, k, fmt.Sprintf("the update of %s %s failed and was not stored", ref.Kind, ref.Name))
-	case time.Since(p.Created.Time) >= maxRequestDuration:
-		return s.release(ctx, k, fmt.Sprintf("the update of %s %s was not stored within %s of admission", ref.Kind, ref.Name, maxRequestDuration))
+	case time.Since(p.Created.Time) >= s.hold():
+		return s.release(ctx, k, fmt.Sprintf("the update of %s %s was not stored within %s of admission", ref.Kind, ref.Name, s.hold()))
 	}
 	s.Queue.AddAfter(k, RecheckPeriod)
 	return nil
