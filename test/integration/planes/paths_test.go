@@ -25,6 +25,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/members"
+	"github.com/quotaplane/quotaplane/internal/peer"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -176,6 +177,28 @@ func TestPlaneServesDiscoveryVersionAndHealth(t *testing.T) {
 	for _, path := range []string{"/version", "/apis", "/healthz"} {
 		if code, _ := call(t, stranger, &plane, http.MethodGet, path, nil); code != http.StatusForbidden {
 			t.Errorf("a user neither allowed in the plane nor bound by it reading %s there: %d, want 403", path, code)
+		}
+	}
+}
+
+// The peer listener's decision paths are served on their own listener,
+// never by the API: posting a decision there — at the root or through a
+// plane, as a project member or as system:masters — reaches no engine
+// (docs/security.md, "Identities": a replica).
+func TestPeerPathsAreNotServedOnTheAPI(t *testing.T) {
+	tn := newTenant(t, "peerpath", "peerpath-owner")
+	tn.project(t, "peerpath-web")
+	plane := projectPlane("peerpath-web")
+	member := memberConfig(t, "peerpath", "peerpath-web", "dev")
+	body := []byte(`{"session":"s","claims":[]}`)
+	for _, path := range []string{peer.CreatePath, peer.UpdatePath, peer.BudgetPath, peer.UndoPath, peer.EndedPath, peer.RefusalPath} {
+		for who, at := range map[string]struct {
+			cfg   *rest.Config
+			plane *planes.Plane
+		}{"system:masters at the root": {srv.Config, nil}, "system:masters through a plane": {srv.Config, &plane}, "a project member through its plane": {member, &plane}} {
+			if code, resp := call(t, at.cfg, at.plane, http.MethodPost, path, body); code != http.StatusNotFound {
+				t.Errorf("%s posting %s on the API: %d %.120s, want 404", who, path, code, resp)
+			}
 		}
 	}
 }
