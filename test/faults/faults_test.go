@@ -23,22 +23,25 @@ const (
 	limit          = 30
 	requestTimeout = 5 * time.Second
 	holdPeriod     = requestTimeout + 10*time.Second
-	warmup         = 5 * time.Second
+	warmup         = 3 * time.Second
 	pause          = 6 * time.Second // longer than the 3 s Lease
-	after          = 8 * time.Second
+	after          = 5 * time.Second
 	holdWait       = holdPeriod + 30*time.Second // rechecks and slack
 )
 
-// cluster is three serve replicas on one etcd.
+// cluster is three serve replicas on a three-member etcd cluster, each
+// member its own process.
 type cluster struct {
 	// t is the running subtest; top the test, which owns the processes.
 	t, top   *testing.T
 	bin, url string
+	etcd     *quotatest.EtcdCluster
 	replicas []*quotatest.Replica
 }
 
 func newCluster(t *testing.T) *cluster {
-	c := &cluster{t: t, top: t, bin: quotatest.BuildBinary(t), url: quotatest.StartEtcd(t)}
+	etcd := quotatest.StartEtcdCluster(t, 3)
+	c := &cluster{t: t, top: t, bin: quotatest.BuildBinary(t), etcd: etcd, url: etcd.Endpoints()}
 	for _, name := range []string{"a", "b", "c"} {
 		c.replicas = append(c.replicas, quotatest.StartReplica(t, c.bin, name, c.url, "--request-timeout", requestTimeout.String()))
 	}
@@ -109,10 +112,36 @@ func stop(c *cluster, i int) func() {
 
 func follower(c *cluster, ctx context.Context) int { return (c.leader(ctx) + 1) % len(c.replicas) }
 
+// killEtcd SIGKILLs etcd member i and starts it again on its data.
+func killEtcd(c *cluster, i int) func() {
+	c.etcd.Kill(i)
+	return func() { c.etcd.Restart(i) }
+}
+
+// rolling stops every replica in turn (SIGTERM, as a rollout does), starts
+// it again on its data directory and waits until it serves before the next.
+func rolling(c *cluster, _ context.Context) func() {
+	for i, r := range c.replicas {
+		signal(c, i, syscall.SIGTERM)
+		select {
+		case <-r.Exited:
+		case <-time.After(30 * time.Second):
+			c.t.Fatalf("replica %s did not stop within 30 s of SIGTERM", r.Name)
+		}
+		c.replicas[i] = r.Restart(c.top, c.bin, c.url)
+	}
+	return func() {}
+}
+
 var faults = []fault{
 	{name: "the leader SIGKILLed", inject: func(c *cluster, ctx context.Context) func() { return kill(c, c.leader(ctx)) }},
 	{name: "a follower SIGKILLed", inject: func(c *cluster, ctx context.Context) func() { return kill(c, follower(c, ctx)) }},
 	{name: "the leader SIGSTOPped past its Lease", inject: func(c *cluster, ctx context.Context) func() { return stop(c, c.leader(ctx)) }},
+	{name: "an etcd member SIGKILLed", inject: func(c *cluster, ctx context.Context) func() {
+		return killEtcd(c, (c.etcd.Leader(ctx)+1)%len(c.etcd.Members))
+	}},
+	{name: "the etcd leader SIGKILLed", inject: func(c *cluster, ctx context.Context) func() { return killEtcd(c, c.etcd.Leader(ctx)) }},
+	{name: "every replica restarted in turn", pause: time.Second, inject: rolling},
 	{name: "a follower SIGSTOPped past the hold period", pause: holdPeriod + 5*time.Second, inject: func(c *cluster, ctx context.Context) func() { return stop(c, follower(c, ctx)) }},
 }
 

@@ -33,9 +33,14 @@ func BuildBinary(t testing.TB) string {
 	return binPath
 }
 
-func sharedBuild() (string, error) {
+func sharedBuild() (string, error) { return buildShared("./cmd/quotaplane", "quotaplane") }
+
+// buildShared builds package pkg as the binary name, once for every test
+// process of a run (see BuildBinary); dirs are the directories besides
+// quotaplane's own whose sources it is built from.
+func buildShared(pkg, name string, dirs ...string) (string, error) {
 	root := moduleRoot()
-	key, err := sourceKey(root)
+	key, err := sourceKey(root, dirs...)
 	if err != nil {
 		return "", err
 	}
@@ -43,7 +48,7 @@ func sharedBuild() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "quotaplane-"+key)
+	bin := filepath.Join(dir, name+"-"+key)
 	lock, err := os.OpenFile(bin+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return "", err
@@ -57,7 +62,7 @@ func sharedBuild() (string, error) {
 		return bin, nil
 	}
 	removeStale(dir, bin)
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildvcs=auto", "-o", bin+".tmp", "./cmd/quotaplane")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildvcs=auto", "-o", bin+".tmp", pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
@@ -68,9 +73,9 @@ func sharedBuild() (string, error) {
 // sourceKey names the sources a binary is built from: every file under the
 // directories compiled into it (path, size, modification time) and the git
 // state the build stamps (HEAD and whether the tree is modified).
-func sourceKey(root string) (string, error) {
+func sourceKey(root string, extra ...string) (string, error) {
 	h := sha256.New()
-	for _, dir := range []string{"api", "cmd", "config", "internal", "go.mod", "go.sum"} {
+	for _, dir := range append([]string{"api", "cmd", "config", "internal", "go.mod", "go.sum"}, extra...) {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err

@@ -1,0 +1,73 @@
+// Command etcdmember runs one member of an etcd cluster on loopback, for
+// tests that need etcd members as separate processes (three members, one
+// killed, the leader killed, a snapshot restored): etcd 3.6's embed package,
+// the same etcd serve embeds.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+func main() {
+	name := flag.String("name", "", "member name")
+	dir := flag.String("data-dir", "", "data directory")
+	client := flag.String("listen-client-url", "", "client URL, http://127.0.0.1:port")
+	peer := flag.String("listen-peer-url", "", "peer URL, http://127.0.0.1:port")
+	cluster := flag.String("initial-cluster", "", "name=peerURL,...")
+	state := flag.String("initial-cluster-state", "new", "new or existing")
+	flag.Parse()
+	if err := run(*name, *dir, *client, *peer, *cluster, *state); err != nil {
+		fmt.Fprintln(os.Stderr, "etcdmember:", err)
+		os.Exit(1)
+	}
+}
+
+func run(name, dir, client, peer, cluster, state string) error {
+	cu, err := url.Parse(client)
+	if err != nil {
+		return fmt.Errorf("--listen-client-url: %w", err)
+	}
+	pu, err := url.Parse(peer)
+	if err != nil {
+		return fmt.Errorf("--listen-peer-url: %w", err)
+	}
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = name, dir
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster, cfg.ClusterState = cluster, state
+	cfg.InitialClusterToken = "quotaplane-test"
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// Elections as on a small cluster on one machine: a killed leader is
+	// replaced within a couple of seconds.
+	cfg.TickMs, cfg.ElectionMs = 100, 1000
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("member %s was not ready within 2 minutes", name)
+	}
+	fmt.Println("ready")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case <-sig:
+		return nil
+	case err := <-e.Err():
+		return err
+	}
+}
