@@ -35,7 +35,8 @@ func TestMain(m *testing.M) {
 	// Only benchmarks use the server: `go test ./...` runs none, and starts
 	// no server for nothing.
 	flag.Parse()
-	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+	// BenchmarkReplicas runs serve processes of its own.
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" || f.Value.String() == "BenchmarkReplicas" {
 		os.Exit(m.Run())
 	}
 	testserver.Quiet()

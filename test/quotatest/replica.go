@@ -41,8 +41,8 @@ type Replica struct {
 	Args []string
 }
 
-// StartReplica starts serve on etcdURL with short leader election timings
-// and waits for its banner. The process is killed when the test ends.
+// StartReplica starts serve on etcdURL (on its own embedded etcd when
+// empty) with short leader election timings and waits for its banner. The process is killed when the test ends.
 func StartReplica(t testing.TB, bin, name, etcdURL string, args ...string) *Replica {
 	t.Helper()
 	return startReplicaIn(t, bin, name, filepath.Join(t.TempDir(), name), etcdURL, args)
@@ -58,8 +58,11 @@ func startReplicaIn(t testing.TB, bin, name, dataDir, etcdURL string, args []str
 	t.Helper()
 	sharePKI(t, etcdURL, dataDir)
 	r := &Replica{Name: name, DataDir: dataDir, Identity: engine.StableIdentity("serve", dataDir), Stderr: &SyncBuffer{}, Exited: make(chan struct{}), Args: args}
-	flags := []string{"serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(FreePort(t)), "--etcd-servers", etcdURL,
+	flags := []string{"serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(FreePort(t)),
 		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
+	if etcdURL != "" {
+		flags = append(flags, "--etcd-servers", etcdURL)
+	}
 	r.Cmd = exec.Command(bin, append(flags, args...)...)
 	r.Cmd.Stderr = r.Stderr
 	stdout, err := r.Cmd.StdoutPipe()
