@@ -77,10 +77,10 @@ func TestUndecidedCreates(t *testing.T) {
 	}
 	// The goal, refused within about the renew deadline (3 s here) and the
 	// decide timeout (10 s) a replica spends looking for a leader to ask,
-	// is measured here alone (docs/admission.md). Bound 40 s (was 15 s), at
-	// least 5x the CI-load median (docs/benchmarks.md): a median of 3.6 s
-	// here alone (3 runs), most of it the renew deadline.
-	timed.Within(t, "creates refused after the engine's Lease was taken", time.Since(hijacked), 40*time.Second)
+	// is measured here alone (docs/admission.md). Bound 70 s (was 40 s), at
+	// least 5x the median (docs/benchmarks.md §16): 13.2 s here alone (2
+	// runs), the renew deadline and the 10 s decide timeout.
+	timed.Within(t, "creates refused after the engine's Lease was taken", time.Since(hijacked), 70*time.Second)
 	if !apierrors.IsTimeout(refusal) || !strings.Contains(refusal.Error(), "cannot be decided right now") || !strings.Contains(refusal.Error(), "retry") {
 		t.Fatalf("want a 504 saying quota cannot be decided now and to retry, got %v", refusal)
 	}
