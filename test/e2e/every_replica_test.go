@@ -231,4 +231,6 @@ func TestEveryReplicaAdmits(t *testing.T) {
 			t.Errorf("the stored ConfigMaps hold %d units, the bucket %d", stored, 6+3*resized.Load())
 		}
 	})
+	t.Run("plane creates", func(t *testing.T) { planeCreatesOnEveryReplica(t, replicas) })
+	t.Run("member reviews", func(t *testing.T) { memberReviewsOnEveryReplica(t, replicas) })
 }
