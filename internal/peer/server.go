@@ -167,7 +167,7 @@ func Listen(ctx context.Context, addr string, cfg *tls.Config, s *Server) (net.A
 	go func() {
 		// A forwarded request whose end never arrives (its replica died)
 		// is settled as unclear once it can no longer store anything.
-		t := time.NewTicker(10 * time.Second)
+		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			select {
@@ -175,7 +175,7 @@ func Listen(ctx context.Context, addr string, cfg *tls.Config, s *Server) (net.A
 				return
 			case now := <-t.C:
 				if n := s.Handle.ExpireSessions(now); n > 0 {
-					klog.FromContext(ctx).V(2).Info("Settling forwarded requests whose end never arrived", "requests", n)
+					klog.FromContext(ctx).Info("Forwarded requests whose end never arrived within the hold period: their grants are settled by looking the objects up", "requests", n)
 				}
 			}
 		}
