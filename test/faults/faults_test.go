@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -305,7 +306,13 @@ func pausedWithDecisionsInFlight(t *testing.T, c *cluster) {
 			h.add(op)
 		})
 	}
-	time.Sleep(30 * time.Millisecond)
+	// Paused as soon as the leader has decided the burst's first create,
+	// with the rest of it in flight.
+	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		b := &quotav1alpha1.AllowanceBucket{}
+		err := leader.Get(ctx, client.ObjectKey{Namespace: fx.BucketNS, Name: fx.BucketName("secrets")}, b)
+		return err == nil && b.Status.Allocated > 0, nil
+	})
 	undo := stop(c, fi)
 	// While the follower is paused, the leader holds grants of creates it
 	// decided that are not stored: what the test is about.
