@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/test/etcdcluster"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -33,7 +34,7 @@ const replicaClients = 16
 func BenchmarkReplicas(b *testing.B) {
 	bin := quotatest.BuildBinary(b)
 	single := quotatest.StartReplica(b, bin, "single", "")
-	etcd := quotatest.StartEtcdCluster(b, 3)
+	etcd := etcdcluster.Start(b, 3)
 	var reps []*quotatest.Replica
 	for _, name := range []string{"a", "b", "c"} {
 		reps = append(reps, quotatest.StartReplica(b, bin, name, etcd.Endpoints()))

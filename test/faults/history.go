@@ -1,7 +1,3 @@
-// Package faults runs a steady load of governed writes over every replica
-// of a quotaplane cluster while one fault at a time is injected, records
-// what each client saw, and checks the histories against the final stored
-// state (docs/reliability.md).
 package faults
 
 import (
@@ -162,6 +158,10 @@ type Summary struct {
 	P50, P99, Longest   time.Duration
 	LongestAt           time.Duration
 	CreatesOK, Refusals int
+	// Blip is the longest time in which no governed write succeeded
+	// anywhere (between two successive ok creates or updates): what a
+	// fault cost the cluster as a whole.
+	Blip, BlipAt time.Duration
 }
 
 // Summarize reports latencies and results of ops.
@@ -181,6 +181,18 @@ func Summarize(ops []Op) Summary {
 			s.CreatesOK++
 		}
 	}
+	var ends []time.Duration
+	for _, op := range ops {
+		if op.Result == OK && op.Kind != "delete" {
+			ends = append(ends, op.Start+op.Took)
+		}
+	}
+	sort.Slice(ends, func(i, j int) bool { return ends[i] < ends[j] })
+	for i := 1; i < len(ends); i++ {
+		if gap := ends[i] - ends[i-1]; gap > s.Blip {
+			s.Blip, s.BlipAt = gap, ends[i-1]
+		}
+	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	if len(took) > 0 {
 		s.P50, s.P99 = took[len(took)/2], took[len(took)*99/100]
@@ -194,7 +206,7 @@ func (s Summary) String() string {
 		why = append(why, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(why)
-	return fmt.Sprintf("%d ops (ok %d, refused %d, unknown %d); p50 %s, p99 %s, longest %s (at %s); %s",
+	return fmt.Sprintf("%d ops (ok %d, refused %d, unknown %d); p50 %s, p99 %s, longest %s (at %s); no governed write succeeded for %s (from %s); %s",
 		s.Ops, s.ByResult[OK], s.ByResult[Refused], s.ByResult[Unknown], s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond),
-		s.Longest.Round(time.Millisecond), s.LongestAt.Round(time.Second), strings.Join(why, ", "))
+		s.Longest.Round(time.Millisecond), s.LongestAt.Round(time.Second), s.Blip.Round(time.Millisecond), s.BlipAt.Round(100*time.Millisecond), strings.Join(why, ", "))
 }

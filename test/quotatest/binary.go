@@ -33,12 +33,12 @@ func BuildBinary(t testing.TB) string {
 	return binPath
 }
 
-func sharedBuild() (string, error) { return buildShared("./cmd/quotaplane", "quotaplane") }
+func sharedBuild() (string, error) { return BuildShared("./cmd/quotaplane", "quotaplane") }
 
-// buildShared builds package pkg as the binary name, once for every test
+// BuildShared builds package pkg as the binary name, once for every test
 // process of a run (see BuildBinary); dirs are the directories besides
 // quotaplane's own whose sources it is built from.
-func buildShared(pkg, name string, dirs ...string) (string, error) {
+func BuildShared(pkg, name string, dirs ...string) (string, error) {
 	root := moduleRoot()
 	key, err := sourceKey(root, dirs...)
 	if err != nil {

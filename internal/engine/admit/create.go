@@ -128,6 +128,7 @@ func (t *Term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 	}
 	if res, again := t.grantedBeforeLocked(claims); again {
 		t.Cache.Unlock()
+		klog.FromContext(ctx).Info("A create asked again (a retry across a timeout or a change of leader) is answered with its earlier grant", "claim", record.Key(claims[0].Namespace, claims[0].Name))
 		return res, nil
 	}
 	entries, res, err := t.decideCreateLocked(claims, metav1.Now())

@@ -1,4 +1,4 @@
-package quotatest
+package etcdcluster
 
 import (
 	"bufio"
@@ -16,18 +16,20 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
-// EtcdCluster is an etcd cluster whose members run as separate processes on
-// loopback (test/quotatest/etcdmember), for serve replicas to share.
-type EtcdCluster struct {
+// Cluster is an etcd cluster whose members run as separate processes on
+// loopback (test/etcdcluster/etcdmember), for serve replicas to share.
+type Cluster struct {
 	t       testing.TB
 	bin     string
-	Members []*EtcdMember
+	Members []*Member
 }
 
-// EtcdMember is one member's process.
-type EtcdMember struct {
+// Member is one member's process.
+type Member struct {
 	Name, Dir           string
 	ClientURL, PeerURL  string
 	Cmd                 *exec.Cmd
@@ -35,24 +37,24 @@ type EtcdMember struct {
 	initialCluster, out string
 }
 
-var etcdMemberBin = sync.OnceValues(func() (string, error) {
-	return buildShared("./test/quotatest/etcdmember", "etcdmember", "test/quotatest/etcdmember")
+var memberBin = sync.OnceValues(func() (string, error) {
+	return quotatest.BuildShared("./test/etcdcluster/etcdmember", "etcdmember", "test/etcdcluster/etcdmember")
 })
 
-// StartEtcdCluster starts an etcd cluster of n members, each its own
+// Start starts an etcd cluster of n members, each its own
 // process, and waits until it serves; the members are killed when the test
 // ends.
-func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
+func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
-	bin, err := etcdMemberBin()
+	bin, err := memberBin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &EtcdCluster{t: t, bin: bin}
+	c := &Cluster{t: t, bin: bin}
 	var peers []string
 	for i := range n {
-		m := &EtcdMember{Name: fmt.Sprintf("etcd-%d", i), Dir: filepath.Join(t.TempDir(), fmt.Sprintf("etcd-%d", i)),
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))}
+		m := &Member{Name: fmt.Sprintf("etcd-%d", i), Dir: filepath.Join(t.TempDir(), fmt.Sprintf("etcd-%d", i)),
+			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", quotatest.FreePort(t)), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", quotatest.FreePort(t))}
 		peers = append(peers, m.Name+"="+m.PeerURL)
 		c.Members = append(c.Members, m)
 	}
@@ -68,7 +70,7 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 }
 
 // Endpoints are the members' client URLs, comma-separated (--etcd-servers).
-func (c *EtcdCluster) Endpoints() string {
+func (c *Cluster) Endpoints() string {
 	var urls []string
 	for _, m := range c.Members {
 		urls = append(urls, m.ClientURL)
@@ -76,11 +78,11 @@ func (c *EtcdCluster) Endpoints() string {
 	return strings.Join(urls, ",")
 }
 
-func (c *EtcdCluster) start(m *EtcdMember, state string, extra ...string) chan struct{} {
+func (c *Cluster) start(m *Member, state string, extra ...string) chan struct{} {
 	c.t.Helper()
 	m.Cmd = exec.Command(c.bin, append([]string{"--name", m.Name, "--data-dir", m.Dir, "--listen-client-url", m.ClientURL,
 		"--listen-peer-url", m.PeerURL, "--initial-cluster", m.initialCluster, "--initial-cluster-state", state}, extra...)...)
-	stderr := &SyncBuffer{}
+	stderr := &quotatest.SyncBuffer{}
 	m.Cmd.Stderr = stderr
 	stdout, err := m.Cmd.StdoutPipe()
 	if err != nil {
@@ -111,7 +113,7 @@ func (c *EtcdCluster) start(m *EtcdMember, state string, extra ...string) chan s
 	return ready
 }
 
-func (c *EtcdCluster) wait(m *EtcdMember, ready chan struct{}) {
+func (c *Cluster) wait(m *Member, ready chan struct{}) {
 	c.t.Helper()
 	select {
 	case <-ready:
@@ -123,7 +125,7 @@ func (c *EtcdCluster) wait(m *EtcdMember, ready chan struct{}) {
 }
 
 // Kill SIGKILLs member i.
-func (c *EtcdCluster) Kill(i int) {
+func (c *Cluster) Kill(i int) {
 	c.t.Helper()
 	m := c.Members[i]
 	_ = m.Cmd.Process.Signal(syscall.SIGKILL)
@@ -131,14 +133,14 @@ func (c *EtcdCluster) Kill(i int) {
 }
 
 // Restart starts member i again on its data directory, after Kill.
-func (c *EtcdCluster) Restart(i int) {
+func (c *Cluster) Restart(i int) {
 	c.t.Helper()
 	m := c.Members[i]
 	c.wait(m, c.start(m, "existing"))
 }
 
 // Leader is the index of the member that leads the etcd cluster now.
-func (c *EtcdCluster) Leader(ctx context.Context) int {
+func (c *Cluster) Leader(ctx context.Context) int {
 	c.t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.Endpoints(), ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -159,7 +161,7 @@ func (c *EtcdCluster) Leader(ctx context.Context) int {
 
 // Snapshot saves a snapshot of the cluster's keyspace to path (etcdctl
 // snapshot save).
-func (c *EtcdCluster) Snapshot(ctx context.Context, path string) {
+func (c *Cluster) Snapshot(ctx context.Context, path string) {
 	c.t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.Endpoints(), ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -184,7 +186,7 @@ func (c *EtcdCluster) Snapshot(ctx context.Context, path string) {
 // Restore replaces the cluster by one restored from the snapshot at path:
 // every member is killed and started on a new data directory restored from
 // it (revisions bumped and marked compacted), on the same URLs.
-func (c *EtcdCluster) Restore(path string) {
+func (c *Cluster) Restore(path string) {
 	c.t.Helper()
 	for i := range c.Members {
 		c.Kill(i)
