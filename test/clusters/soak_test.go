@@ -60,9 +60,9 @@ func TestNewSurfacesUnderATenantAdversary(t *testing.T) {
 	// account (the controller binds it to quotaplane-organization-owner),
 	// with project soak-web, whose member is another service account.
 	s.org, s.project = "soak-"+w.f.ID, "soak-web-"+w.f.ID
-	ownerTok, _ := quotatest.ServiceAccountToken(t, w.quota.config, "default", "soak-owner", "quotaplane-soak-create-organizations", "")
 	mustCreate(t, admin, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "quotaplane-soak-create-organizations"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{rmv1alpha1.GroupName}, Resources: []string{"organizations"}, Verbs: []string{"create"}}}})
+	ownerTok, _ := quotatest.ServiceAccountToken(t, w.quota.config, "default", "soak-owner", "quotaplane-soak-create-organizations", "")
 	s.owner = quotatest.NewClient(t, quotatest.TokenConfig(w.quota.config, ownerTok))
 	org := &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: s.org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}}
 	eventually(t, 30*time.Second, "the owner creates its organization", func(ctx context.Context) error { return ignoreExists(s.owner.Create(ctx, org)) })

@@ -60,6 +60,9 @@ func WaitBound(t testing.TB, kube kubernetes.Interface, user string, groups []st
 	t.Helper()
 	ctx := context.Background()
 	cr, err := kube.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return // bound before the role exists: its creator waits for it
+	}
 	if err != nil {
 		t.Fatalf("reading ClusterRole %s: %v", role, err)
 	}
