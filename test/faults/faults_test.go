@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/test/etcdcluster"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -301,23 +303,21 @@ func pausedWithDecisionsInFlight(t *testing.T, c *cluster) {
 	h := &History{}
 	began := time.Now()
 	var wg sync.WaitGroup
-	for i := range burst {
-		wg.Go(func() {
-			op := Op{Kind: "create", Name: fmt.Sprintf("b-%d", i), Replica: fi, Start: time.Since(began)}
-			octx, cancel := context.WithTimeout(context.Background(), holdPeriod+30*time.Second)
-			defer cancel()
-			err := clients[fi].Create(octx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: op.Name, Namespace: fx.NS}})
-			op.Took = time.Since(began) - op.Start
-			op.Result, op.Why = classify(err)
-			h.add(op)
-		})
+	create := func(i int) {
+		op := Op{Kind: "create", Name: fmt.Sprintf("b-%d", i), Replica: fi, Start: time.Since(began)}
+		octx, cancel := context.WithTimeout(context.Background(), holdPeriod+30*time.Second)
+		defer cancel()
+		err := clients[fi].Create(octx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: op.Name, Namespace: fx.NS}})
+		op.Took = time.Since(began) - op.Start
+		op.Result, op.Why = classify(err)
+		h.add(op)
 	}
-	// Paused as soon as the leader has decided the burst's first create,
-	// with the rest of it in flight.
-	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		b := &quotav1alpha1.AllowanceBucket{}
-		err := leader.Get(ctx, client.ObjectKey{Namespace: fx.BucketNS, Name: fx.BucketName("secrets")}, b)
-		return err == nil && b.Status.Allocated > 0, nil
+	// Paused as soon as the leader has recorded the burst's first grant in
+	// its journal, with the rest of the burst in flight.
+	firstGrant(t, c, func() {
+		for i := range burst {
+			wg.Go(func() { create(i) })
+		}
 	})
 	undo := stop(c, fi)
 	// While the follower is paused, the leader holds grants of creates it
@@ -382,30 +382,20 @@ func leaderPausedWithDecisionsInFlight(t *testing.T, c *cluster) {
 	for round := range 3 {
 		li := c.leader(ctx)
 		fi := (li + 1) % len(c.replicas)
-		leader := quotatest.NewClient(t, c.replicas[li].Config)
-		allocated := func() int64 {
-			b := &quotav1alpha1.AllowanceBucket{}
-			if err := leader.Get(ctx, client.ObjectKey{Namespace: fx.BucketNS, Name: fx.BucketName("secrets")}, b); err != nil {
-				return -1
-			}
-			return b.Status.Allocated
-		}
-		start := allocated()
 		began := time.Now()
 		var wg sync.WaitGroup
-		for i := range burst {
-			wg.Go(func() {
-				op := Op{Kind: "create", Name: fmt.Sprintf("r%d-%d", round, i), Replica: fi, Start: time.Since(began)}
-				octx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-				defer cancel()
-				err := clients[fi].Create(octx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: op.Name, Namespace: fx.NS}})
-				op.Took = time.Since(began) - op.Start
-				op.Result, op.Why = classify(err)
-				h.add(op)
-			})
-		}
-		_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			return allocated() > start, nil
+		firstGrant(t, c, func() {
+			for i := range burst {
+				wg.Go(func() {
+					op := Op{Kind: "create", Name: fmt.Sprintf("r%d-%d", round, i), Replica: fi, Start: time.Since(began)}
+					octx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+					defer cancel()
+					err := clients[fi].Create(octx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: op.Name, Namespace: fx.NS}})
+					op.Took = time.Since(began) - op.Start
+					op.Result, op.Why = classify(err)
+					h.add(op)
+				})
+			}
 		})
 		undo := stop(c, li)
 		time.Sleep(pause)
@@ -430,4 +420,28 @@ func leaderPausedWithDecisionsInFlight(t *testing.T, c *cluster) {
 	for _, b := range Check(ops, st, room) {
 		t.Error(b)
 	}
+}
+
+// firstGrant runs start and returns as soon as a grant of admission is
+// written to the journal in etcd: the moment a leader has decided a create
+// and is about to answer it.
+func firstGrant(t *testing.T, c *cluster, start func()) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.url, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	wctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	w := cli.Watch(clientv3.WithRequireLeader(wctx), record.AdmissionGrantsPrefix("/registry"), clientv3.WithPrefix())
+	start()
+	for resp := range w {
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypePut {
+				return
+			}
+		}
+	}
+	t.Fatal("no grant was written to the journal within 30 s")
 }

@@ -225,6 +225,11 @@ func (t *Term) record(ctx context.Context, entries []*record.PendingClaim, taken
 		t.SettleLater(p.Key())
 	}
 	t.Cache.Notify() // buckets changed
+	if written.Err != nil && ctx.Err() == nil && (errors.Is(written.Err, context.Canceled) || errors.Is(written.Err, fence.ErrDeposed)) {
+		// The term ended under the write (its Lease lost): the next
+		// leader decides, and holds this grant if the write landed.
+		return fmt.Errorf("%w: leadership ended while the grant was being recorded (%v)", ErrNotLeader, written.Err)
+	}
 	return written.Err
 }
 
