@@ -169,13 +169,7 @@ func TestFaults(t *testing.T) {
 			c.t = t
 			ctx := t.Context()
 			clients := c.clients()
-			fx := quotatest.NewFixture(t, clients[0])
-			p := fx.SecretsPolicy(limit)
-			for i := range clients {
-				g := *fx
-				g.C = clients[i]
-				g.WaitPolicyInForce(secretsGVR, probe(fx.NS), p.Name, p.Generation)
-			}
+			fx := enforced(t, clients, limit)
 			lctx, stopLoad := context.WithCancel(ctx)
 			done := make(chan *History)
 			go func() {
@@ -231,13 +225,7 @@ func probe(ns string) *corev1.Secret {
 func restoreFromSnapshot(t *testing.T, c *cluster) {
 	ctx := t.Context()
 	clients := c.clients()
-	fx := quotatest.NewFixture(t, clients[0])
-	p := fx.SecretsPolicy(limit)
-	for i := range clients {
-		g := *fx
-		g.C = clients[i]
-		g.WaitPolicyInForce(secretsGVR, probe(fx.NS), p.Name, p.Generation)
-	}
+	fx := enforced(t, clients, limit)
 	lctx, stopLoad := context.WithCancel(ctx)
 	done := make(chan *History)
 	go func() {
@@ -290,13 +278,7 @@ func pausedWithDecisionsInFlight(t *testing.T, c *cluster) {
 	const burst, room = 60, 100
 	ctx := t.Context()
 	clients := c.clients()
-	fx := quotatest.NewFixture(t, clients[0])
-	p := fx.SecretsPolicy(room)
-	for i := range clients {
-		g := *fx
-		g.C = clients[i]
-		g.WaitPolicyInForce(secretsGVR, probe(fx.NS), p.Name, p.Generation)
-	}
+	fx := enforced(t, clients, room)
 	li := c.leader(ctx)
 	fi := (li + 1) % len(c.replicas)
 	leader := quotatest.NewClient(t, c.replicas[li].Config)
@@ -366,13 +348,7 @@ func leaderPausedWithDecisionsInFlight(t *testing.T, c *cluster) {
 	const burst, room = 60, 400
 	ctx := t.Context()
 	clients := c.clients()
-	fx := quotatest.NewFixture(t, clients[0])
-	p := fx.SecretsPolicy(room)
-	for i := range clients {
-		g := *fx
-		g.C = clients[i]
-		g.WaitPolicyInForce(secretsGVR, probe(fx.NS), p.Name, p.Generation)
-	}
+	fx := enforced(t, clients, room)
 	const seen = "is answered with its earlier grant"
 	before := map[int]int{}
 	for i, r := range c.replicas {
@@ -444,4 +420,18 @@ func firstGrant(t *testing.T, c *cluster, start func()) {
 		}
 	}
 	t.Fatal("no grant was written to the journal within 30 s")
+}
+
+// enforced is a fixture whose organization is granted limit Secrets under
+// a policy every replica (each of clients) enforces.
+func enforced(t *testing.T, clients []client.Client, limit int64) *quotatest.Fixture {
+	t.Helper()
+	fx := quotatest.NewFixture(t, clients[0])
+	p := fx.SecretsPolicy(limit)
+	for _, c := range clients {
+		g := *fx
+		g.C = c
+		g.WaitPolicyInForce(secretsGVR, probe(fx.NS), p.Name, p.Generation)
+	}
+	return fx
 }
