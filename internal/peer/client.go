@@ -37,7 +37,9 @@ func NewClient(f pki.Files, leader *Resolver) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13},
+	// The leader is verified as a replica (the peer CA, the replicas' name),
+	// not as the address it advertises, which its certificate need not name.
+	tr := &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: pki.PeerServerName, MinVersion: tls.VersionTLS13},
 		MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true}
 	return &Client{Leader: leader, HTTP: &http.Client{Transport: tr}}, nil
 }

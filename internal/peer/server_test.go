@@ -105,3 +105,30 @@ func TestAFollowerGetsTheLeadersErrors(t *testing.T) {
 		t.Error("no error came back as one")
 	}
 }
+
+// TestAReplicaIsReachedAtAnyAdvertisedAddress: the follower's client verifies
+// the leader as a replica (peer CA, the replicas' name), not as the address
+// it advertises: a leader whose certificate names only loopback is reached
+// at another address of the host (here 127.0.0.2, which it does not name).
+func TestAReplicaIsReachedAtAnyAdvertisedAddress(t *testing.T) {
+	f, err := pki.Ensure(t.TempDir(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := TLS(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := Listen(t.Context(), "127.0.0.2:0", cfg, &Server{Handle: admit.NewHandle()})
+	if err != nil {
+		t.Fatalf("listening on 127.0.0.2 (loopback on Linux): %v", err)
+	}
+	c, err := NewClient(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp Response
+	if err := c.post(t.Context(), addr.String(), EndedPath, []byte(`{"session":"s","status":201}`), &resp); err != nil {
+		t.Fatalf("a replica at %s, an address its certificate does not name: %v", addr, err)
+	}
+}

@@ -43,6 +43,12 @@ type Files struct {
 // listener answers only certificates of the peer CA that carry it.
 const PeerGroup = "quotaplane:replicas"
 
+// PeerServerName is the name every replica's peer certificate carries and
+// every replica verifies: a replica is reached at whatever address it
+// advertises (--peer-advertise-address), which its certificate need not
+// name; the private peer CA and PeerGroup are what identify a replica.
+const PeerServerName = "quotaplane-replica"
+
 // AdminUser is the common name of the admin client certificate.
 const AdminUser = "quotaplane-admin"
 
@@ -116,12 +122,12 @@ func Ensure(dir string, ips []net.IP, dnsNames []string) (Files, error) {
 				return false
 			}
 		}
-		return slices.Contains(c.Subject.Organization, PeerGroup)
+		return slices.Contains(c.Subject.Organization, PeerGroup) && slices.Contains(c.DNSNames, PeerServerName)
 	}, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "quotaplane-replica", Organization: []string{PeerGroup}},
+		Subject:     pkix.Name{CommonName: PeerServerName, Organization: []string{PeerGroup}},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses: ips,
-		DNSNames:    dnsNames,
+		DNSNames:    append([]string{PeerServerName}, dnsNames...),
 	}); err != nil {
 		return f, err
 	}
