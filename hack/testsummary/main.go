@@ -5,7 +5,7 @@
 // tests passed, failed and skipped, each skipped test with its reason, how
 // many tests used each external tool (the "uses-tool:" lines of
 // test/tools), and every timed assertion's measurement ("timed-assertion:"
-// lines of test/timed).
+// lines of test/timed), and the slowest top-level tests ("slow:" lines).
 //
 // It exits 1 when a test or a build failed, or when a tool named by
 // -require-tools was used by no test: `.ci/run` installs kubectl, Chromium

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,7 +39,18 @@ type summary struct {
 	// tools counts, per tool, the tests that logged using it.
 	tools map[string]int
 	timed []string
+	// slow are the finished top-level tests with their durations, for the
+	// slowest few (what the suite's budget is spent on).
+	slow []slowTest
 }
+
+type slowTest struct {
+	name    string
+	elapsed float64
+}
+
+// slowest is how many of the longest top-level tests the summary lists.
+const slowest = 15
 
 func newSummary(out io.Writer) *summary {
 	return &summary{out: out, running: map[key][]string{}, tools: map[string]int{}}
@@ -77,6 +89,9 @@ func (s *summary) handle(e event) {
 			return
 		}
 		s.testDone(k, e.Action)
+		if !strings.Contains(e.Test, "/") {
+			s.slow = append(s.slow, slowTest{k.pkg + "." + k.test, e.Elapsed})
+		}
 	}
 }
 
@@ -178,6 +193,11 @@ func (s *summary) report(required []string) bool {
 	slices.Sort(timed)
 	for _, t := range timed {
 		fmt.Fprintf(s.out, "timed: %s\n", t)
+	}
+	slow := slices.Clone(s.slow)
+	slices.SortStableFunc(slow, func(a, b slowTest) int { return cmp.Compare(b.elapsed, a.elapsed) })
+	for _, st := range slow[:min(slowest, len(slow))] {
+		fmt.Fprintf(s.out, "slow: %s %s\n", st.name, time.Duration(st.elapsed*float64(time.Second)).Round(100*time.Millisecond))
 	}
 	if len(s.failedPackages) > 0 {
 		fmt.Fprintf(s.out, "failed packages: %s\n", strings.Join(s.failedPackages, " "))

@@ -41,7 +41,7 @@ func TestAGreenRunCountsToolsAndTimings(t *testing.T) {
 		event{Action: "run", Package: "p", Test: "TestKubectl"},
 		out("p", "TestKubectl", "    a_test.go:3: uses-tool: kubectl /usr/bin/kubectl\n"),
 		out("p", "TestKubectl", "    a_test.go:9: timed-assertion: start-up: took 2s bound 15s\n"),
-		event{Action: "pass", Package: "p", Test: "TestKubectl"},
+		event{Action: "pass", Package: "p", Test: "TestKubectl", Elapsed: 2.5},
 		event{Action: "run", Package: "p", Test: "TestLong"},
 		out("p", "TestLong", "    a_test.go:5: runs for 3 minutes\n"),
 		out("p", "TestLong", "--- SKIP: TestLong (0.00s)\n"),
@@ -53,7 +53,7 @@ func TestAGreenRunCountsToolsAndTimings(t *testing.T) {
 		t.Errorf("a green run was reported red:\n%s", got)
 	}
 	for _, want := range []string{"ok\tp\t1.5s", "1 passed, 0 failed, 1 skipped", "skipped: p.TestLong: a_test.go:5: runs for 3 minutes",
-		"tool kubectl: used by 1 tests", "timed: p.TestKubectl: start-up: took 2s bound 15s"} {
+		"tool kubectl: used by 1 tests", "timed: p.TestKubectl: start-up: took 2s bound 15s", "slow: p.TestKubectl 2.5s\nslow: p.TestLong 0s"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
 		}

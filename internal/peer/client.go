@@ -116,6 +116,10 @@ func (c *Client) ask(ctx context.Context, path string, req any) (Response, error
 	var last error
 	for {
 		addr, err := c.Leader.Address(ctx)
+		if errors.Is(err, ErrSelfLeads) {
+			// This replica took the Lease: its own engine decides.
+			return Response{}, fmt.Errorf("%w (%v)", admit.ErrLeadsHere, err)
+		}
 		if err == nil {
 			var resp Response
 			if err = c.post(ctx, addr, path, body, &resp); err == nil {

@@ -41,6 +41,8 @@ type Op struct {
 	Result  Result
 	// Why is the refusal's or unknown's kind, for the report.
 	Why string
+	// Err is the error's text, when there was one.
+	Err string
 }
 
 // History is every operation of a run, in no particular order.
@@ -60,6 +62,14 @@ func (h *History) Ops() []Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.ops)
+}
+
+// record sets the operation's result from the client's error.
+func (op *Op) record(err error) {
+	op.Result, op.Why = classify(err)
+	if err != nil {
+		op.Err = err.Error()
+	}
 }
 
 // classify turns a client's error into the operation's result.
@@ -90,12 +100,12 @@ func classify(err error) (Result, string) {
 }
 
 // Load is a steady stream of governed writes: each worker creates Secrets
-// under the policy, resizes none (a Secret's charge is its count) but
-// updates their labels, and deletes some, each request sent to the next
-// replica in turn.
+// under the policy, charged to the levels' projects in turn, resizes none (a
+// Secret's charge is its count) but updates their labels, and deletes some,
+// each request sent to the next replica in turn.
 type Load struct {
 	Clients []client.Client
-	NS      string
+	Levels  *Levels
 	Workers int
 	// Pace is the pause between a worker's operations.
 	Pace time.Duration
@@ -121,23 +131,23 @@ func (l Load) Run(ctx context.Context) *History {
 				switch roll := rng.IntN(10); {
 				case roll < 6 || len(mine) == 0:
 					op.Kind, op.Name = "create", fmt.Sprintf("w%d-%d", w, n)
-					err = c.Create(octx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: op.Name, Namespace: l.NS}})
+					err = c.Create(octx, l.Levels.secret(op.Name, l.Levels.Projects[(w+n)%len(l.Levels.Projects)]))
 					if res, _ := classify(err); res != Refused {
 						mine = append(mine, op.Name)
 					}
 				case roll < 8:
 					op.Kind, op.Name = "update", mine[rng.IntN(len(mine))]
 					patch := fmt.Appendf(nil, `{"metadata":{"labels":{"n":"%d"}}}`, n)
-					err = c.Patch(octx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: op.Name, Namespace: l.NS}}, client.RawPatch("application/merge-patch+json", patch))
+					err = c.Patch(octx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: op.Name, Namespace: l.Levels.NS}}, client.RawPatch("application/merge-patch+json", patch))
 				default:
 					i := rng.IntN(len(mine))
 					op.Kind, op.Name = "delete", mine[i]
-					err = c.Delete(octx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: op.Name, Namespace: l.NS}})
+					err = c.Delete(octx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: op.Name, Namespace: l.Levels.NS}})
 					mine = slices.Delete(mine, i, i+1)
 				}
 				cancel()
 				op.Took = time.Since(began) - op.Start
-				op.Result, op.Why = classify(err)
+				op.record(err)
 				h.add(op)
 				select {
 				case <-ctx.Done():

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +58,25 @@ func (r *Replica) Restart(t testing.TB, bin, etcdURL string) *Replica {
 func startReplicaIn(t testing.TB, bin, name, dataDir, etcdURL string, args []string) *Replica {
 	t.Helper()
 	sharePKI(t, etcdURL, dataDir)
+	// A free port found here may be taken by another process before serve
+	// listens on it: serve then exits saying so, and is started again on
+	// another.
+	for attempt := 1; ; attempt++ {
+		r, portTaken := startReplicaOnce(t, bin, name, dataDir, etcdURL, args)
+		if !portTaken || attempt == 3 {
+			if r == nil {
+				t.Fatalf("replica %s exited before it was ready: its ports were taken %d times", name, attempt)
+			}
+			return r
+		}
+		t.Logf("replica %s: a port was taken before it listened; starting it again on others", name)
+	}
+}
+
+// startReplicaOnce starts the replica; when it exits before it is ready
+// because a port was taken, it returns nil and true.
+func startReplicaOnce(t testing.TB, bin, name, dataDir, etcdURL string, args []string) (*Replica, bool) {
+	t.Helper()
 	r := &Replica{Name: name, DataDir: dataDir, Identity: engine.StableIdentity("serve", dataDir), Stderr: &SyncBuffer{}, Exited: make(chan struct{}), Args: args}
 	flags := []string{"serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(FreePort(t)),
 		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms"}
@@ -93,6 +113,9 @@ func startReplicaIn(t testing.TB, bin, name, dataDir, etcdURL string, args []str
 	select {
 	case <-banner:
 	case <-r.Exited:
+		if strings.Contains(r.Stderr.String(), "address already in use") {
+			return nil, true
+		}
 		t.Fatalf("replica %s exited before it was ready: %v\n%s", name, r.ExitErr, r.Stderr.Tail())
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("replica %s was not ready within 2 minutes\n%s", name, r.Stderr.Tail())
@@ -104,7 +127,7 @@ func startReplicaIn(t testing.TB, bin, name, dataDir, etcdURL string, args []str
 	cfg.Timeout = 5 * time.Second
 	r.Config = cfg
 	r.Client = kubernetes.NewForConfigOrDie(cfg)
-	return r
+	return r, false
 }
 
 // FreePort returns a free loopback port.

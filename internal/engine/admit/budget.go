@@ -17,15 +17,17 @@ import (
 // returns. With dryRun nothing is held. docs/exactly-once.md "Quota at
 // several levels" has the argument.
 func (h *Handle) DecideBudget(ctx context.Context, g *quotav1alpha1.ResourceGrant, dryRun bool) (quota.BudgetResult, error) {
-	t := h.leading()
-	if t == nil {
-		if f := h.forwarder(ctx); f != nil {
-			res, held, err := f.DecideBudget(ctx, sessionOf(ctx, f), g, dryRun)
-			noteRemote(ctx, held)
-			return res, err
-		}
-		return quota.BudgetResult{}, ErrNotLeader
-	}
+	return route(ctx, h, func(t *Term) (quota.BudgetResult, error) {
+		return t.decideBudget(ctx, g, dryRun)
+	}, func(f Forwarder) (quota.BudgetResult, error) {
+		res, held, err := f.DecideBudget(ctx, sessionOf(ctx, f), g, dryRun)
+		noteRemote(ctx, held)
+		return res, err
+	})
+}
+
+// decideBudget decides a delegated grant on this replica's engine.
+func (t *Term) decideBudget(ctx context.Context, g *quotav1alpha1.ResourceGrant, dryRun bool) (quota.BudgetResult, error) {
 	qg := convert.Grant(g)
 	t.Cache.Lock()
 	if t.Cache.StoppedLocked() {

@@ -54,22 +54,19 @@ type AdmitResult struct {
 // object is stored; a denial writes nothing: a refused create leaves no
 // claim behind.
 func (h *Handle) DecideCreate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error) {
-	t := h.leading()
-	if t == nil {
-		if f := h.forwarder(ctx); f != nil {
-			res, held, err := f.DecideCreate(ctx, sessionOf(ctx, f), claims, dryRun)
-			noteRemote(ctx, held)
-			return res, err
+	return route(ctx, h, func(t *Term) (AdmitResult, error) {
+		if err := h.injected(); err != nil {
+			return AdmitResult{}, err
 		}
-		return AdmitResult{}, ErrNotLeader
-	}
-	if err := h.injected(); err != nil {
-		return AdmitResult{}, err
-	}
-	if dryRun {
-		return t.evaluate(claims), nil
-	}
-	return t.admit(ctx, claims)
+		if dryRun {
+			return t.evaluate(claims), nil
+		}
+		return t.admit(ctx, claims)
+	}, func(f Forwarder) (AdmitResult, error) {
+		res, held, err := f.DecideCreate(ctx, sessionOf(ctx, f), claims, dryRun)
+		noteRemote(ctx, held)
+		return res, err
+	})
 }
 
 // evaluate decides claims without keeping anything.
@@ -123,13 +120,30 @@ func (t *Term) lockWithRoom(ctx context.Context) error {
 // in the request: the claims are written after the object is stored,
 // already decided and owned by it. A denial writes nothing at all.
 func (t *Term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (AdmitResult, error) {
-	if err := t.lockWithRoom(ctx); err != nil {
-		return AdmitResult{}, err
-	}
-	if res, again := t.grantedBeforeLocked(claims); again {
+	for {
+		if err := t.lockWithRoom(ctx); err != nil {
+			return AdmitResult{}, err
+		}
+		res, entries, again := t.grantedBeforeLocked(claims)
+		if again == attemptNew {
+			break // decided below, the lock held
+		}
 		t.Cache.Unlock()
-		klog.FromContext(ctx).Info("A create asked again (a retry across a timeout or a change of leader) is answered with its earlier grant", "claim", record.Key(claims[0].Namespace, claims[0].Name))
-		return res, nil
+		if again == attemptGranted {
+			klog.FromContext(ctx).Info("A create asked again (a retry across a timeout or a change of leader) is answered with its earlier grant", "claim", record.Key(claims[0].Namespace, claims[0].Name))
+			// The same object UID is the same API request: its end
+			// settles these grants (a grant read from the journal has no
+			// request here otherwise, and waits for the hold period).
+			noteGrants(ctx, entries)
+			return res, nil
+		}
+		// Its first grant's journal write has not finished: wait for it
+		// rather than refuse the retry as a name collision.
+		select {
+		case <-ctx.Done():
+			return AdmitResult{}, fmt.Errorf("%w: the grant of an earlier attempt of this create is still being recorded", ErrObjectBusy)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	entries, res, err := t.decideCreateLocked(claims, metav1.Now())
 	t.Cache.Unlock()

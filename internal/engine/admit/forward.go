@@ -2,6 +2,8 @@ package admit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -37,6 +39,49 @@ type Forwarder interface {
 	// RecordRefusal records a refusal in the leader's decision history; it
 	// does not wait.
 	RecordRefusal(r Refusal)
+}
+
+// ErrLeadsHere is a Forwarder's answer when the engine's Lease names this
+// very replica: it took the Lease while the call was forwarded (its leader
+// paused or died). The call is decided here once this engine is ready.
+var ErrLeadsHere = errors.New("this replica's engine holds the engine's Lease now")
+
+// route decides on this replica's engine when it leads, and otherwise asks
+// the leader through the forwarder. A forwarded call that finds this replica
+// took the Lease meanwhile is routed again once its engine is ready, rather
+// than asking on until the request's deadline.
+func route[R any](ctx context.Context, h *Handle, local func(*Term) (R, error), remote func(Forwarder) (R, error)) (R, error) {
+	var zero R
+	for {
+		if t := h.leading(); t != nil {
+			return local(t)
+		}
+		f := h.forwarder(ctx)
+		if f == nil {
+			return zero, ErrNotLeader
+		}
+		res, err := remote(f)
+		if !errors.Is(err, ErrLeadsHere) {
+			return res, err
+		}
+		if err := h.awaitLeading(ctx, time.Second); err != nil {
+			return zero, err
+		}
+	}
+}
+
+// awaitLeading waits up to d for this replica's engine to be ready to
+// decide; ErrNotLeader when the request's context ends first.
+func (h *Handle) awaitLeading(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for h.leading() == nil && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: this replica took the engine's Lease, and its engine was not ready before the request's deadline", ErrNotLeader)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 type forwarding struct{ f Forwarder }
@@ -175,34 +220,60 @@ func (h *Handle) ExpireSessions(now time.Time) int {
 	return len(old)
 }
 
+// attempt is what the engine holds of a create asked again.
+type attempt int
+
+const (
+	// attemptNew: nothing of it is held; it is decided.
+	attemptNew attempt = iota
+	// attemptGranted: every claim it asks for is held as a durable grant;
+	// it is answered with that grant.
+	attemptGranted
+	// attemptInFlight: its grant is held but its journal write has not
+	// finished; it is answered once the write has (granted when it landed,
+	// decided again when it failed and the grant was given back).
+	attemptInFlight
+)
+
 // grantedBeforeLocked answers an attempt decided before: every claim it
 // asks for is already held as a durable grant of the same object, policy and
 // spec — the same create forwarded again after a timeout, or after a leader
 // change (the new leader read the grants from the journal). It is granted
 // once, by the first decision, and answered with it; never decided again,
-// nor refused as a name collision. The cache's lock is held.
-func (t *Term) grantedBeforeLocked(claims []*quotav1alpha1.ResourceClaim) (AdmitResult, bool) {
+// nor refused as a name collision. A grant of the same attempt whose write
+// is still in flight is attemptInFlight. The cache's lock is held.
+func (t *Term) grantedBeforeLocked(claims []*quotav1alpha1.ResourceClaim) (AdmitResult, []*record.PendingClaim, attempt) {
 	if len(claims) == 0 {
-		return AdmitResult{}, false
+		return AdmitResult{}, nil, attemptNew
 	}
+	var entries []*record.PendingClaim
 	acc := t.Cache.AccountsLocked()
 	res := AdmitResult{Granted: true}
+	inFlight := false
 	for _, c := range claims {
 		uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
 		k := record.Key(c.Namespace, c.Name)
 		p := t.Cache.PendingLocked(k)
-		if uid == "" || p == nil || p.Update || !p.Durable || p.ObjectUID != uid ||
+		if uid == "" || p == nil || p.Update || p.ObjectUID != uid ||
 			p.Policy != c.Annotations[quotav1alpha1.AnnotationPolicy] || !equality.Semantic.DeepEqual(p.Spec, c.Spec) {
-			return AdmitResult{}, false
+			return AdmitResult{}, nil, attemptNew
+		}
+		entries = append(entries, p)
+		if !p.Durable {
+			inFlight = true
+			continue
 		}
 		id := record.ProvisionalID(k)
 		qc, ok := acc.Claim(id)
 		d, decided := acc.Decision(id)
 		if !ok || !decided {
-			return AdmitResult{}, false
+			return AdmitResult{}, nil, attemptNew
 		}
 		res.Claims = append(res.Claims, qc)
 		res.Decisions = append(res.Decisions, d)
 	}
-	return res, true
+	if inFlight {
+		return AdmitResult{}, nil, attemptInFlight
+	}
+	return res, entries, attemptGranted
 }

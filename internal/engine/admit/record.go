@@ -78,7 +78,11 @@ func noteGrants(ctx context.Context, entries []*record.PendingClaim) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	rec.entries = append(rec.entries, entries...)
+	for _, p := range entries {
+		if !slices.Contains(rec.entries, p) { // a retry of the same request
+			rec.entries = append(rec.entries, p)
+		}
+	}
 }
 
 func noteBudget(ctx context.Context, g quota.Grant) {

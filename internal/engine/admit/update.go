@@ -84,16 +84,13 @@ var ErrObjectBusy = errors.New("another change of this object is still being cha
 // Admission of an update can run again in the same request (the storage
 // retries on a conflict): the request's earlier decision is undone first.
 func (h *Handle) DecideUpdate(ctx context.Context, obj ObjectRef, changes []PolicyChange, dryRun bool) (UpdateResult, error) {
-	t := h.leading()
-	if t == nil {
-		if f := h.forwarder(ctx); f != nil {
-			res, held, err := f.DecideUpdate(ctx, sessionOf(ctx, f), obj, changes, dryRun)
-			noteRemote(ctx, held)
-			return res, err
-		}
-		return UpdateResult{}, ErrNotLeader
-	}
-	return t.admitUpdate(ctx, obj, changes, dryRun)
+	return route(ctx, h, func(t *Term) (UpdateResult, error) {
+		return t.admitUpdate(ctx, obj, changes, dryRun)
+	}, func(f Forwarder) (UpdateResult, error) {
+		res, held, err := f.DecideUpdate(ctx, sessionOf(ctx, f), obj, changes, dryRun)
+		noteRemote(ctx, held)
+		return res, err
+	})
 }
 
 // UndoEarlierAttempt undoes what an earlier run of admission decided for an
@@ -111,9 +108,11 @@ func (h *Handle) UndoEarlierAttempt(ctx context.Context, objectUID string) error
 		session, fw := rec.session, rec.forwardedTo
 		rec.mu.Unlock()
 		if session != "" && h.forwarder(ctx) != nil {
-			return fw.UndoEarlierAttempt(ctx, session, objectUID)
+			if err := fw.UndoEarlierAttempt(ctx, session, objectUID); !errors.Is(err, ErrLeadsHere) {
+				return err
+			}
 		}
-		return nil // a new leader settles them by looking the object up
+		return nil // a new leader (this one, if it took the Lease) settles them by looking the object up
 	}
 	_, err := t.admitUpdate(ctx, ObjectRef{UID: objectUID}, nil, false)
 	return err

@@ -2,10 +2,13 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -71,13 +74,38 @@ func (o Options) Complete() (*Config, error) {
 // ClientURL is the address clients will reach etcd at.
 func (c *Config) ClientURL() string { return c.clientURL.String() }
 
+// portAttempts bounds how often Start chooses new ports when one it chose
+// was taken between choosing and listening (another process on the machine
+// may bind any free port in that window).
+const portAttempts = 5
+
 // Start starts etcd and waits until it serves, or until ctx is done or a
-// minute has passed.
+// minute has passed. A chosen port taken in the meantime is chosen again.
 func (c *Config) Start(ctx context.Context) (*Server, error) {
-	o, clientURL, peerURL := c.Options, c.clientURL, c.peerURL
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating the etcd directory %s: %w", o.Dir, err)
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the etcd directory %s: %w", c.Dir, err)
 	}
+	for attempt := 1; ; attempt++ {
+		s, err := c.start(ctx)
+		if err == nil || !addressInUse(err) || attempt == portAttempts {
+			return s, err
+		}
+		klog.InfoS("An embedded etcd port was taken before etcd listened on it; choosing others", "client", c.clientURL.Host, "peer", c.peerURL.Host, "err", err)
+		fresh, cerr := c.Options.Complete()
+		if cerr != nil {
+			return nil, cerr
+		}
+		c.clientURL, c.peerURL = fresh.clientURL, fresh.peerURL
+	}
+}
+
+// addressInUse reports whether err is a listener's "address already in use".
+func addressInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+func (c *Config) start(ctx context.Context) (*Server, error) {
+	o, clientURL, peerURL := c.Options, c.clientURL, c.peerURL
 
 	cfg := embed.NewConfig()
 	cfg.Name = "quotaplane"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,36 @@ func putGet(ctx context.Context, url string, tlsConfig *tls.Config) error {
 		return fmt.Errorf("read back %v, want the value written", r.Kvs)
 	}
 	return nil
+}
+
+// TestAPortTakenBeforeStartIsChosenAgain takes the client and peer ports
+// Complete chose before Start listens on them (as another process on the
+// machine may): Start chooses others and serves there, instead of failing
+// with "address already in use".
+func TestAPortTakenBeforeStartIsChosenAgain(t *testing.T) {
+	cfg, err := Options{Dir: t.TempDir() + "/etcd", UnsafeNoFsync: true}.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := cfg.ClientURL()
+	for _, host := range []string{cfg.clientURL.Host, cfg.peerURL.Host} {
+		l, err := net.Listen("tcp", host)
+		if err != nil {
+			t.Fatalf("taking %s: %v", host, err)
+		}
+		t.Cleanup(func() { l.Close() })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := cfg.Start(ctx)
+	if err != nil {
+		t.Fatalf("starting etcd after its chosen ports were taken: %v", err)
+	}
+	defer s.Stop()
+	if s.ClientURL() == taken {
+		t.Fatalf("etcd serves at %s, the address that was taken", taken)
+	}
+	if err := putGet(ctx, s.ClientURL(), nil); err != nil {
+		t.Fatalf("etcd at %s: %v", s.ClientURL(), err)
+	}
 }
