@@ -417,7 +417,7 @@ func leaderPausedWithDecisionsInFlight(t *testing.T, c *cluster) {
 		wg.Wait()
 		for i, r := range c.replicas {
 			for _, l := range strings.Split(r.Stderr.String()[mark[i]:], "\n") {
-				if strings.Contains(l, "leader") || strings.Contains(l, "Rebuilt") || strings.Contains(l, "leading") || strings.Contains(l, "earlier grant") {
+				if strings.Contains(l, "Became the quota engine leader") || strings.Contains(l, "Rebuilt quota state") || strings.Contains(l, "earlier grant") {
 					t.Logf("%s: %.300s", r.Name, l)
 				}
 			}
