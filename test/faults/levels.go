@@ -21,6 +21,8 @@ import (
 // projectLabel names, on a Secret of the load, the project it is charged to.
 const projectLabel = "project"
 
+var secretsGVR = corev1.SchemeGroupVersion.WithResource("secrets")
+
 // Levels is what the load is charged to: an organization over projects. A Secret created in NS with the label project=<p> is charged one
 // unit to project p and, through it, to the organization; each level has
 // its own limit, and the projects' limits add up to more than the

@@ -181,7 +181,6 @@ func TestTenThousandExistingObjects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 10,000 Secrets (about a minute); run without -short")
 	}
-	quotatest.Exclusive(t) // a timing goal: not measured beside the soaks
 	const n = 10000
 	c := quotatest.NewClient(t, srv.Config)
 	f := quotatest.NewFixture(t, c)
@@ -192,6 +191,9 @@ func TestTenThousandExistingObjects(t *testing.T) {
 		return c.Create(context.Background(), &corev1.Secret{ObjectMeta: metavOf(f.NS, fmt.Sprintf("s-%05d", i))})
 	})
 	t.Logf("created %d Secrets in %s", n, time.Since(began).Round(time.Millisecond))
+	// The setup above is not measured and may share the machine; the
+	// charging below is, against a timing goal: not beside the soaks.
+	quotatest.Exclusive(t)
 
 	began = time.Now()
 	edit(t, f, p, func(p *quotav1alpha1.ClaimCreationPolicy) { p.Spec.Disabled = false })
