@@ -34,7 +34,9 @@ func TestPrometheusScrapesServe(t *testing.T) {
 	}
 	prometheus := tools.Require(t, tools.Prometheus)
 	bin := quotatest.BuildBinary(t)
-	quotatest.Exclusive(t)
+	// Not quotatest.Exclusive: nothing here is timed but the alert's 2-minute
+	// wait (rules evaluated and targets scraped every second), and holding
+	// every other heavy test back for it cost the suite its length.
 	ctx := t.Context()
 
 	etcdURL := quotatest.StartEtcd(t)
