@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/quotaplane/quotaplane/internal/clientconfig"
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -35,7 +36,19 @@ See docs/control-planes.md for who may use a plane.`,
 			default:
 				return fmt.Errorf("give --project <name> or --organization <name>: the control plane to reach")
 			}
-			out, err := clientconfig.ForPlane(clientconfig.Path(kubeconfig, dataDir), string(p.Kind)+"-"+p.Name, p.Path())
+			path := clientconfig.Path(kubeconfig, dataDir)
+			cfg, err := clientconfig.Load(path)
+			if err != nil {
+				return err
+			}
+			dyn, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			if err := planes.Find(cmd.Context(), dyn, p); err != nil {
+				return err
+			}
+			out, err := clientconfig.ForPlane(path, string(p.Kind)+"-"+p.Name, p.Path())
 			if err != nil {
 				return err
 			}

@@ -81,3 +81,25 @@ func TestPrintShortFits(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainNamesWhatWasAsked: with no decision to show, the explanation
+// names what was asked — an object, or a control plane's objects when only
+// --control-plane was given — never an empty placeholder.
+func TestExplainNamesWhatWasAsked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		q    Query
+		want string
+	}{
+		{"an object", Query{ObjectKind: "Secret", ObjectNamespace: "default", ObjectName: "db"}, "is about Secret default/db;"},
+		{"a control plane's objects", Query{Namespace: "project-web-quota"},
+			"is about an object of the control plane whose quota is kept in namespace project-web-quota; check the plane's name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Explain(nil, nil, tc.q)
+			if !strings.Contains(got, tc.want) || strings.Contains(got, "about  ") || strings.Contains(got, "about ;") {
+				t.Errorf("Explain(%+v) = %q; want it to contain %q", tc.q, got, tc.want)
+			}
+		})
+	}
+}

@@ -169,6 +169,12 @@ func Explain(cms, all []corev1.ConfigMap, q Query) string {
 	if q.ObjectNamespace != "" {
 		object = q.ObjectKind + " " + q.ObjectNamespace + "/" + q.ObjectName
 	}
+	check := "check the object's kind, namespace and name"
+	if q.ObjectName == "" {
+		// --control-plane alone: what was asked is a plane's objects.
+		object = "an object of the control plane whose quota is kept in namespace " + q.Namespace
+		check = "check the plane's name (projects/<name> or organizations/<name>); its objects are recorded once a policy charges them"
+	}
 	if q.ConsumerName != "" {
 		consumer := q.ConsumerKind + " " + q.ConsumerName
 		for i := range cms {
@@ -177,8 +183,8 @@ func Explain(cms, all []corev1.ConfigMap, q Query) string {
 				continue
 			}
 			entries, _ := Decode(&cms[i])
-			return fmt.Sprintf("%s has %d decisions recorded, none about %s; check the object's kind, namespace and name, or leave out --object to see them all",
-				consumer, len(entries), object)
+			return fmt.Sprintf("%s has %d decisions recorded, none about %s; %s, or leave out --object and --control-plane to see them all",
+				consumer, len(entries), object, check)
 		}
 		var known []string
 		for i := range all {
@@ -196,6 +202,9 @@ func Explain(cms, all []corev1.ConfigMap, q Query) string {
 			msg += fmt.Sprintf("; %d consumers have a history, among them %s", len(known), strings.Join(known[:10], ", "))
 		}
 		return msg
+	}
+	if q.ObjectName == "" {
+		return fmt.Sprintf("no decision in the %d consumers' histories is about %s; %s", len(all), object, check)
 	}
 	return fmt.Sprintf("no decision in the %d consumers' histories is about %s; check its kind, namespace and name (a cluster-scoped object has none), or give its consumer with --consumer",
 		len(all), object)

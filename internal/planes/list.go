@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -86,3 +87,36 @@ func ObjectNotFound(err error, name string) bool {
 	d := st.Status().Details
 	return d != nil && d.Name == name
 }
+
+// Find reads, through dyn (a client of the root), the owner of p, and says
+// what is wrong when there is no plane to reach: no such owner (with the
+// names there are, when few), or an owner being deleted.
+func Find(ctx context.Context, dyn dynamic.Interface, p Plane) error {
+	gvr := schema.GroupVersionResource{Group: Group, Version: Version, Resource: string(p.Kind)}
+	o, err := dyn.Resource(gvr).Get(ctx, p.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		list, lerr := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 11})
+		known := ""
+		if lerr == nil {
+			var names []string
+			for _, i := range list.Items {
+				names = append(names, i.GetName())
+			}
+			switch {
+			case len(names) == 0:
+				known = fmt.Sprintf("; there are no %s", p.Kind)
+			case len(names) <= 10 && list.GetContinue() == "":
+				known = fmt.Sprintf("; the %s are: %s", p.Kind, strings.Join(names, ", "))
+			}
+		}
+		return fmt.Errorf("there is no %s %q, so there is no control plane to reach%s (kubectl get %s lists them)", singular(p.Kind), p.Name, known, p.Kind)
+	case err != nil:
+		return fmt.Errorf("reading %s %q: %w", singular(p.Kind), p.Name, err)
+	case o.GetDeletionTimestamp() != nil:
+		return fmt.Errorf("%s %q is being deleted, and its control plane with it", singular(p.Kind), p.Name)
+	}
+	return nil
+}
+
+func singular(k Kind) string { return strings.TrimSuffix(string(k), "s") }

@@ -82,6 +82,16 @@ func TestTemplateResults(t *testing.T) {
 		{"has through a scalar", `{{ trigger.has("spec.replicas.x") ? "yes" : "no" }}`, "no", "", ""},
 		{"requestInfo fields", `{{ requestInfo.isResourceRequest ? requestInfo.path + "/" + requestInfo.parts[0] : "" }}`, "/apis/example.com/v1/widgets/widgets", "", ""},
 		{"user", "by-{{ user.name }}", "by-alice", "", ""},
+		// No expression: the text as written, braces included (the
+		// reference's contains-check finds none); with one, empty ones are
+		// dropped and the literals around them kept.
+		{"empty expression", "{{}}", "{{}}", "", ""},
+		{"whitespace-only expression", "{{   }}", "{{   }}", "", ""},
+		{"empty expression between literals", "a-{{ }}-b", "a-{{ }}-b", "", ""},
+		{"several empty expressions", "{{}}{{}}", "{{}}{{}}", "", ""},
+		{"empty and real expressions", "a-{{}}-{{ trigger.metadata.name }}", "a--w1", "", ""},
+		{"empty expression first", "{{}}{{ trigger.metadata.name }}", "w1", "", ""},
+		{"empty text", "", "", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tp, err := c.template("metadata.annotations[x]", tc.in)

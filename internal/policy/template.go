@@ -141,6 +141,12 @@ func (c *compiler) compileTemplate(field, s string, anyResult bool) (*template, 
 		t.exprs = append(t.exprs, prg)
 	}
 	t.literal = append(t.literal, lit.String())
+	if len(t.exprs) == 0 {
+		// No expression in it (none at all, or only empty ones such as
+		// {{}} or {{   }}): the text is used as written, braces included,
+		// as the reference renders it (its check finds no expression).
+		t.literal = []string{s}
+	}
 	return t, nil
 }
 

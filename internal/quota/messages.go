@@ -46,6 +46,28 @@ func ExceededMessage(c Claim, r Request, reg Registration, id BucketID, limit, a
 		reg.Amount(r.Amount), r.ResourceType, where, c.Consumer, Room(limit, allocated), limit, allocated, BucketName(id), c.Consumer)
 }
 
+// NoGrantMessage is the refusal of a request no level of whose consumer
+// has a grant of its resource type: its limit is 0, and no bucket of it is
+// stored to look at. Said plainly: "requested 1 configmap of
+// core/configmaps for Namespace dev, but Namespace dev has no grant for
+// core/configmaps, so its limit is 0; ...".
+func NoGrantMessage(c Claim, r Request, reg Registration, levels []ConsumerID) string {
+	where := ""
+	if k := r.Dims.Key(); k != "" {
+		where = " with " + k
+	}
+	none := fmt.Sprintf("%s has no grant for %s%s", c.Consumer.LevelName(), r.ResourceType, where)
+	if len(levels) > 1 {
+		var names []string
+		for _, l := range levels {
+			names = append(names, l.LevelName())
+		}
+		none = fmt.Sprintf("no level of it (%s) has a grant for %s%s", strings.Join(names, ", "), r.ResourceType, where)
+	}
+	return fmt.Sprintf("requested %s of %s%s for %s, but %s, so its limit is 0; a platform administrator grants it with a ResourceGrant for %s (kubectl get resourcegrants -A lists the grants there are)",
+		reg.Amount(r.Amount), r.ResourceType, where, c.Consumer.LevelName(), none, c.Consumer)
+}
+
 // LevelsMessage names every level a request was checked against, which one
 // refused it, and whom to ask: "requested 4 core of vcpu for Project web:
 // Project web has 12 of 20 available; Organization acme has 2 of 100

@@ -67,7 +67,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.QuotaKubeconfig, "quota-kubeconfig", o.QuotaKubeconfig, "Kubeconfig of the quota plane (quotaplane serve) whose ClaimCreationPolicies this cluster enforces. Required.")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of this member cluster; as kubectl, $KUBECONFIG or ~/.kube/config when not given, and in a pod its service account.")
 	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "This cluster's name in the quota plane: a DNS label, unique among its member clusters. Required.")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address the webhook serves HTTPS on.")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address the webhook serves HTTPS on. The default, 0.0.0.0, is every interface of the host (a member cluster's API server must reach it); give 127.0.0.1 to serve only this machine.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "Port the webhook serves HTTPS on: /validate, /healthz, /readyz, /metrics.")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Serving certificate (PEM). Without it a self-signed certificate is generated in --cert-dir.")
 	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", o.TLSKeyFile, "Private key of --tls-cert-file (PEM).")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -166,5 +167,17 @@ func TestCompare(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"b", "c"}, unclaimed); diff != "" {
 		t.Errorf("unclaimed (-want +got):\n%s", diff)
+	}
+}
+
+// TestTheBindAddressHelpSaysEveryInterface: the webhook listens on every
+// interface by default, and its help says so and how to narrow it.
+func TestTheBindAddressHelpSaysEveryInterface(t *testing.T) {
+	fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+	o := NewOptions()
+	o.AddFlags(fs)
+	f := fs.Lookup("bind-address")
+	if f == nil || f.DefValue != "0.0.0.0" || !strings.Contains(f.Usage, "every interface") || !strings.Contains(f.Usage, "127.0.0.1") {
+		t.Fatalf("--bind-address: %+v; want default 0.0.0.0 and help saying it is every interface, and how to serve only this machine", f)
 	}
 }

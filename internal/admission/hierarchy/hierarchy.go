@@ -224,6 +224,7 @@ func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) erro
 	if err := p.validateSelector(g); err != nil {
 		return err
 	}
+	p.warnUnknownConsumer(ctx, g)
 	if p.isPlatformNamespace(ctx, ns) {
 		if !platform {
 			return forbid(fmt.Sprintf("namespace %s is a platform namespace: its grants may name any consumer, so only the platform writes them (user %q may not). "+

@@ -225,7 +225,14 @@ func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration,
 			others++
 		}
 	}
-	if refused == 0 && others == 0 {
+	if !limited {
+		// No grant anywhere: no bucket to name, and nothing to release.
+		ids := make([]quota.ConsumerID, 0, len(levels))
+		for _, s := range levels {
+			ids = append(ids, s.Key().Consumer)
+		}
+		res.Message = quota.NoGrantMessage(c, r, reg, ids)
+	} else if refused == 0 && others == 0 {
 		// One level decided it, as before hierarchies: the message tools
 		// and people know.
 		s := levels[0]

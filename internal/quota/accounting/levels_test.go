@@ -80,8 +80,10 @@ func TestALevelWithoutAGrantDoesNotLimit(t *testing.T) {
 	e := hierarchy(t)
 	e.AddClaim(claim("none", 1, proj("web"), quota.Request{ResourceType: vcpu, Amount: 1, Dims: nil}))
 	e.Decide()
-	if d, _ := e.Decision("none"); d.Outcome != quota.QuotaExceeded || !strings.Contains(d.Message, "only 0 of the limit 0") {
-		t.Fatalf("no grant anywhere: %s %q, want refused with the limit 0", d.Outcome, d.Message)
+	// Said plainly, naming no bucket (none is stored without a grant).
+	if d, _ := e.Decision("none"); d.Outcome != quota.QuotaExceeded || !strings.Contains(d.Message, "no level of it (Project web, Organization") ||
+		!strings.Contains(d.Message, "has a grant for "+vcpu+", so its limit is 0") || strings.Contains(d.Message, "bucket-") {
+		t.Fatalf("no grant anywhere: %s %q, want refused saying no level has a grant, the limit 0, and no bucket name", d.Outcome, d.Message)
 	}
 	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 3}))
 	e.Decide()

@@ -42,6 +42,9 @@ type Kind struct {
 	openAPI *apiextensionsinternal.JSONSchemaProps
 	// validator is the schema's validator.
 	validator apiservervalidation.SchemaValidator
+	// zeroForbidden: the schema has a number whose minimum is above zero,
+	// which a zero in a body must not pass as unset (decode.go).
+	zeroForbidden bool
 	// rules validates as the CRD server's strategy does.
 	rules       rest.RESTCreateUpdateStrategy
 	statusRules rest.RESTUpdateStrategy
@@ -146,6 +149,7 @@ func buildKind(s *runtime.Scheme, c *apiextensionsv1.CustomResourceDefinition) (
 		return nil, err
 	}
 	k.validator = validator
+	k.zeroForbidden = minimumAboveZero(k.schema)
 	var statusValidator apiservervalidation.SchemaValidator
 	var status *apiextensionsinternal.CustomResourceSubresourceStatus
 	if k.HasStatus {
@@ -254,4 +258,27 @@ func (sf selectable) value(obj runtime.Object) string {
 		v = v.Elem()
 	}
 	return fmt.Sprint(v.Interface())
+}
+
+// minimumAboveZero reports whether s, or anything in it, is a number whose
+// minimum is above zero.
+func minimumAboveZero(s *structuralschema.Structural) bool {
+	if s == nil {
+		return false
+	}
+	if (s.Type == "integer" || s.Type == "number") && s.ValueValidation != nil && s.ValueValidation.Minimum != nil && *s.ValueValidation.Minimum > 0 {
+		return true
+	}
+	for _, p := range s.Properties {
+		if minimumAboveZero(&p) {
+			return true
+		}
+	}
+	if minimumAboveZero(s.Items) {
+		return true
+	}
+	if s.AdditionalProperties != nil {
+		return minimumAboveZero(s.AdditionalProperties.Structural)
+	}
+	return false
 }

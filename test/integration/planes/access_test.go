@@ -187,6 +187,14 @@ func TestKubectlThroughAPlane(t *testing.T) {
 	kc := filepath.Join(dir, "kubeconfig")
 	out, err := exec.Command(quotatest.BuildBinary(t), "kubeconfig", "--data-dir", srv.DataDir, "--project", "kctl-web").Output()
 	must(t, err, "quotaplane kubeconfig --project")
+	// A project that does not exist: refused (exit 1), saying so, and
+	// printing no kubeconfig.
+	var stdout, stderr strings.Builder
+	missing := exec.Command(quotatest.BuildBinary(t), "kubeconfig", "--data-dir", srv.DataDir, "--project", "kctl-nosuch")
+	missing.Stdout, missing.Stderr = &stdout, &stderr
+	if err := missing.Run(); err == nil || stdout.Len() != 0 || !strings.Contains(stderr.String(), `there is no project "kctl-nosuch"`) {
+		t.Errorf("quotaplane kubeconfig --project kctl-nosuch: %v, stdout %q, stderr %q; want exit 1 naming the missing project and no kubeconfig", err, stdout.String(), stderr.String())
+	}
 	must(t, os.WriteFile(kc, out, 0o600), "writing the kubeconfig")
 	run := func(stdin string, args ...string) string {
 		t.Helper()
