@@ -16,8 +16,9 @@ import (
 
 var organizationsGVR = rmv1alpha1.SchemeGroupVersion.WithResource("organizations")
 
-// warnUnknownConsumer warns — it does not refuse: a grant may be written
-// before its consumer, by a provisioning pipeline — when a grant names an
+// warnUnknownConsumer warns the platform — it does not refuse: a grant may
+// be written before its consumer, by a provisioning pipeline — when a grant
+// names an
 // Organization, a Project or a Namespace that does not exist, with the
 // nearest name that does: "acme-crop" for "acme-corp" would otherwise
 // limit nothing, silently.

@@ -224,7 +224,11 @@ func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) erro
 	if err := p.validateSelector(g); err != nil {
 		return err
 	}
-	p.warnUnknownConsumer(ctx, g)
+	if platform {
+		// Only to the platform: the nearest name would tell a tenant the
+		// names of other tenants' organizations and projects.
+		p.warnUnknownConsumer(ctx, g)
+	}
 	if p.isPlatformNamespace(ctx, ns) {
 		if !platform {
 			return forbid(fmt.Sprintf("namespace %s is a platform namespace: its grants may name any consumer, so only the platform writes them (user %q may not). "+

@@ -48,3 +48,28 @@ func TestAGrantForAConsumerThatDoesNotExistIsWarned(t *testing.T) {
 		})
 	}
 }
+
+// TestATenantIsNotToldOtherTenantsNames: an organization's owner who writes
+// a grant naming a project that does not exist — a typo of another
+// organization's project — is not told that project's name: the warning
+// with the nearest name is the platform's alone.
+func TestATenantIsNotToldOtherTenantsNames(t *testing.T) {
+	other := newWorld(t, "secretproject")
+	w := newWorld(t, "web")
+	typo := other.projects[0] + "x"
+	warned := &quotatest.Warnings{}
+	cfg := rest.CopyConfig(w.ownerCfg)
+	cfg.WarningHandler = warned
+	c := quotatest.NewClient(t, cfg)
+	g := w.grant(w.ns, "typo-"+w.org, w.consumer("Project", typo), 1)
+	err := c.Create(context.Background(), g)
+	if err == nil {
+		t.Cleanup(func() { _ = w.admin.Delete(context.Background(), g) })
+	}
+	if got := warned.String(); strings.Contains(got, other.projects[0]) || strings.Contains(got, "did you mean") {
+		t.Errorf("a tenant's grant for Project %s was answered with warnings %q: another organization's project name", typo, got)
+	}
+	if err != nil && strings.Contains(err.Error(), other.projects[0]+"?") {
+		t.Errorf("a tenant's grant for Project %s was refused naming another organization's project: %v", typo, err)
+	}
+}

@@ -58,6 +58,8 @@ type world struct {
 	ns       string
 	rt       string
 	owner    client.Client
+	// ownerCfg is the owner's client configuration (its token).
+	ownerCfg *rest.Config
 	projects []string
 }
 
@@ -124,6 +126,7 @@ func (w *world) ownerClient() client.Client {
 	}
 	cfg := rest.AnonymousClientConfig(srv.Config)
 	cfg.BearerToken = tok.Status.Token
+	w.ownerCfg = cfg
 	c := quotatest.NewClient(w.t, cfg)
 	// RBAC's cache sees the bindings a moment later.
 	w.poll("the owner's role", func() bool {
