@@ -51,13 +51,13 @@ func uniq(prefix string) string {
 // organization who is a service account with only the shipped
 // organization-owner role (and update on its own projects).
 type world struct {
-	t        *testing.T
-	admin    client.Client
-	kube     kubernetes.Interface
-	org      string
-	ns       string
-	rt       string
-	owner    client.Client
+	t     *testing.T
+	admin client.Client
+	kube  kubernetes.Interface
+	org   string
+	ns    string
+	rt    string
+	owner client.Client
 	// ownerCfg is the owner's client configuration (its token).
 	ownerCfg *rest.Config
 	projects []string
