@@ -171,7 +171,11 @@ func (t *term) startInformers(ctx context.Context) error {
 	if err := handle(t.bucketInformer, &synced, nil, t.bucketObjectChanged, t.bucketObjectChanged); err != nil {
 		return err
 	}
-	consumers, err := hierarchy.Watch(ctx, t.r.opts.Parents, t.r.kube.Discovery(), t.r.metadata, t.cache)
+	if err := t.grantInformer.AddIndexers(toolscache.Indexers{indexGrantConsumer: grantConsumerIndex}); err != nil {
+		return err
+	}
+	t.consumers = newConsumerDirectory(t.cache, t.r.opts.Parents, t.consumerChanged)
+	consumers, err := hierarchy.Watch(ctx, t.r.opts.Parents, existenceKinds, t.r.kube.Discovery(), t.r.metadata, t.consumers)
 	if err != nil {
 		return err
 	}
@@ -347,5 +351,31 @@ func bucketIDOf(b *quotav1alpha1.AllowanceBucket) quota.BucketID {
 		Consumer:     convert.ConsumerID(b.Spec.ConsumerRef),
 		ResourceType: string(b.Spec.ResourceType),
 		Dims:         convert.Dimensions(b.Spec.Dimensions).Key(),
+	}
+}
+
+// indexGrantConsumer indexes grants by the consumer they name (not those
+// that select by label).
+const indexGrantConsumer = "consumer"
+
+func grantConsumerIndex(obj any) ([]string, error) {
+	g, ok := obj.(*quotav1alpha1.ResourceGrant)
+	if !ok || g.Spec.ConsumerSelector != nil {
+		return nil, nil
+	}
+	return []string{convert.ConsumerID(g.Spec.ConsumerRef).String()}, nil
+}
+
+// consumerChanged queues the condition of every grant naming a consumer
+// that appeared or went.
+func (t *term) consumerChanged(id quota.ConsumerID) {
+	objs, err := t.grantInformer.GetIndexer().ByIndex(indexGrantConsumer, id.String())
+	if err != nil {
+		return
+	}
+	for _, o := range objs {
+		if g, ok := o.(*quotav1alpha1.ResourceGrant); ok {
+			t.conditionQueue.Add(status.Key{Kind: status.KindGrant, Name: string(g.UID)})
+		}
 	}
 }

@@ -49,6 +49,8 @@ type term struct {
 	sealer    *fence.Sealer
 
 	regInformer, grantInformer, claimInformer, bucketInformer, policyInformer toolscache.SharedIndexInformer
+	// consumers are the Organizations, Projects and Namespaces that exist.
+	consumers *consumerDirectory
 
 	claimQueue     reconcile.Queue[string]
 	bucketQueue    reconcile.Queue[quota.BucketID]
@@ -243,6 +245,9 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 		},
 		Read:    t.cache.Read,
 		Schemas: r.triggerSchemas,
+		Consumer: func(id quota.ConsumerID) (bool, bool, []string) {
+			return t.consumers.Lookup(id)
+		},
 		KindServed: func(gk schema.GroupKind) (bool, string, error) {
 			return served.Kind(r.kube.Discovery(), gk)
 		},

@@ -75,8 +75,9 @@ func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) erro
 	}
 	ids := s.eng.BucketIDs()
 	r.Counts.ExpectedBuckets = len(ids)
+	reported := map[quota.ConsumerID]bool{}
 	for _, id := range ids {
-		if seen[id] {
+		if seen[id] || v.missingConsumer(s, r, id, reported) {
 			continue
 		}
 		want, _ := s.eng.Bucket(id)

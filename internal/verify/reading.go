@@ -56,6 +56,11 @@ type reading struct {
 	listed map[schema.GroupResource]bool
 	// projectOrgs are the Projects' organizations, where their buckets live.
 	projectOrgs map[string]string
+	// consumers are the Organizations and Projects stored, by kind and name
+	// (no entry for a kind that is not served).
+	consumers map[string]map[string]bool
+	// grantsOf are the grants naming each consumer, as namespace/name.
+	grantsOf map[quota.ConsumerID][]string
 	// planes are the control planes whose objects are judged: every
 	// Organization's and Project's, and those claims name.
 	planes map[string]bool
@@ -74,6 +79,8 @@ func newReading() *reading {
 		objects:        map[schema.GroupResource]map[string]bool{},
 		listed:         map[schema.GroupResource]bool{},
 		projectOrgs:    map[string]string{},
+		consumers:      map[string]map[string]bool{},
+		grantsOf:       map[quota.ConsumerID][]string{},
 		planes:         map[string]bool{},
 	}
 }
@@ -275,7 +282,9 @@ func (v *verifier) readQuota(ctx context.Context, s *reading, r *Report) error {
 	}
 	err = listQuota(ctx, v, func() *quotav1alpha1.ResourceGrantList { return &quotav1alpha1.ResourceGrantList{} }, func(list *quotav1alpha1.ResourceGrantList) error {
 		for i := range list.Items {
-			s.eng.UpsertGrant(convert.Grant(&list.Items[i]))
+			g := convert.Grant(&list.Items[i])
+			s.eng.UpsertGrant(g)
+			s.grantsOf[g.Consumer] = append(s.grantsOf[g.Consumer], nsName(list.Items[i].Namespace, list.Items[i].Name))
 		}
 		r.Counts.Grants += len(list.Items)
 		return nil
@@ -397,8 +406,10 @@ func (v *verifier) readProjects(ctx context.Context, s *reading) error {
 	}
 	// The engine's hierarchy (its default: Project → Organization): each
 	// project's organization and labels, each organization's labels.
+	s.consumers["Project"] = map[string]bool{}
 	for i := range list.Items {
 		m := &list.Items[i]
+		s.consumers["Project"][m.Name] = true
 		info := quota.ConsumerInfo{Labels: m.GetLabels()}
 		s.planes[planes.Plane{Kind: planes.Projects, Name: m.Name}.String()] = true
 		if org := rmv1alpha1.OrganizationOfProject(m); org != "" {
@@ -413,7 +424,9 @@ func (v *verifier) readProjects(ctx context.Context, s *reading) error {
 	} else if err != nil {
 		return fmt.Errorf("listing Organizations: %w", err)
 	}
+	s.consumers["Organization"] = map[string]bool{}
 	for i := range orgs.Items {
+		s.consumers["Organization"][orgs.Items[i].Name] = true
 		s.planes[planes.Plane{Kind: planes.Organizations, Name: orgs.Items[i].Name}.String()] = true
 		s.eng.SetConsumer(quota.ConsumerID{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: orgs.Items[i].Name}, quota.ConsumerInfo{Labels: orgs.Items[i].GetLabels()})
 	}

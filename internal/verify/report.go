@@ -28,6 +28,7 @@ const (
 	CheckInFlightOverdue   = report.CheckInFlightOverdue
 	CheckJournalUnreadable = report.CheckJournalUnreadable
 	CheckPlaneConsumer     = report.CheckPlaneConsumer
+	CheckConsumerMissing   = report.CheckConsumerMissing
 )
 
 // ExitCode is the exit code of a run that returned r and err.

@@ -33,6 +33,17 @@ const (
 	// unregistered resource type or a consumer of another type, or a
 	// resource type twice. The message says which.
 	GrantReasonValidationFailed = "ValidationFailed"
+	// GrantConditionConsumerFound is True when the Organization, Project or
+	// Namespace a grant names exists, False when it does not (the grant
+	// limits nothing until one is created: a typo, or a consumer not created
+	// yet or deleted). Grants that select consumers by label, or name a
+	// consumer of another kind, have no such condition.
+	GrantConditionConsumerFound = "ConsumerFound"
+	// GrantReasonConsumerFound: ConsumerFound=True.
+	GrantReasonConsumerFound = "ConsumerFound"
+	// GrantReasonConsumerNotFound: ConsumerFound=False; the message names
+	// the consumer and, to the platform, the nearest existing name.
+	GrantReasonConsumerNotFound = "ConsumerNotFound"
 	// RegistrationConditionActive is True when a registration is the one in
 	// force for its resource type.
 	RegistrationConditionActive = "Active"

@@ -57,17 +57,27 @@ type Consumers interface {
 	RemoveConsumer(quota.ConsumerID)
 }
 
+// KindWatcher is told, before any of its objects, each kind Watch watches.
+type KindWatcher interface {
+	Watching(quota.GroupKind)
+}
+
 // Watch tells consumers every consumer's parent and labels, from metadata
-// watches of the kinds the parent relations name, until ctx is done. The
-// caller waits for the returned syncs before its first decision: deciding a
-// project's claim before its organization is known would skip the
-// organization's limit.
-func Watch(ctx context.Context, relations []ParentRelation, disco discovery.DiscoveryInterface, md metadata.Interface, consumers Consumers) ([]cache.InformerSynced, error) {
+// watches of the kinds the parent relations name and of the kinds also
+// names, until ctx is done. The caller waits for the returned syncs before
+// its first decision: deciding a project's claim before its organization is
+// known would skip the organization's limit.
+func Watch(ctx context.Context, relations []ParentRelation, also []quota.GroupKind, disco discovery.DiscoveryInterface, md metadata.Interface, consumers Consumers) ([]cache.InformerSynced, error) {
 	kinds := map[quota.GroupKind]string{} // kind → label naming its parent ("" at the top)
 	for _, rel := range relations {
 		kinds[rel.Child] = rel.Label
 		if _, ok := kinds[rel.Parent]; !ok {
 			kinds[rel.Parent] = ""
+		}
+	}
+	for _, gk := range also {
+		if _, ok := kinds[gk]; !ok {
+			kinds[gk] = ""
 		}
 	}
 	parentOf := map[quota.GroupKind]quota.GroupKind{}
@@ -83,6 +93,9 @@ func Watch(ctx context.Context, relations []ParentRelation, disco discovery.Disc
 		if !served {
 			klog.FromContext(ctx).V(1).Info("A consumer kind of the hierarchy is not served; its consumers have no parent", "kind", gk)
 			continue
+		}
+		if w, ok := consumers.(KindWatcher); ok {
+			w.Watching(gk)
 		}
 		inf := metadatainformer.NewFilteredMetadataInformer(md, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 		set := func(obj any) {

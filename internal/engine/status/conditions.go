@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
@@ -49,6 +50,10 @@ type ConditionWriter struct {
 	Grant        func(key string) (*quotav1alpha1.ResourceGrant, bool, error)
 	Registration func(name string) (*quotav1alpha1.ResourceRegistration, bool, error)
 	Policy       func(name string) (*quotav1alpha1.ClaimCreationPolicy, bool, error)
+	// Consumer says whether a consumer exists, whether its kind is watched
+	// at all, and (when it does not exist) the names of its kind that do;
+	// nil: no ConsumerFound condition is written.
+	Consumer func(quota.ConsumerID) (exists, watched bool, names []string)
 	// Read runs a read of the accounts under the cache's lock.
 	Read func(func(*accounting.Accounts))
 	// Schemas are how a policy of a trigger kind is compiled: the kind's
@@ -115,7 +120,9 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
 		}
 	}
 	c := activeCondition(v, g.Generation)
-	if !conditionChanged(g.Status.Conditions, c) && g.Status.ObservedGeneration == g.Generation {
+	found, judged := w.consumerCondition(g)
+	if !conditionChanged(g.Status.Conditions, c) && g.Status.ObservedGeneration == g.Generation &&
+		(!judged || !conditionChanged(g.Status.Conditions, found)) {
 		return nil
 	}
 	if v.Cause == quota.CauseResourceTypeNotRegistered && w.Event != nil {
@@ -124,7 +131,44 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
 	updated := g.DeepCopy()
 	updated.Status.ObservedGeneration = g.Generation
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
+	if judged {
+		if found.Status == metav1.ConditionFalse && conditionChanged(g.Status.Conditions, found) && w.Event != nil {
+			w.Event(g, corev1.EventTypeWarning, found.Reason, found.Message)
+		}
+		meta.SetStatusCondition(&updated.Status.Conditions, found)
+	}
 	return w.UpdateStatus(ctx, updated)
+}
+
+// consumerCondition is the ConsumerFound condition of a grant naming an
+// Organization, a Project or a Namespace; judged is false for other grants.
+// The nearest existing name is said only on the platform's grants: a
+// grant an organization wrote from its budget would tell its readers other
+// tenants' names.
+func (w *ConditionWriter) consumerCondition(g *quotav1alpha1.ResourceGrant) (c metav1.Condition, judged bool) {
+	if w.Consumer == nil || g.Spec.ConsumerSelector != nil || g.Spec.ConsumerRef.Name == "" {
+		return c, false
+	}
+	id := convert.ConsumerID(g.Spec.ConsumerRef)
+	exists, watched, names := w.Consumer(id)
+	if !watched {
+		return c, false
+	}
+	c = metav1.Condition{Type: quotav1alpha1.GrantConditionConsumerFound, Status: metav1.ConditionTrue,
+		Reason: quotav1alpha1.GrantReasonConsumerFound, ObservedGeneration: g.Generation,
+		Message: fmt.Sprintf("%s %s exists", id.Kind, id.Name)}
+	if exists {
+		return c, true
+	}
+	c.Status, c.Reason = metav1.ConditionFalse, quotav1alpha1.GrantReasonConsumerNotFound
+	c.Message = fmt.Sprintf("there is no %s %s, so this grant limits nothing until one is created", id.Kind, id.Name)
+	if g.Labels[quotav1alpha1.BudgetLabel] == "" {
+		if near := quota.Nearest(id.Name, names); near != "" {
+			c.Message += fmt.Sprintf("; did you mean %s?", near)
+		}
+	}
+	c.Message += "; correct spec.consumerRef.name, or create the " + id.Kind
+	return c, true
 }
 
 func (w *ConditionWriter) writeRegistration(ctx context.Context, name string) (time.Duration, error) {

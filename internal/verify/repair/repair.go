@@ -182,6 +182,11 @@ func (r *repairer) plan(rep *verify.Report) []plannedAction {
 			out = append(out, r.deleteBucket(d))
 		case d.Check == verify.CheckBucketMismatch, d.Check == verify.CheckBucketMissing, d.Check == verify.CheckInFlightOverdue:
 			newTerm = append(newTerm, d.ID)
+		case d.Check == verify.CheckConsumerMissing:
+			// No write of quotaplane's repairs it, and a new term would not.
+			out = append(out, plannedAction{Action: Action{Discrepancies: []string{d.ID},
+				Did: fmt.Sprintf("leave %s: %s", d.ID, d.Repair)},
+				do: func(context.Context) error { return fmt.Errorf("only a person can repair it") }})
 		default:
 			out = append(out, plannedAction{Action: Action{Discrepancies: []string{d.ID},
 				Did: fmt.Sprintf("repair %s automatically: it is not repaired through the engine; by hand: %s", d.ID, d.Repair)},

@@ -63,6 +63,11 @@ const (
 	// Namespace): the root's of that name, which the plane's object is not
 	// (docs/kinds.md, "Consumers across planes").
 	CheckPlaneConsumer Check = "plane-consumer"
+	// CheckConsumerMissing: grants (or claims) name an Organization or a
+	// Project that does not exist, so their buckets cannot be stored. Only a
+	// person can repair it (correct the grant, create the consumer, or
+	// delete the grant).
+	CheckConsumerMissing Check = "consumer-missing"
 )
 
 // Discrepancy is one place where storage disagrees with itself.
