@@ -106,7 +106,11 @@ func (c *controller) syncPolicy(ctx context.Context, name string) error {
 	if retry > 0 {
 		c.queue.AddAfter(policyKey(name), retry)
 	}
-	return c.writePolicyStatus(ctx, p, ready, synced)
+	var warnings []policy.Warning
+	if st != nil {
+		warnings = st.compiled.Warnings
+	}
+	return c.writePolicyStatus(ctx, p, ready, synced, warnings)
 }
 
 // evaluate judges a policy: its Ready condition, and the generation to act
@@ -527,6 +531,6 @@ func (c *controller) syncedCondition(p *quotav1alpha1.GrantCreationPolicy, activ
 	return policystatus.Synced(p, active, c.held(p.Name))
 }
 
-func (c *controller) writePolicyStatus(ctx context.Context, p *quotav1alpha1.GrantCreationPolicy, ready, synced metav1.Condition) error {
-	return policystatus.Write(ctx, c.client.Status(), c.recorder, p, ready, synced, policystatus.Parent(p, c.held(p.Name)))
+func (c *controller) writePolicyStatus(ctx context.Context, p *quotav1alpha1.GrantCreationPolicy, ready, synced metav1.Condition, warnings []policy.Warning) error {
+	return policystatus.Write(ctx, c.client.Status(), c.recorder, p, ready, synced, policystatus.Parent(p, c.held(p.Name)), warnings)
 }

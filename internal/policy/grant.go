@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -42,6 +43,9 @@ type RenderedGrant struct {
 func CompileGrant(p *quotav1alpha1.GrantCreationPolicy, o Options) (*CompiledGrant, error) {
 	t := p.Spec.Target.ResourceGrantTemplate
 	base := field.NewPath("spec", "target", "resourceGrantTemplate")
+	if p.Spec.Trigger.NamespaceSelector != nil {
+		return nil, invalid(CauseTriggerInvalid, "spec.trigger.namespaceSelector", fmt.Errorf("a GrantCreationPolicy gives grants to cluster-scoped consumers (Organizations, Projects), which have no namespace; remove it and select with constraints"))
+	}
 	cp, comp, err := compilePolicy(p.ObjectMeta, p.Spec.Trigger, base, t.Metadata, t.Spec.ConsumerRef, o, true)
 	if err != nil {
 		return nil, err
@@ -71,6 +75,7 @@ func CompileGrant(p *quotav1alpha1.GrantCreationPolicy, o Options) (*CompiledGra
 			return nil, err
 		}
 	}
+	c.Warnings = comp.warnings
 	return c, nil
 }
 

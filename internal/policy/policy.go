@@ -44,9 +44,9 @@ const (
 	CauseInvalidLiteral            = "InvalidLiteral"
 	CauseReadsRequest              = "ReadsRequest"
 	CauseResourceTypeNotRegistered = "ResourceTypeNotRegistered"
-	// CauseUnknownField: an expression reads a field of `trigger` that no
-	// served version of the trigger kind's schema has.
-	CauseUnknownField = "UnknownField"
+	// CauseTriggerInvalid: spec.trigger holds what the policy kind does
+	// not take.
+	CauseTriggerInvalid = "TriggerInvalid"
 )
 
 // Error is a compile error: the field it is about, and why.
@@ -79,7 +79,7 @@ type Options struct {
 	// ServedSchemas are the schemas of every version the trigger kind
 	// serves (admission evaluates objects in the version the client sent).
 	// An expression reading a field of `trigger` that none of them has is
-	// refused (CauseUnknownField); empty means TriggerSchema alone; a nil
+	// a Warning; empty means TriggerSchema alone; a nil
 	// element (a version whose schema is unknown) may have any field.
 	ServedSchemas []*spec.Schema
 }
@@ -154,6 +154,17 @@ type compiler struct {
 	// kind and schemas judge the fields expressions read (fields.go).
 	kind    string
 	schemas []*spec.Schema
+	// warnings are what type checking found that does not refuse the
+	// policy: fields no served version of the kind declares.
+	warnings []Warning
+}
+
+// Warning is one finding of type checking that does not make a policy
+// invalid, on the field it is about: as Kubernetes' ValidatingAdmissionPolicy
+// reports what its type checking finds, the policy stays Ready, and at
+// admission an object lacking the field refuses the create.
+type Warning struct {
+	Field, Message string
 }
 
 // newCompiler returns the compiler of one policy. A schema that cannot type
@@ -186,7 +197,7 @@ func newCompiler(o Options, kind string, triggerOnly bool) *compiler {
 // With a typed `trigger`, an expression whose estimated cost exceeds
 // EstimatedCostLimit is refused. cause is the Cause of a compile error, "" when it is
 // the caller's to choose; errors are plain (the caller names the field).
-func (c *compiler) expr(src string) (cel.Program, *cel.Ast, string, error) {
+func (c *compiler) expr(field, src string) (cel.Program, *cel.Ast, string, error) {
 	ast, iss := dynEnv.Compile(src)
 	if iss.Err() != nil {
 		return nil, nil, "", iss.Err()
@@ -197,7 +208,10 @@ func (c *compiler) expr(src string) (cel.Program, *cel.Ast, string, error) {
 		}
 	}
 	if err := unknownField(ast, c.kind, c.schemas); err != nil {
-		return nil, nil, CauseUnknownField, err
+		// A warning, as Kubernetes' type checking: the reference accepts
+		// such policies (its `trigger` is untyped), and an object without
+		// the field refuses the create at admission.
+		c.warnings = append(c.warnings, Warning{Field: field, Message: fmt.Sprintf("%q %v", src, err)})
 	}
 	prg, err := dynEnv.Program(ast)
 	if err != nil {
@@ -314,13 +328,10 @@ func (c *compiler) constraints(cons []quotav1alpha1.Constraint) (*constraints, e
 	out := &constraints{}
 	for i, con := range cons {
 		field := fmt.Sprintf("spec.trigger.constraints[%d].expression", i)
-		prg, ast, cause, err := c.expr(con.Expression)
+		prg, ast, cause, err := c.expr(field, con.Expression)
 		if err != nil {
 			if cause == "" {
 				cause = CauseConstraintInvalid
-			}
-			if cause == CauseUnknownField {
-				err = fmt.Errorf("%q %w", con.Expression, err)
 			}
 			return nil, invalid(cause, field, err)
 		}
@@ -385,6 +396,9 @@ type compiledPolicy struct {
 	LiteralResourceTypes []string
 	// literalFields are their field paths.
 	literalFields []string
+	// Warnings are what type checking found that does not make the policy
+	// invalid (Warning).
+	Warnings []Warning
 }
 
 // compilePolicy compiles the shared parts of a policy whose template is at
@@ -510,6 +524,7 @@ func Compile(p *quotav1alpha1.ClaimCreationPolicy, o Options) (*Compiled, error)
 		}
 		c.requests = append(c.requests, rq)
 	}
+	c.Warnings = comp.warnings
 	return c, nil
 }
 
@@ -587,4 +602,10 @@ func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 		out.Spec.Requests = append(out.Spec.Requests, req)
 	}
 	return true, out, nil
+}
+
+// KindNotServedWarning is what is said of a policy whose trigger kind is not
+// served; hint is served.Kind's.
+func KindNotServedWarning(tr quotav1alpha1.TriggerResource, hint string) string {
+	return fmt.Sprintf("kind %s (apiVersion %s) is not served: %s; the policy charges nothing until it is. Correct spec.trigger.resource, or install the kind", tr.Kind, tr.APIVersion, hint)
 }

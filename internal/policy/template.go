@@ -125,7 +125,7 @@ func (c *compiler) compileTemplate(field, s string, anyResult bool) (*template, 
 			continue
 		}
 		expr := leadingDot(sg.text)
-		prg, ast, cause, err := c.expr(expr)
+		prg, ast, cause, err := c.expr(field, expr)
 		if err != nil {
 			if cause == "" {
 				// The reference's words for an expression that does not compile.

@@ -72,6 +72,14 @@ const (
 	BucketReasonCriticalThreshold = "CriticalThresholdReached"
 	// PolicyConditionReady is True when a policy is valid and in force.
 	PolicyConditionReady = "Ready"
+	// PolicyConditionTypeChecked is present only when checking a policy
+	// against its trigger kind's schema found something (status.typeChecking
+	// lists it): False, reason TypeCheckWarnings, the findings in the
+	// message. The policy stays Ready; a policy with nothing found has the
+	// reference's conditions alone.
+	PolicyConditionTypeChecked = "TypeChecked"
+	// PolicyReasonTypeCheckWarnings: TypeChecked=False.
+	PolicyReasonTypeCheckWarnings = "TypeCheckWarnings"
 
 	// GrantPolicyConditionGrantsSynced says whether every grant a Ready policy renders
 	// exists as rendered. Its reasons name what holds a grant back.

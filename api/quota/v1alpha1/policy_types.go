@@ -48,6 +48,20 @@ type Trigger struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=10
 	Constraints []Constraint `json:"constraints,omitempty" protobuf:"bytes,2,rep,name=constraints"`
+
+	// namespaceSelector scopes a ClaimCreationPolicy to the namespaces
+	// whose labels it selects, as ResourceQuota users scope quota by
+	// namespace; objects of other namespaces are not charged. Unset: every
+	// namespace except the exempt ones (quotaplane serve's
+	// --quota-exempt-namespaces, by default kube-system, kube-public and
+	// kube-node-lease). Set, it replaces that default: every namespace it
+	// selects is charged, including those. Namespaces carry the label
+	// kubernetes.io/metadata.name, so a selector can name namespaces. The
+	// engine's system namespace is never charged. Cluster-scoped trigger
+	// kinds have no namespace and ignore it; GrantCreationPolicies do not
+	// take it.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty" protobuf:"bytes,3,opt,name=namespaceSelector"`
 }
 
 // TemplateMetadata is the metadata of an object rendered from a template.
@@ -226,6 +240,34 @@ type PolicyStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
+
+	// typeChecking is what checking the expressions against the trigger
+	// kind's schema found that does not stop the policy from being Ready:
+	// a field no served version of the kind declares (at admission, an
+	// object without it refuses the create), or a trigger kind that is not
+	// served. Kubernetes' ValidatingAdmissionPolicy reports the same way.
+	// Written by the quota engine only.
+	// +optional
+	TypeChecking *TypeChecking `json:"typeChecking,omitempty" protobuf:"bytes,3,opt,name=typeChecking"`
+}
+
+// TypeChecking lists the warnings of checking a policy against the schema
+// of its trigger kind.
+type TypeChecking struct {
+	// expressionWarnings are the warnings, each on the field it is about.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	ExpressionWarnings []ExpressionWarning `json:"expressionWarnings,omitempty" protobuf:"bytes,1,rep,name=expressionWarnings"`
+}
+
+// ExpressionWarning is one warning of type checking.
+type ExpressionWarning struct {
+	// fieldRef is the path of the field the warning is about, for example
+	// spec.trigger.constraints[0].expression.
+	FieldRef string `json:"fieldRef" protobuf:"bytes,1,opt,name=fieldRef"`
+	// warning says what was found and what to do.
+	Warning string `json:"warning" protobuf:"bytes,2,opt,name=warning"`
 }
 
 // ClaimCreationPolicyStatus is the observed state of a ClaimCreationPolicy.

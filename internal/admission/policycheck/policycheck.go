@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,10 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/client-go/kubernetes"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/policy"
+	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 )
 
 // PluginName is the admission plugin's name.
@@ -28,16 +32,29 @@ func Register(plugins *admission.Plugins) {
 	})
 }
 
-type plugin struct{ *admission.Handler }
+type plugin struct {
+	*admission.Handler
+	kube    kubernetes.Interface
+	once    sync.Once
+	schemas *triggerschema.Resolver
+}
 
 var (
-	_           admission.ValidationInterface = &plugin{}
-	claimPolicy                               = quotav1alpha1.Resource("claimcreationpolicies")
-	grantPolicy                               = quotav1alpha1.Resource("grantcreationpolicies")
+	_           admission.ValidationInterface          = &plugin{}
+	_           initializer.WantsExternalKubeClientSet = &plugin{}
+	claimPolicy                                        = quotav1alpha1.Resource("claimcreationpolicies")
+	grantPolicy                                        = quotav1alpha1.Resource("grantcreationpolicies")
 )
 
-// Validate refuses a policy whose spec can never work.
-func (p *plugin) Validate(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+// SetExternalKubeClientSet implements initializer.WantsExternalKubeClientSet.
+func (p *plugin) SetExternalKubeClientSet(c kubernetes.Interface) { p.kube = c }
+
+// ValidateInitialization implements admission.InitializationValidator.
+func (p *plugin) ValidateInitialization() error { return nil }
+
+// Validate refuses a policy whose spec can never work, and warns of what
+// type checking against the trigger kind's schema finds (warnings.go).
+func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	gr := a.GetResource().GroupResource()
 	if a.GetSubresource() != "" || (gr != claimPolicy && gr != grantPolicy) {
 		return nil
@@ -50,13 +67,31 @@ func (p *plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 	switch gr {
 	case claimPolicy:
 		err = check(a, obj, &quotav1alpha1.ClaimCreationPolicy{}, func(o *quotav1alpha1.ClaimCreationPolicy) error {
-			_, err := policy.Compile(o, policy.Options{})
-			return err
+			if _, err := policy.Compile(o, policy.Options{}); err != nil {
+				return err
+			}
+			p.warn(ctx, o.Spec.Trigger.Resource, func(opts policy.Options) ([]policy.Warning, error) {
+				c, err := policy.Compile(o, opts)
+				if err != nil {
+					return nil, err
+				}
+				return c.Warnings, nil
+			})
+			return nil
 		}, func(o *quotav1alpha1.ClaimCreationPolicy) any { return o.Spec })
 	case grantPolicy:
 		err = check(a, obj, &quotav1alpha1.GrantCreationPolicy{}, func(o *quotav1alpha1.GrantCreationPolicy) error {
-			_, err := policy.CompileGrant(o, policy.Options{})
-			return err
+			if _, err := policy.CompileGrant(o, policy.Options{}); err != nil {
+				return err
+			}
+			p.warn(ctx, o.Spec.Trigger.Resource, func(opts policy.Options) ([]policy.Warning, error) {
+				c, err := policy.CompileGrant(o, opts)
+				if err != nil {
+					return nil, err
+				}
+				return c.Warnings, nil
+			})
+			return nil
 		}, func(o *quotav1alpha1.GrantCreationPolicy) any { return o.Spec })
 	}
 	return err

@@ -285,13 +285,24 @@ func (w *ConditionWriter) writePolicy(ctx context.Context, name string) (time.Du
 	case c.Reason != policy.ReasonDisabled:
 		c.Message += "; no generation of this policy was ever valid, so it is not enforced until this is fixed"
 	}
+	var warnings []policy.Warning
+	if cerr == nil && compiled != nil {
+		warnings = compiled.Warnings
+	}
+	if state == KindNotServed {
+		warnings = append(warnings, w.kindNotServed(cp.Spec.Trigger.Resource)...)
+	}
+	typeChecking, checked := policy.TypeChecking(warnings, cp.Generation)
 	if !conditionChanged(cp.Status.Conditions, c) && cp.Status.ObservedGeneration == cp.Generation &&
-		equality.Semantic.DeepEqual(enforced, cp.Status.Enforced) {
+		equality.Semantic.DeepEqual(enforced, cp.Status.Enforced) &&
+		equality.Semantic.DeepEqual(typeChecking, cp.Status.TypeChecking) && !typeCheckedChanged(cp.Status.Conditions, checked) {
 		return again, nil
 	}
 	updated := cp.DeepCopy()
 	updated.Status.ObservedGeneration = cp.Generation
 	updated.Status.Enforced = enforced
+	updated.Status.TypeChecking = typeChecking
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
+	policy.SetTypeChecked(&updated.Status.Conditions, checked)
 	return again, w.UpdateStatus(ctx, updated)
 }

@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy"
 )
 
 // Problem is what holds back the grant of one trigger object.
@@ -59,8 +61,11 @@ func Synced(p *quotav1alpha1.GrantCreationPolicy, active bool, held []Problem) m
 // conditions as in the reference implementation, and beside them
 // status.grantsSynced (dropping a GrantsSynced condition an older
 // quotaplane wrote into the list).
-func Write(ctx context.Context, status client.SubResourceWriter, recorder record.EventRecorder, p *quotav1alpha1.GrantCreationPolicy, ready, synced metav1.Condition, parent *metav1.Condition) error {
-	changed := p.Status.ObservedGeneration != p.Generation ||
+func Write(ctx context.Context, status client.SubResourceWriter, recorder record.EventRecorder, p *quotav1alpha1.GrantCreationPolicy, ready, synced metav1.Condition, parent *metav1.Condition, warnings []policy.Warning) error {
+	typeChecking, checked := policy.TypeChecking(warnings, p.Generation)
+	changed := p.Status.ObservedGeneration != p.Generation || !equality.Semantic.DeepEqual(typeChecking, p.Status.TypeChecking) ||
+		(checked == nil) != (meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.PolicyConditionTypeChecked) == nil) ||
+		(checked != nil && conditionChanged(meta.FindStatusCondition(p.Status.Conditions, checked.Type), *checked)) ||
 		meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.GrantPolicyConditionGrantsSynced) != nil
 	if old := meta.FindStatusCondition(p.Status.Conditions, ready.Type); conditionChanged(old, ready) {
 		changed = true
@@ -94,6 +99,8 @@ func Write(ctx context.Context, status client.SubResourceWriter, recorder record
 		synced.LastTransitionTime = old.LastTransitionTime
 	}
 	updated.Status.GrantsSynced = &synced
+	updated.Status.TypeChecking = typeChecking
+	policy.SetTypeChecked(&updated.Status.Conditions, checked)
 	if err := status.Update(ctx, updated); err != nil {
 		return fmt.Errorf("writing the status of GrantCreationPolicy %s: %w", p.Name, err)
 	}
