@@ -12,6 +12,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -399,6 +400,9 @@ type compiledPolicy struct {
 	// Warnings are what type checking found that does not make the policy
 	// invalid (Warning).
 	Warnings []Warning
+	// NamespaceSelector is spec.trigger.namespaceSelector; nil when unset
+	// (governed.Exemptions.OutOfScope).
+	NamespaceSelector labels.Selector
 }
 
 // compilePolicy compiles the shared parts of a policy whose template is at
@@ -408,6 +412,11 @@ func compilePolicy(om metav1.ObjectMeta, trigger quotav1alpha1.Trigger, base *fi
 	c := compiledPolicy{Name: om.Name, Generation: om.Generation, Group: triggerGroup(trigger.Resource), Kind: trigger.Resource.Kind}
 	comp := newCompiler(o, c.Kind, triggerOnly)
 	var err error
+	if trigger.NamespaceSelector != nil {
+		if c.NamespaceSelector, err = metav1.LabelSelectorAsSelector(trigger.NamespaceSelector); err != nil {
+			return c, nil, invalid(CauseTriggerInvalid, "spec.trigger.namespaceSelector", fmt.Errorf("%w; write matchLabels, or matchExpressions with operators In, NotIn, Exists and DoesNotExist", err))
+		}
+	}
 	if c.constraints, err = comp.constraints(trigger.Constraints); err != nil {
 		return c, nil, err
 	}

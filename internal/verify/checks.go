@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -122,7 +123,14 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 					s.objects[gr][uid] = true
 				}
 				for _, p := range policies {
-					if exempt.Exempt(schema.GroupKind{Group: gvr.Group, Kind: p.compiled.Kind}, m.GetNamespace(), m.GetName(), inPlane) {
+					gk := schema.GroupKind{Group: gvr.Group, Kind: p.compiled.Kind}
+					out, err := exempt.OutOfScope(p.compiled.NamespaceSelector, gk, m.GetNamespace(), m.GetName(), inPlane, func(ns string) (labels.Set, error) {
+						if gk.Group == "" && gk.Kind == "Namespace" {
+							return governed.NamespaceLabels(ns, m.GetLabels()), nil
+						}
+						return v.namespaceLabels(ctx, ns)
+					})
+					if exempt.Exempt(gk, m.GetNamespace(), m.GetName(), inPlane) || (err == nil && out) {
 						p.stats.Objects++
 						p.stats.Exempt++
 						continue

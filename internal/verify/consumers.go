@@ -1,12 +1,19 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -44,4 +51,27 @@ func (v *verifier) missingConsumer(s *reading, r *Report, id quota.BucketID, rep
 		Repair: fmt.Sprintf("correct the grant's spec.consumerRef.name (kubectl edit resourcegrant), create the %s, or delete the grant; "+
 			"a person must choose, so quotaplane verify --repair leaves it", c.Kind)})
 	return true
+}
+
+// namespaceLabels reads a root namespace's labels once per run, as a
+// policy's namespace selector matches them.
+func (v *verifier) namespaceLabels(ctx context.Context, ns string) (labels.Set, error) {
+	if set, ok := v.nsLabels[ns]; ok {
+		return set, nil
+	}
+	m, err := v.metadata.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, ns, metav1.GetOptions{})
+	var set labels.Set
+	switch {
+	case apierrors.IsNotFound(err):
+		set = governed.NamespaceLabels(ns, nil)
+	case err != nil:
+		return nil, err
+	default:
+		set = governed.NamespaceLabels(ns, m.GetLabels())
+	}
+	if v.nsLabels == nil {
+		v.nsLabels = map[string]labels.Set{}
+	}
+	v.nsLabels[ns] = set
+	return set, nil
 }

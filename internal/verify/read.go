@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -42,6 +43,8 @@ type verifier struct {
 	etcd *clientv3.Client
 	// planes reach the objects of control planes.
 	planes *planes.Clients
+	// nsLabels are the namespaces' labels read for namespace selectors.
+	nsLabels map[string]labels.Set
 }
 
 var scheme = func() *runtime.Scheme {

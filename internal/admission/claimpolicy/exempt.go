@@ -5,12 +5,16 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
+	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
 )
@@ -68,4 +72,53 @@ func planeConsumer(ctx context.Context, f *inForce, a admission.Attributes, kind
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
 		"ClaimCreationPolicy %s (generation %d) charges this %s, stored in the control plane of %s %s, to %s, and %v; %s: %s",
 		f.name, f.generation, kind, plane.OwnerKind(), plane.Name, claimauthz.ConsumerName(c.Spec.ConsumerRef), err, what, governed.PlaneConsumerRemedy(plane)))
+}
+
+// scoped keeps the policies whose namespace scope holds the object of a
+// (governed.Exemptions.OutOfScope): a policy without a namespace selector
+// leaves out the exempt namespaces; one with a selector, the namespaces it
+// does not select. A Namespace is judged by its own labels; a member
+// cluster's namespace by its name alone (the member's labels are not known
+// here); the root's by the Namespace stored.
+func (p *Plugin) scoped(ctx context.Context, a admission.Attributes, policies []*inForce) ([]*inForce, error) {
+	_, inPlane := planes.From(ctx)
+	_, member := members.From(ctx)
+	nsLabels := func(ns string) (labels.Set, error) {
+		if a.GetKind().Group == "" && a.GetKind().Kind == "Namespace" {
+			if m, err := meta.Accessor(a.GetObject()); err == nil {
+				return governed.NamespaceLabels(ns, m.GetLabels()), nil
+			}
+		}
+		if member {
+			return governed.NamespaceLabels(ns, nil), nil
+		}
+		if p.namespaces != nil {
+			if n, err := p.namespaces.Get(ns); err == nil {
+				return governed.NamespaceLabels(ns, n.Labels), nil
+			}
+		}
+		if p.kube == nil {
+			return governed.NamespaceLabels(ns, nil), nil
+		}
+		// Not in the cache yet (created a moment ago): read it.
+		n, err := p.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return governed.NamespaceLabels(ns, nil), nil
+		}
+		if err != nil {
+			return nil, apierrors.NewTimeoutError(fmt.Sprintf("the labels of namespace %s, which a ClaimCreationPolicy's namespaceSelector reads, cannot be read: %v; retry", ns, err), 1)
+		}
+		return governed.NamespaceLabels(ns, n.Labels), nil
+	}
+	out := policies[:0:0]
+	for _, f := range policies {
+		skip, err := p.exemptions.OutOfScope(f.compiled.NamespaceSelector, a.GetKind().GroupKind(), a.GetNamespace(), a.GetName(), inPlane, nsLabels)
+		if err != nil {
+			return nil, err
+		}
+		if !skip {
+			out = append(out, f)
+		}
+	}
+	return out, nil
 }

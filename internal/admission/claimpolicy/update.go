@@ -41,6 +41,9 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 	if err != nil {
 		return apierrors.NewTimeoutError(fmt.Sprintf("quota for this %s cannot be decided yet: %v; retry", tg.kind.Kind, err), 1)
 	}
+	if policies, err = p.scoped(ctx, a, policies); err != nil {
+		return err
+	}
 	if len(policies) == 0 {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
@@ -82,7 +83,10 @@ type Charger struct {
 	PlaneDynamic func(p planes.Plane) (dynamic.Interface, error)
 
 	validator *claims.ClaimValidator
-	mu        sync.Mutex
+	// nsLabels are namespaces' labels read for namespace selectors, by
+	// name, each kept for nsLabelsFor.
+	nsLabels sync.Map
+	mu       sync.Mutex
 	// passes keep counts across the attempts of one pass (objects found
 	// busy are charged by a later attempt).
 	passes map[string]*pass
@@ -307,6 +311,18 @@ func (c *Charger) claimFor(ctx context.Context, name string, generation int64, c
 	if c.Exemptions.Exempt(gvk.GroupKind(), obj.GetNamespace(), obj.GetName(), plane != nil) {
 		return nil, "" // quotaplane's own, or the cluster's: never governed
 	}
+	out, err := c.Exemptions.OutOfScope(compiled.NamespaceSelector, gvk.GroupKind(), obj.GetNamespace(), obj.GetName(), plane != nil, func(ns string) (labels.Set, error) {
+		if gvk.Group == "" && gvk.Kind == "Namespace" {
+			return governed.NamespaceLabels(ns, obj.GetLabels()), nil
+		}
+		return c.namespaceLabels(ctx, ns)
+	})
+	if err != nil {
+		return nil, "the labels of its namespace, which the policy's namespaceSelector reads, cannot be read: " + err.Error()
+	}
+	if out {
+		return nil, "" // outside the policy's namespaces
+	}
 	in := policy.Input{Object: obj.Object, User: map[string]any{"name": "", "uid": "", "groups": []string{}, "extra": map[string]any{}},
 		RequestInfo: map[string]any{"verb": "create", "namespace": obj.GetNamespace(), "name": obj.GetName(), "apiGroup": gvr.Group,
 			"apiVersion": gvr.Version, "resource": gvr.Resource, "subresource": "", "dryRun": false},
@@ -402,4 +418,32 @@ func convertConsumer(c quotav1alpha1.ConsumerRef) string {
 		return c.Kind + " " + c.Name
 	}
 	return c.Kind + " " + c.Namespace + "/" + c.Name
+}
+
+// nsLabelsFor is how long a namespace's labels read for a pass are used.
+const nsLabelsFor = 10 * time.Second
+
+type readLabels struct {
+	set labels.Set
+	at  time.Time
+}
+
+// namespaceLabels reads a root namespace's labels, as a namespace selector
+// matches them; a namespace that does not exist has its name label alone.
+func (c *Charger) namespaceLabels(ctx context.Context, ns string) (labels.Set, error) {
+	if v, ok := c.nsLabels.Load(ns); ok && time.Since(v.(readLabels).at) < nsLabelsFor {
+		return v.(readLabels).set, nil
+	}
+	u, err := c.Dynamic.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, ns, metav1.GetOptions{})
+	var set labels.Set
+	switch {
+	case apierrors.IsNotFound(err):
+		set = governed.NamespaceLabels(ns, nil)
+	case err != nil:
+		return nil, err
+	default:
+		set = governed.NamespaceLabels(ns, u.GetLabels())
+	}
+	c.nsLabels.Store(ns, readLabels{set: set, at: time.Now()})
+	return set, nil
 }

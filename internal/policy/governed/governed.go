@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -21,7 +22,7 @@ var DefaultExemptNamespaces = []string{"kube-system", "kube-public", "kube-node-
 const FlagName = "quota-exempt-namespaces"
 
 // FlagUsage is the flag's help.
-const FlagUsage = "Namespaces whose objects no ClaimCreationPolicy charges (at the root and in member clusters; never in a control plane). " +
+const FlagUsage = "Namespaces whose objects a ClaimCreationPolicy without spec.trigger.namespaceSelector does not charge (at the root and in member clusters; never in a control plane); a policy with a selector charges the namespaces it selects. " +
 	"The system namespace, where quotaplane keeps its own records, is always exempt; give an empty value to exempt only it. verify must be given the same list as serve."
 
 // Exemptions say which objects no ClaimCreationPolicy governs: quotaplane's
@@ -74,10 +75,9 @@ func Kind(gk schema.GroupKind) bool {
 // Exempt reports whether no policy charges the object namespace/name of
 // kind gk (namespace "" for a cluster-scoped object; a Namespace is judged
 // by its own name, as admission sees it), stored at the root or in a member
-// cluster (inPlane false) or in a control plane (inPlane true). A plane's
-// namespaces are its tenants' own, whatever their names: none is exempt
-// there, or a tenant could create kube-system in its plane and keep
-// anything in it free.
+// cluster (inPlane false) or in a control plane (inPlane true): the quota
+// API, CRDs and Events anywhere, and the system namespace's objects. Which
+// other namespaces a policy charges is its own scope (OutOfScope).
 func (e Exemptions) Exempt(gk schema.GroupKind, namespace, name string, inPlane bool) bool {
 	if Kind(gk) {
 		return true
@@ -85,7 +85,55 @@ func (e Exemptions) Exempt(gk schema.GroupKind, namespace, name string, inPlane 
 	if gk.Group == "" && gk.Kind == "Namespace" {
 		namespace = name
 	}
-	return !inPlane && namespace != "" && e.namespaces[namespace]
+	return !inPlane && namespace != "" && namespace == e.system
+}
+
+// OutOfScope reports whether a policy whose spec.trigger.namespaceSelector
+// is sel (nil: unset) leaves uncharged the object namespace/name of kind gk.
+// Unset, the exempt namespaces (--quota-exempt-namespaces: kube-system,
+// kube-public, kube-node-lease by default) are out of its scope; set, the
+// namespaces whose labels it does not select are, and the exempt list does
+// not apply. nsLabels reads a namespace's labels (a Namespace's own, for a
+// Namespace); it is called only when sel is set.
+//
+// A plane's namespaces are its tenants' own, names and labels alike: none
+// is out of scope there, or a tenant could create kube-system in its plane,
+// or label a namespace out of a selector, and keep anything in it free.
+// Cluster-scoped objects have no namespace to select on.
+func (e Exemptions) OutOfScope(sel labels.Selector, gk schema.GroupKind, namespace, name string, inPlane bool, nsLabels func(string) (labels.Set, error)) (bool, error) {
+	if gk.Group == "" && gk.Kind == "Namespace" {
+		namespace = name
+	}
+	if inPlane || namespace == "" {
+		return false, nil
+	}
+	if sel == nil {
+		return e.namespaces[namespace], nil
+	}
+	if namespace == e.system {
+		return true, nil
+	}
+	set, err := nsLabels(namespace)
+	if err != nil {
+		return false, err
+	}
+	return !sel.Matches(set), nil
+}
+
+// NameLabel is the label every namespace carries with its own name
+// (kubernetes.io/metadata.name): a namespace selector can name namespaces
+// with it, and a tenant cannot change it.
+const NameLabel = "kubernetes.io/metadata.name"
+
+// NamespaceLabels are a namespace's labels as a selector matches them, with
+// NameLabel set to its name whatever the object says.
+func NamespaceLabels(name string, l map[string]string) labels.Set {
+	set := labels.Set{}
+	for k, v := range l {
+		set[k] = v
+	}
+	set[NameLabel] = name
+	return set
 }
 
 // PlaneLocal reports whether consumers of this kind are stored per control

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -29,6 +30,8 @@ func TestExemptNamespaces(t *testing.T) {
 	}
 }
 
+// TestExempt: what no policy charges, and what a policy without a namespace
+// selector leaves out (the exempt namespaces).
 func TestExempt(t *testing.T) {
 	e := NewExemptions("quotaplane-system", DefaultExemptNamespaces)
 	configMap := schema.GroupKind{Kind: "ConfigMap"}
@@ -54,8 +57,41 @@ func TestExempt(t *testing.T) {
 		{"the quota API", schema.GroupKind{Group: quotav1alpha1.GroupName, Kind: "ResourceClaim"}, "default", "x", false, true},
 		{"a custom Event kind", schema.GroupKind{Group: "example.com", Kind: "Event"}, "default", "x", false, false},
 	} {
-		if got := e.Exempt(tc.gk, tc.ns, tc.obj, tc.inPlane); got != tc.want {
-			t.Errorf("%s: exempt %v, want %v", tc.name, got, tc.want)
+		out, err := e.OutOfScope(nil, tc.gk, tc.ns, tc.obj, tc.inPlane, nil)
+		if got := e.Exempt(tc.gk, tc.ns, tc.obj, tc.inPlane) || out; got != tc.want || err != nil {
+			t.Errorf("%s: exempt %v (%v), want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// TestOutOfScope: a policy's namespace selector replaces the default
+// exemptions at the root; the system namespace stays out, a plane's
+// namespaces stay in, and a namespace is selected by its name label
+// whatever its labels say.
+func TestOutOfScope(t *testing.T) {
+	e := NewExemptions("quotaplane-system", DefaultExemptNamespaces)
+	configMap := schema.GroupKind{Kind: "ConfigMap"}
+	nsLabels := map[string]map[string]string{"dev": {"team": "a"}, "prod": {"team": "b"}, "kube-system": {}, "liar": {NameLabel: "dev"}}
+	read := func(ns string) (labels.Set, error) { return NamespaceLabels(ns, nsLabels[ns]), nil }
+	team := labels.SelectorFromSet(labels.Set{"team": "a"})
+	named, _ := labels.Parse(NameLabel + " in (dev, kube-system)")
+	for _, tc := range []struct {
+		name    string
+		sel     labels.Selector
+		ns      string
+		inPlane bool
+		want    bool
+	}{
+		{"selected", team, "dev", false, false},
+		{"not selected", team, "prod", false, true},
+		{"kube-system when a selector names it", named, "kube-system", false, false},
+		{"the system namespace, whatever the selector", labels.Everything(), "quotaplane-system", false, true},
+		{"a name label that lies", named, "liar", false, true},
+		{"a plane's namespace, whatever its labels", team, "prod", true, false},
+	} {
+		got, err := e.OutOfScope(tc.sel, configMap, tc.ns, "x", tc.inPlane, read)
+		if got != tc.want || err != nil {
+			t.Errorf("%s: out of scope %v (%v), want %v", tc.name, got, err, tc.want)
 		}
 	}
 }
