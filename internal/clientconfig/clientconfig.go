@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Path is the explicit kubeconfig: the one given, else the admin kubeconfig
@@ -41,19 +42,9 @@ func Load(explicit string) (*rest.Config, error) {
 // copied under a new name whose server URL ends with path, and made current.
 // Credentials are kept as they are.
 func ForPlane(explicit, name, path string) ([]byte, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = explicit
-	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig()
+	raw, cur, cluster, err := current(explicit)
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
-	}
-	cur, ok := raw.Contexts[raw.CurrentContext]
-	if !ok {
-		return nil, errors.New("no kubeconfig with a current context: give --kubeconfig, --data-dir of a local quotaplane serve, or set $KUBECONFIG")
-	}
-	cluster, ok := raw.Clusters[cur.Cluster]
-	if !ok {
-		return nil, fmt.Errorf("the kubeconfig's context %s names cluster %s, which it does not define", raw.CurrentContext, cur.Cluster)
+		return nil, err
 	}
 	c := cluster.DeepCopy()
 	c.Server = strings.TrimSuffix(c.Server, "/") + path
@@ -63,4 +54,43 @@ func ForPlane(explicit, name, path string) ([]byte, error) {
 	raw.Contexts[name] = ctx
 	raw.CurrentContext = name
 	return clientcmd.Write(raw)
+}
+
+// ForToken is a kubeconfig of its own whose one context reaches the current
+// context's server (its URL ending with path, "" for the root) with that
+// cluster's CA, as the user the bearer token names. Nothing of the loaded
+// kubeconfig's credentials is kept.
+func ForToken(explicit, name, path, token string) ([]byte, error) {
+	_, _, cluster, err := current(explicit)
+	if err != nil {
+		return nil, err
+	}
+	c := cluster.DeepCopy()
+	c.Server = strings.TrimSuffix(c.Server, "/") + path
+	out := clientcmdapi.NewConfig()
+	out.Clusters[name] = c
+	out.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+	out.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	out.CurrentContext = name
+	return clientcmd.Write(*out)
+}
+
+// current is the raw kubeconfig as loaded, its current context and that
+// context's cluster.
+func current(explicit string) (clientcmdapi.Config, *clientcmdapi.Context, *clientcmdapi.Cluster, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = explicit
+	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig()
+	if err != nil {
+		return raw, nil, nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	cur, ok := raw.Contexts[raw.CurrentContext]
+	if !ok {
+		return raw, nil, nil, errors.New("no kubeconfig with a current context: give --kubeconfig, --data-dir of a local quotaplane serve, or set $KUBECONFIG")
+	}
+	cluster, ok := raw.Clusters[cur.Cluster]
+	if !ok {
+		return raw, nil, nil, fmt.Errorf("the kubeconfig's context %s names cluster %s, which it does not define", raw.CurrentContext, cur.Cluster)
+	}
+	return raw, cur, cluster, nil
 }
