@@ -11,10 +11,12 @@ import (
 // existenceKinds are the consumer kinds whose objects the engine knows
 // exist, so that a grant naming one that does not says so on its
 // ConsumerFound condition.
-var existenceKinds = []quota.GroupKind{
-	{Group: quota.OrganizationGroup, Kind: "Organization"},
-	{Group: quota.OrganizationGroup, Kind: "Project"},
-	{Kind: "Namespace"},
+func existenceKinds() []quota.GroupKind {
+	return []quota.GroupKind{
+		{Group: quota.OrganizationGroup, Kind: "Organization"},
+		{Group: quota.OrganizationGroup, Kind: "Project"},
+		{Kind: "Namespace"},
+	}
 }
 
 // consumerDirectory is told every consumer object of the hierarchy's kinds

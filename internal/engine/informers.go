@@ -175,7 +175,7 @@ func (t *term) startInformers(ctx context.Context) error {
 		return err
 	}
 	t.consumers = newConsumerDirectory(t.cache, t.r.opts.Parents, t.consumerChanged)
-	consumers, err := hierarchy.Watch(ctx, t.r.opts.Parents, existenceKinds, t.r.kube.Discovery(), t.r.metadata, t.consumers)
+	consumers, err := hierarchy.Watch(ctx, t.r.opts.Parents, existenceKinds(), t.r.kube.Discovery(), t.r.metadata, t.consumers)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -202,6 +203,29 @@ func (b BucketStatus) Available() int64 { return Room(b.Limit, b.Allocated) }
 
 // OverLimit reports whether allocated exceeds limit (a limit was lowered).
 func (b BucketStatus) OverLimit() bool { return !b.Unlimited && b.Allocated > b.Limit }
+
+// UsedPercent is allocated as a whole percent of limit, rounded down (above
+// 100 when over the limit, at most MaxInt32); ok is false when there is no
+// finite, positive limit to be a percent of.
+func (b BucketStatus) UsedPercent() (pct int32, ok bool) {
+	if b.Unlimited || b.Limit <= 0 || b.Allocated < 0 {
+		return 0, false
+	}
+	q, r := b.Allocated/b.Limit, b.Allocated%b.Limit
+	if q > math.MaxInt32/100 {
+		return math.MaxInt32, true
+	}
+	var p int64
+	if b.Limit <= math.MaxInt64/100 {
+		p = q*100 + r*100/b.Limit // exact: r*100 cannot overflow
+	} else {
+		p = q*100 + r/(b.Limit/100) // limits past 9e16: to within a percent
+	}
+	if p > math.MaxInt32 {
+		return math.MaxInt32, true
+	}
+	return int32(p), true
+}
 
 // GrantContribution is what one grant adds to a bucket: the sum of its
 // buckets with these dimensions, saturated at MaxInt64.

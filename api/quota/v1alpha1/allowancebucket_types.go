@@ -111,6 +111,10 @@ type AllowanceBucketStatus struct {
 	// estimatedFullAt is the moment fullIn estimates, when it estimates one.
 	// +optional
 	EstimatedFullAt *metav1.Time `json:"estimatedFullAt,omitempty" protobuf:"bytes,13,opt,name=estimatedFullAt"`
+	// usedPercent is allocated as a whole percent of limit (rounded down;
+	// above 100 when over the limit); unset when the limit is 0.
+	// +optional
+	UsedPercent *int32 `json:"usedPercent,omitempty" protobuf:"varint,15,opt,name=usedPercent"`
 
 	// conditions: OverLimit is True when allocated exceeds limit, for example
 	// after a grant was lowered; nothing is revoked.
@@ -122,19 +126,18 @@ type AllowanceBucketStatus struct {
 }
 
 // AllowanceBucket is the live limit, allocation and availability of one
-// consumer for one resource type and dimension set.
+// consumer for one resource type and dimension set. Its columns are what a
+// person reads first (used, limit, percent); -o wide adds the consumer and
+// stays within 160 columns with the 71-character bucket names. The rest
+// (available, claims, unit, trend, full in) is in -o yaml or custom-columns.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=bucket;abucket,categories=quota
+// +kubebuilder:resource:shortName=bucket;abucket,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.allocated`
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.limit`
-// +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`
-// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.available`
-// +kubebuilder:printcolumn:name="Claims",type=integer,JSONPath=`.status.claimCount`
+// +kubebuilder:printcolumn:name="Used%",type=integer,JSONPath=`.status.usedPercent`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`,priority=1
-// +kubebuilder:printcolumn:name="Unit",type=string,JSONPath=`.status.baseUnit`,priority=1
-// +kubebuilder:printcolumn:name="Trend",type=string,JSONPath=`.status.usageTrend`,priority=1
-// +kubebuilder:printcolumn:name="Full In",type=string,JSONPath=`.status.fullIn`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.name`

@@ -367,6 +367,11 @@ func (m *AllowanceBucketStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.UsedPercent != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.UsedPercent))
+		i--
+		dAtA[i] = 0x78
+	}
 	if len(m.Conditions) > 0 {
 		for iNdEx := len(m.Conditions) - 1; iNdEx >= 0; iNdEx-- {
 			{
@@ -3681,6 +3686,9 @@ func (m *AllowanceBucketStatus) Size() (n int) {
 			n += 1 + l + sovGenerated(uint64(l))
 		}
 	}
+	if m.UsedPercent != nil {
+		n += 1 + sovGenerated(uint64(*m.UsedPercent))
+	}
 	return n
 }
 
@@ -4895,6 +4903,7 @@ func (this *AllowanceBucketStatus) String() string {
 		`FullIn:` + fmt.Sprintf("%v", this.FullIn) + `,`,
 		`EstimatedFullAt:` + strings.Replace(fmt.Sprintf("%v", this.EstimatedFullAt), "Time", "v1.Time", 1) + `,`,
 		`Conditions:` + repeatedStringForConditions + `,`,
+		`UsedPercent:` + valueToStringGenerated(this.UsedPercent) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -6787,6 +6796,26 @@ func (m *AllowanceBucketStatus) Unmarshal(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 15:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field UsedPercent", wireType)
+			}
+			var v int32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.UsedPercent = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

@@ -207,7 +207,7 @@ type QuotaRequestStatus struct {
 // decide it through the status subresource; an approval makes a
 // ResourceGrant for the difference, labelled with the request.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=qreq;quotareq,categories=quota
+// +kubebuilder:resource:shortName=qreq;quotareq,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
@@ -286,7 +286,7 @@ type QuotaApprovalRuleStatus struct {
 // and says so on the request (status.decision.rule). Requests no rule
 // allows wait for staff.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=qrule,categories=quota
+// +kubebuilder:resource:scope=Cluster,shortName=qrule,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Expression",type=string,JSONPath=`.spec.expression`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

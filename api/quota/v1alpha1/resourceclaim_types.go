@@ -163,7 +163,7 @@ type ResourceClaimStatus struct {
 // ResourceClaim asks to consume quota on behalf of a consumer. A claim is
 // granted all-or-nothing across its requests.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=rclaim;claim,categories=quota
+// +kubebuilder:resource:shortName=rclaim;claim,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Granted",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].status`
 // +kubebuilder:printcolumn:name="Resource",type=string,JSONPath=`.spec.requests[0].resourceType`,priority=1

@@ -87,7 +87,7 @@ type ResourceGrantStatus struct {
 // ResourceGrant gives quota to a consumer. Grants for one consumer and
 // resource type add up.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=rgrant;grant,categories=quota
+// +kubebuilder:resource:shortName=rgrant;grant,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
 // +kubebuilder:printcolumn:name="Consumer Group",type=string,JSONPath=`.spec.consumerRef.apiGroup`,priority=1

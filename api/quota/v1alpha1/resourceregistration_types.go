@@ -156,7 +156,7 @@ type ResourceRegistrationStatus struct {
 // ResourceRegistration registers a quotable resource type: its unit, the kind
 // of consumer it is granted to, and the kinds that may claim it.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=rreg;registration,categories=quota
+// +kubebuilder:resource:scope=Cluster,shortName=rreg;registration,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`

@@ -132,6 +132,11 @@ func (in *AllowanceBucketStatus) DeepCopyInto(out *AllowanceBucketStatus) {
 		in, out := &in.EstimatedFullAt, &out.EstimatedFullAt
 		*out = (*in).DeepCopy()
 	}
+	if in.UsedPercent != nil {
+		in, out := &in.UsedPercent, &out.UsedPercent
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

@@ -77,6 +77,15 @@ func (w *BucketWriter) Reconcile(ctx context.Context, id quota.BucketID) error {
 			w.Placement.WaitFor(pns, id)
 		}
 	}
+	// A Namespace's bucket is also shown in the namespace itself, where a
+	// ResourceQuota user looks (kubectl get allowancebuckets -n dev).
+	if c := id.Consumer; c.APIGroup == "" && c.Kind == "Namespace" && c.Name != "" && !slices.Contains(places, c.Name) {
+		if err := w.Placement.NamespaceReady(ctx, c.Name); err == nil {
+			places = append(places, c.Name)
+		} else {
+			w.Placement.WaitFor(c.Name, id)
+		}
+	}
 	name := quota.BucketName(id)
 	// A bucket stored in another namespace than its placement (a project
 	// whose organization became known, a group's member that left) goes.
@@ -242,6 +251,9 @@ func bucketStatus(stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) 
 		LastReconciliation: &now,
 		Conditions:         append([]metav1.Condition(nil), stored.Status.Conditions...),
 	}
+	if pct, ok := st.UsedPercent(); ok {
+		out.UsedPercent = &pct
+	}
 	for _, name := range slices.Sorted(maps.Keys(st.Clusters)) {
 		out.Clusters = append(out.Clusters, quotav1alpha1.ClusterUsage{Name: name, Allocated: st.Clusters[name]})
 	}
@@ -263,7 +275,7 @@ func bucketStatusEqual(a, b quotav1alpha1.AllowanceBucketStatus) bool {
 		a.ClaimCount != b.ClaimCount || a.BaseUnit != b.BaseUnit || a.GrantCount != b.GrantCount || len(a.ContributingGrantRefs) != len(b.ContributingGrantRefs) || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}
-	if a.UsageTrend != b.UsageTrend || a.FullIn != b.FullIn || !a.EstimatedFullAt.Equal(b.EstimatedFullAt) || !slices.Equal(a.Clusters, b.Clusters) {
+	if !equalPtr(a.UsedPercent, b.UsedPercent) || a.UsageTrend != b.UsageTrend || a.FullIn != b.FullIn || !a.EstimatedFullAt.Equal(b.EstimatedFullAt) || !slices.Equal(a.Clusters, b.Clusters) {
 		return false
 	}
 	for i := range a.ContributingGrantRefs {
@@ -277,4 +289,8 @@ func bucketStatusEqual(a, b quotav1alpha1.AllowanceBucketStatus) bool {
 		}
 	}
 	return true
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
