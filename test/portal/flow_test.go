@@ -107,6 +107,13 @@ func TestTenantAsksStaffApprove(t *testing.T) {
 	if marked, err := chromedp.Run(tenant, chromedp.Evaluate[bool](`window.notReloaded === true`)); err != nil || !marked {
 		t.Error("the tenant's page was reloaded: it should follow the bucket by itself")
 	}
+	// At 1280px the tenant's requests table, with a service account's long
+	// name as who asked and who decided, fits without scrolling sideways.
+	fits, err := chromedp.Run(tenant, chromedp.Evaluate[bool](`(() => { const w = document.querySelector('#requests').closest('.table-wrap'); return w.scrollWidth <= w.clientWidth + 1; })()`))
+	if err != nil || !fits {
+		width, _ := chromedp.Run(tenant, chromedp.Evaluate[int](`document.querySelector('#requests').scrollWidth`))
+		t.Errorf("the tenant's requests table at 1280px is %dpx wide, wider than its box (%v)", width, err)
+	}
 	// At a phone's width, both views fit: nothing wider than the screen
 	// but the tables, which scroll inside their own boxes.
 	for name, page := range map[string]context.Context{"tenant": tenant, "staff": staff} {

@@ -196,8 +196,8 @@ function Requests({ ns, state }) {
                 <td class="num">${fmt(r.spec?.requestedLimit)}</td>
                 <td class="num">${granted === undefined ? '—' : fmt(granted)}</td>
                 <td class=${`state state-${s.toLowerCase()}`}>${s}</td>
-                <td>${st.requestedBy || r.metadata.annotations?.['quota.miloapis.com/requested-by'] || '—'}</td>
-                <td>${d.decidedBy || '—'}${d.rule && html`<div class="muted small">rule ${d.rule}</div>`}</td>
+                <td class="who">${st.requestedBy || r.metadata.annotations?.['quota.miloapis.com/requested-by'] || '—'}</td>
+                <td class="who">${d.decidedBy || '—'}${d.rule && html`<div class="muted small">rule ${d.rule}</div>`}</td>
                 <td class="message">
                   ${d.reason && html`<div>${d.reason}</div>`}
                   ${st.message && st.message !== d.reason && html`<div class="muted">${st.message}</div>`}
