@@ -15,10 +15,16 @@ type Overview struct {
 	Total         int           `json:"total"`
 	ResourceTypes []string      `json:"resourceTypes"`
 	Organizations []OrgOverview `json:"organizations"`
+	// Others are the consumers outside any organization (Namespaces, and
+	// any other kind whose buckets live in the system namespace), closest
+	// to a limit first; Kind is set on each.
+	Others []OrgOverview `json:"others"`
 }
 
 // OrgOverview is one organization's row.
 type OrgOverview struct {
+	// Kind is the consumer's kind for Others ("" for an organization).
+	Kind            string       `json:"kind,omitempty"`
 	Name            string       `json:"name"`
 	Type            string       `json:"type,omitempty"`
 	Buckets         int          `json:"buckets"`
@@ -66,11 +72,21 @@ func Percent(limit, allocated int64) int64 {
 // fullest bucket, then by the soonest estimated exhaustion, then by name.
 func BuildOverview(buckets []*quotav1alpha1.AllowanceBucket, orgTypes map[string]string, pending map[string]int, q OverviewQuery, now time.Time) Overview {
 	rows := map[string]*OrgOverview{}
+	others := map[string]*OrgOverview{}
 	types := map[string]bool{}
 	for _, b := range buckets {
-		org, ok := strings.CutPrefix(b.Namespace, rmv1alpha1.OrganizationNamespacePrefix)
-		if !ok || b.Labels[quotav1alpha1.LabelProjectedFrom] != "" {
+		if b.Labels[quotav1alpha1.LabelProjectedFrom] != "" {
 			continue
+		}
+		org, ok := strings.CutPrefix(b.Namespace, rmv1alpha1.OrganizationNamespacePrefix)
+		into := rows
+		if !ok {
+			// Outside any organization: the consumer is its own row.
+			c := b.Spec.ConsumerRef
+			if c.Kind == "" || c.Name == "" {
+				continue
+			}
+			org, into = c.Kind+"/"+c.Name, others
 		}
 		rt := string(b.Spec.ResourceType)
 		types[rt] = true
@@ -80,10 +96,13 @@ func BuildOverview(buckets []*quotav1alpha1.AllowanceBucket, orgTypes map[string
 		if q.Organization != "" && !strings.Contains(org, q.Organization) {
 			continue
 		}
-		row := rows[org]
+		row := into[org]
 		if row == nil {
 			row = &OrgOverview{Name: org, Type: orgTypes[org], PendingRequests: pending[org]}
-			rows[org] = row
+			if !ok {
+				row.Kind, row.Name, row.Type, row.PendingRequests = b.Spec.ConsumerRef.Kind, b.Spec.ConsumerRef.Name, "", 0
+			}
+			into[org] = row
 		}
 		row.Buckets++
 		st := b.Status
@@ -99,7 +118,15 @@ func BuildOverview(buckets []*quotav1alpha1.AllowanceBucket, orgTypes map[string
 			}
 		}
 	}
-	out := Overview{Total: len(rows), ResourceTypes: make([]string, 0, len(types)), Organizations: make([]OrgOverview, 0, len(rows))}
+	out := Overview{Total: len(rows), ResourceTypes: make([]string, 0, len(types)), Organizations: make([]OrgOverview, 0, len(rows)),
+		Others: make([]OrgOverview, 0, len(others))}
+	for _, r := range others {
+		out.Others = append(out.Others, *r)
+	}
+	slices.SortFunc(out.Others, compareRows)
+	if q.Limit > 0 && len(out.Others) > q.Limit {
+		out.Others = out.Others[:q.Limit]
+	}
 	for t := range types {
 		out.ResourceTypes = append(out.ResourceTypes, t)
 	}

@@ -31,8 +31,15 @@ func TestBuildOverview(t *testing.T) {
 		bucket("delta", "Organization", "delta", "cpu", 10, 9, 96*time.Hour),
 		bucket("epsilon", "Organization", "epsilon", "cpu", 0, 3, 0), // allocated against no limit: 100%
 		projected, // a group's copy: not the organization's own
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "quotaplane-system", Name: "other"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "quotaplane-system", Name: "other"}}, // no consumer: skipped
 	}
+	// A Namespace's bucket, in the system namespace, and its copy in the
+	// namespace: one row of its own, under Others.
+	dev := bucket("x", "Namespace", "dev", "core/configmaps", 4, 3, 0)
+	dev.Namespace = "quotaplane-system"
+	devCopy := dev.DeepCopy()
+	devCopy.Namespace, devCopy.Labels = "dev", map[string]string{quotav1alpha1.LabelProjectedFrom: "quotaplane-system"}
+	buckets = append(buckets, dev, devCopy)
 	got := BuildOverview(buckets, map[string]string{"alpha": "Standard"}, map[string]int{"beta": 2}, OverviewQuery{}, now)
 	var names []string
 	for _, r := range got.Organizations {
@@ -41,7 +48,10 @@ func TestBuildOverview(t *testing.T) {
 	if want := []string{"epsilon", "beta", "delta", "alpha"}; !slices.Equal(names, want) {
 		t.Fatalf("order %v, want %v", names, want)
 	}
-	if got.Total != 4 || !slices.Equal(got.ResourceTypes, []string{"cpu", "disk"}) {
+	if len(got.Others) != 1 || got.Others[0].Kind != "Namespace" || got.Others[0].Name != "dev" || got.Others[0].Buckets != 1 || got.Others[0].Worst.Percent != 75 {
+		t.Errorf("others: %+v; want Namespace dev, one bucket, 75%%", got.Others)
+	}
+	if got.Total != 4 || !slices.Equal(got.ResourceTypes, []string{"core/configmaps", "cpu", "disk"}) {
 		t.Errorf("total %d types %v", got.Total, got.ResourceTypes)
 	}
 	alpha := got.Organizations[3]

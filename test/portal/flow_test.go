@@ -55,6 +55,18 @@ func TestTenantAsksStaffApprove(t *testing.T) {
 	must(admin.Create(ctx, &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "vm-1", Namespace: ns}, Spec: quotav1alpha1.ResourceClaimSpec{
 		ConsumerRef: consumer, Requests: []quotav1alpha1.ResourceRequest{{ResourceType: quotav1alpha1.ResourceType(rt), Amount: 4}},
 		ResourceRef: &quotav1alpha1.ResourceRef{APIGroup: "compute.example.com", Kind: "Instance", Name: "vm-1", Namespace: ns}}}))
+	// A consumer outside any organization: a Namespace with a grant.
+	team := "team-" + org
+	must(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}}))
+	nsRT := "core/configmaps-" + org
+	must(admin.Create(ctx, &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "configmaps-" + org}, Spec: quotav1alpha1.ResourceRegistrationSpec{
+		ConsumerType: quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"}, Type: quotav1alpha1.RegistrationTypeAllocation,
+		ResourceType: quotav1alpha1.ResourceType(nsRT), BaseUnit: "configmap", ClaimingResources: []quotav1alpha1.ClaimingResource{{Kind: "ConfigMap"}}}}))
+	must(wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := admin.Create(ctx, &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: team, Namespace: "quotaplane-system"}, Spec: quotav1alpha1.ResourceGrantSpec{
+			ConsumerRef: quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: team}, Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(nsRT), Buckets: []quotav1alpha1.GrantBucket{{Amount: 5}}}}}})
+		return err == nil, nil // the registration is active a moment after it is created
+	}))
 	tenantToken, _ := quotatest.ServiceAccountToken(t, srv.Config, ns, "owner", rmv1alpha1.OrganizationOwnerRole, ns)
 	staffToken, staffUser := quotatest.ServiceAccountToken(t, srv.Config, "default", "staff-"+org, "quotaplane-quota-approver", "")
 
@@ -94,6 +106,9 @@ func TestTenantAsksStaffApprove(t *testing.T) {
 	row := fmt.Sprintf(`#pending tr[data-request="%s/%s"]`, ns, qr.Name)
 	run(t, staff, "staff seeing the request", 30*time.Second, chromedp.WaitVisible(chromedp.CSS(row)),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#orgs tr[data-org="%s"]`, org))))
+	// Consumers outside any organization are listed too.
+	run(t, staff, "staff seeing the Namespace consumer", 30*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#others tr[data-consumer="Namespace/%s"]`, team))))
 	screenshot(t, staff, "portal-staff")
 	run(t, staff, "approving 25", 30*time.Second,
 		chromedp.SetValue(chromedp.CSS(row+" .grant-limit"), "25"),

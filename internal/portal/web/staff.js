@@ -91,6 +91,7 @@ function Overview() {
 
   const types = [...new Set([...(data?.resourceTypes || []), ...(type ? [type] : [])])].sort();
   const orgs = data?.organizations || [];
+  const others = data?.others || [];
 
   return html`
     <form class="filters" onSubmit=${(e) => e.preventDefault()} role="search">
@@ -124,7 +125,34 @@ function Overview() {
             ${orgs.map((o) => html`<${OrgRow} key=${o.name} o=${o} />`)}
           </tbody>
         </table>
-      </div>`}`;
+      </div>
+      ${others.length > 0 && html`
+        <h3>Other consumers</h3>
+        <p class="muted small">Namespaces and other consumers outside any organization; their limits come from the platform's grants.</p>
+        <div class="table-wrap">
+          <table id="others">
+            <thead><tr>
+              <th>Consumer</th><th class="usage-col">Usage (closest to full)</th><th class="num">%</th>
+              <th>Full in</th><th>Resource type</th><th class="num">Buckets</th>
+            </tr></thead>
+            <tbody>
+              ${others.map((o) => {
+                const w = o.worst;
+                return html`
+                  <tr key=${`${o.kind}/${o.name}`} data-consumer=${`${o.kind}/${o.name}`}>
+                    <td>${o.kind} ${o.name}</td>
+                    <td class="usage-col">${w && html`
+                      <${UsageBar} allocated=${w.allocated} limit=${w.limit} label=${`${o.kind} ${o.name} closest to full`} />
+                      <div class="muted small">${fmt(w.allocated)} / ${fmt(w.limit)}</div>`}</td>
+                    <td class="num percent">${w ? int(w.percent) : ''}</td>
+                    <td>${o.fullIn || '—'}</td>
+                    <td>${w ? html`<${Breakable} text=${w.resourceType} />` : '—'}</td>
+                    <td class="num">${fmt(o.buckets)}</td>
+                  </tr>`;
+              })}
+            </tbody>
+          </table>
+        </div>`}`}`;
 }
 
 function OrgRow({ o }) {
