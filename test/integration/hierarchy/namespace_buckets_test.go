@@ -91,6 +91,11 @@ func TestANamespacesBucketsAreInTheNamespace(t *testing.T) {
 			}
 		}
 	}
+	// An amount may be written as a quantity, so kubectl does not show
+	// <integer>; the text says what is stored and read.
+	if got := run("explain", "resourceclaims.spec.requests.amount"); !strings.Contains(strings.Join(strings.Fields(got), " "), "Always stored and read as an integer in base units") {
+		t.Errorf("kubectl explain resourceclaims.spec.requests.amount does not say the amount is read as an integer:\n%s", got)
+	}
 	if got := run("get", "quota", "-n", dev); !strings.Contains(got, "No resources found") {
 		t.Errorf("kubectl get quota -n %s (ResourceQuotas, none): %s", dev, got)
 	}
