@@ -177,7 +177,7 @@ func (s *sink) Info(level int, msg string, kv ...any) {
 }
 
 func (s *sink) Error(err error, msg string, kv ...any) {
-	if isInputNoise(msg) {
+	if isInputNoise(msg) || isClientGone(err, msg) {
 		return
 	}
 	if fromOwnModule() {
@@ -242,6 +242,16 @@ func (s *sink) WriteKlogBuffer(data []byte) {
 // input is the client's to see, not the operator's; -v=1 shows it.
 func isInputNoise(msg string) bool {
 	return strings.Contains(msg, "failed to update managedFields")
+}
+
+// isClientGone: the API server could not write a watch event because the
+// client went away (it closed the watch, or its connection dropped) — the
+// library logs it as an UnhandledError ("Failed to encode watch event")
+// and ends the watch, as it should; nothing is wrong on the server. An
+// event that cannot be encoded ("unable to encode watch object") is a
+// server fault and still shown. -v=1 shows both.
+func isClientGone(err error, msg string) bool {
+	return msg == "Failed to encode watch event" && err != nil && !strings.Contains(err.Error(), "unable to encode watch object")
 }
 
 // fromOwnModule reports whether the logging call was made by quotaplane's

@@ -32,17 +32,20 @@ func TestFilter(t *testing.T) {
 	f.Ready()
 	klog.Errorf("library error after ready")
 	klog.ErrorS(errors.New("expected list"), "[SHOULD NOT HAPPEN] failed to update managedFields")
+	// A watch whose client went away; an event that cannot be encoded.
+	klog.Background().WithName("UnhandledError").Error(errors.New("http2: stream closed"), "Failed to encode watch event")
+	klog.Background().WithName("UnhandledError").Error(errors.New("unable to encode watch object *v1.Widget: no kind"), "Failed to encode watch event")
 	f.Stopping()
 	klog.Errorf("library error while stopping")
 	klog.Flush()
 
 	got := out.String()
-	for _, want := range []string{`"own message" k="v"`, "library error after ready"} {
+	for _, want := range []string{`"own message" k="v"`, "library error after ready", "unable to encode watch object"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
-	for _, unwanted := range []string{"library chatter", "library warning", "before ready", "while stopping", "not shown", "SHOULD NOT HAPPEN"} {
+	for _, unwanted := range []string{"library chatter", "library warning", "before ready", "while stopping", "not shown", "SHOULD NOT HAPPEN", "http2: stream closed"} {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("%q shown:\n%s", unwanted, got)
 		}
