@@ -185,6 +185,7 @@ func (s *Server) Run(ctx context.Context, banner io.Writer) error {
 		etcdErr = s.etcd.Err()
 	}
 	go s.announceWhenReady(runCtx, banner)
+	go trimWhenIdle(runCtx)
 	select {
 	case err := <-done:
 		return err
