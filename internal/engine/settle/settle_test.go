@@ -9,6 +9,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
 // TestOwnerOf: a claim is owned by its object only where Kubernetes honours
@@ -19,6 +20,8 @@ func TestOwnerOf(t *testing.T) {
 	cases := map[string]struct {
 		claimNS, objectNS string
 		cluster           string
+		plane             bool
+		group             string
 		wantOwned         bool
 	}{
 		"same namespace":       {claimNS: "a", objectNS: "a", wantOwned: true},
@@ -29,6 +32,10 @@ func TestOwnerOf(t *testing.T) {
 		// collector would delete the claim of a live object.
 		"member, same namespace": {claimNS: "a", objectNS: "a", cluster: "east", wantOwned: false},
 		"member, cluster-scoped": {claimNS: "a", objectNS: "", cluster: "east", wantOwned: false},
+		// Created through a control plane: an object the plane stores for
+		// itself is not the root's; a Project (the root's) is.
+		"a plane's own object":                      {claimNS: "project-web", objectNS: "", plane: true, wantOwned: false},
+		"a Project created through its org's plane": {claimNS: "organization-acme", objectNS: "", plane: true, group: "resourcemanager.miloapis.com", wantOwned: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -37,11 +44,18 @@ func TestOwnerOf(t *testing.T) {
 			if tc.cluster != "" {
 				p.Labels = map[string]string{quotav1alpha1.LabelCluster: tc.cluster}
 			}
+			if tc.plane {
+				p.Extra = map[string]string{planes.Annotation: "organizations/acme"}
+			}
+			gvr := gvr
+			if tc.group != "" {
+				gvr.Group = tc.group
+			}
 			refs := ownerOf(p, gvr)
 			if (len(refs) == 1) != tc.wantOwned {
 				t.Fatalf("owner references %+v; want owned %t", refs, tc.wantOwned)
 			}
-			if tc.wantOwned && (refs[0].APIVersion != "x.io/v1" || refs[0].UID != "u" || refs[0].Kind != "Widget") {
+			if tc.wantOwned && (refs[0].APIVersion != gvr.GroupVersion().String() || refs[0].UID != "u" || refs[0].Kind != "Widget") {
 				t.Errorf("owner reference %+v", refs[0])
 			}
 		})

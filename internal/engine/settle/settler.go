@@ -172,9 +172,12 @@ func ownerOf(p *record.PendingClaim, gvr schema.GroupVersionResource) []metav1.O
 		// cluster's webhook releases it (docs/clusters.md).
 		return nil
 	}
-	if _, inPlane := p.Extra[planes.Annotation]; inPlane {
+	if _, inPlane := p.Extra[planes.Annotation]; inPlane && planes.OwnStorage(gvr.GroupResource()) {
 		// The object is in a control plane; the root's garbage collector
-		// would not find it (ObjectWatch ties the claim to it instead).
+		// would not find it (ObjectWatch ties the claim to it instead). An
+		// object of a kind the planes do not store for themselves — a
+		// Project created through its organization's plane — is the
+		// root's, and owns its claim as at the root.
 		return nil
 	}
 	return []metav1.OwnerReference{{
