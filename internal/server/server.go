@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
@@ -233,9 +234,11 @@ func (s *Server) announceWhenReady(ctx context.Context, banner io.Writer) {
 }
 
 // servicePriorities are the generic control plane's APIService priorities
-// and apps/v1's, which serve adds (workloads.go).
+// and those of apps/v1 and discovery.k8s.io/v1, which serve adds
+// (workloads.go, discovery.go).
 func servicePriorities() map[schema.GroupVersion]controlplaneapiserver.APIServicePriority {
 	p := controlplaneapiserver.DefaultGenericAPIServicePriorities()
 	p[appsv1.SchemeGroupVersion] = appsPriority
+	p[discoveryv1.SchemeGroupVersion] = discoveryPriority
 	return p
 }

@@ -16,7 +16,7 @@ import (
 
 // withWorkloadProviders returns the generic control plane's storage
 // providers with the core group's wrapped in withWorkloads and the apps/v1
-// group (appsRecords) added.
+// group (appsRecords) and discovery.k8s.io/v1 (discoveryRecords) added.
 func withWorkloadProviders(providers []controlplaneapiserver.RESTStorageProvider) []controlplaneapiserver.RESTStorageProvider {
 	out := make([]controlplaneapiserver.RESTStorageProvider, 0, len(providers)+1)
 	for _, p := range providers {
@@ -25,7 +25,7 @@ func withWorkloadProviders(providers []controlplaneapiserver.RESTStorageProvider
 		}
 		out = append(out, p)
 	}
-	return append(out, appsRecords{})
+	return append(out, appsRecords{}, discoveryRecords{})
 }
 
 // withWorkloads adds Pods and PersistentVolumeClaims to the core group the
