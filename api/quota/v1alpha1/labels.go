@@ -53,6 +53,11 @@ const (
 	// ManagedByQuotaplane on what it creates.
 	LabelManagedBy      = "app.kubernetes.io/managed-by"
 	ManagedByQuotaplane = "quotaplane"
+	// LabelPlaneNamespace is, on a ResourceClaim kept at the root for a
+	// control plane, the plane's namespace it is shown in (the one its
+	// template or its creator named); without it, the plane's system
+	// namespace.
+	LabelPlaneNamespace = "quota.miloapis.com/plane-namespace"
 	// LabelProjectedFrom marks a group bucket's copy in a member's
 	// namespace: its value is the namespace of the group's own bucket.
 	LabelProjectedFrom = "quota.miloapis.com/projected-from"

@@ -127,8 +127,14 @@ func NewClaim(src ClaimSource, r *policy.Rendered) *quotav1alpha1.ResourceClaim 
 	if src.Cluster != "" {
 		c.Labels[members.Label] = src.Cluster
 	}
+	delete(c.Labels, quotav1alpha1.LabelPlaneNamespace) // quotaplane's, never the template's
 	if src.Plane != nil {
 		c.Annotations[planes.Annotation] = src.Plane.String()
+		if r.Namespace != "" && r.Namespace != planes.SystemNamespace {
+			// Shown in the plane's namespace the template names, where a
+			// user of the plane looks for it (kubectl wait -n default).
+			c.Labels[quotav1alpha1.LabelPlaneNamespace] = r.Namespace
+		}
 		if c.Spec.ConsumerRef.Kind == "" {
 			c.Spec.ConsumerRef = quotav1alpha1.ConsumerRef{APIGroup: planes.Group, Kind: src.Plane.OwnerKind(), Name: src.Plane.Name}
 		}

@@ -5,12 +5,14 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apiserver/pkg/storage"
 
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/planes"
 )
@@ -23,16 +25,39 @@ func setNamespace(obj runtime.Object, ns string) {
 }
 
 // shown is obj as plane p shows it: a quota object of its quota namespace
-// in the plane's system namespace. obj may be the watch cache's own, so it
-// is copied, never changed.
+// in the plane's system namespace, or a claim in the namespace it names
+// (planeNamespace). obj may be the watch cache's own, so it is copied,
+// never changed.
 func (r *router) shown(p planes.Plane, obj runtime.Object) runtime.Object {
 	m, err := meta.Accessor(obj)
 	if err != nil || m.GetNamespace() != p.QuotaNamespace() {
 		return obj
 	}
 	c := obj.DeepCopyObject()
-	setNamespace(c, r.systemNamespace)
+	setNamespace(c, r.planeNamespace(m))
 	return c
+}
+
+// planeNamespace is the plane's namespace a quota object of the plane's
+// quota namespace is shown in: a claim's own (LabelPlaneNamespace), and the
+// plane's system namespace for the rest.
+func (r *router) planeNamespace(m metav1.Object) string {
+	if r.claims {
+		if ns := m.GetLabels()[quotav1alpha1.LabelPlaneNamespace]; ns != "" {
+			return ns
+		}
+	}
+	return r.systemNamespace
+}
+
+// inView reports whether an object shown as plane p shows it is in the
+// plane namespace a request named ("" for every namespace).
+func inView(obj runtime.Object, ns string) bool {
+	if ns == "" {
+		return true
+	}
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetNamespace() == ns
 }
 
 // show changes out, an object the storage filled for this request, as the
@@ -46,7 +71,7 @@ func (r *router) show(p planes.Plane, out runtime.Object) {
 	if u, ok := out.(*unstructured.Unstructured); ok {
 		u.Object = runtime.DeepCopyJSON(u.Object)
 	}
-	setNamespace(out, r.systemNamespace)
+	setNamespace(out, r.planeNamespace(m))
 }
 
 // showList shows every item of list as the plane does.

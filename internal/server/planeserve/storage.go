@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
@@ -56,7 +58,8 @@ func (s *Storage) decorate(inner generic.StorageDecorator) generic.StorageDecora
 			return nil, nil, err
 		}
 		r := &router{Interface: root, route: routeOf(config.GroupResource), gr: config.GroupResource, prefix: resourcePrefix,
-			systemNamespace: s.SystemNamespace, namespaces: config.GroupResource == api.Resource("namespaces")}
+			systemNamespace: s.SystemNamespace, namespaces: config.GroupResource == api.Resource("namespaces"),
+			claims: config.GroupResource == (schema.GroupResource{Group: planes.QuotaGroup, Resource: "resourceclaims"})}
 		cfg := *config
 		r.open = func() (storage.Interface, factory.DestroyFunc, error) {
 			// Every plane's objects of this resource, under /planes/.
@@ -78,6 +81,9 @@ type router struct {
 	prefix          string
 	systemNamespace string
 	namespaces      bool
+	// claims: a plane's claims are shown in the namespace each names
+	// (LabelPlaneNamespace), not only in its system namespace.
+	claims bool
 
 	// open makes the storage of every plane's objects of this resource,
 	// the first time a plane uses it.
@@ -136,15 +142,16 @@ func (r *router) target(ctx context.Context, key string) (storage.Interface, str
 }
 
 // mapKey is the root's key of a plane's quota object: the plane's system
-// namespace is its quota namespace at the root. ok is false for another
-// namespace of the plane, where no quota object can be.
+// namespace is its quota namespace at the root, and so is every namespace
+// of the plane for claims (shown where each names). ok is false for another
+// namespace of the plane, where no other quota object can be.
 func (r *router) mapKey(p planes.Plane, key string) (string, bool) {
 	rest := strings.TrimPrefix(strings.TrimPrefix(key, r.prefix), "/")
 	if rest == "" {
 		return r.prefix + "/" + p.QuotaNamespace(), true
 	}
 	ns, name, _ := strings.Cut(rest, "/")
-	if ns != r.systemNamespace {
+	if ns != r.systemNamespace && !r.claims {
 		return "", false
 	}
 	k := r.prefix + "/" + p.QuotaNamespace()
@@ -172,6 +179,17 @@ func (r *router) Create(ctx context.Context, key string, obj, out runtime.Object
 			return err
 		}
 	case mapped:
+		if ns := r.view(key); r.claims && ns != r.systemNamespace {
+			// A claim created in a plane namespace is shown there.
+			if m, err := meta.Accessor(obj); err == nil {
+				l := m.GetLabels()
+				if l == nil {
+					l = map[string]string{}
+				}
+				l[quotav1alpha1.LabelPlaneNamespace] = ns
+				m.SetLabels(l)
+			}
+		}
 		setNamespace(obj, p.QuotaNamespace())
 		defer r.show(*p, out)
 	case local:
@@ -208,8 +226,14 @@ func (r *router) Delete(ctx context.Context, key string, out runtime.Object, pre
 			return inner(ctx, obj)
 		}
 	case mapped:
-		inner := validate
-		validate = func(ctx context.Context, obj runtime.Object) error { return inner(ctx, r.shown(*p, obj)) }
+		inner, ns := validate, r.view(key)
+		validate = func(ctx context.Context, obj runtime.Object) error {
+			shown := r.shown(*p, obj)
+			if !inView(shown, ns) {
+				return apierrors.NewNotFound(r.gr, key)
+			}
+			return inner(ctx, shown)
+		}
 		cached = nil
 		defer r.show(*p, out)
 	}
@@ -242,6 +266,12 @@ func (r *router) Get(ctx context.Context, key string, opts storage.GetOptions, o
 		}
 	case mapped:
 		r.show(*p, out)
+		if !inView(out, r.view(key)) {
+			if opts.IgnoreNotFound {
+				return nil
+			}
+			return storage.NewKeyNotFoundError(key, 0)
+		}
 	}
 	return nil
 }
@@ -270,6 +300,7 @@ func (r *router) GetList(ctx context.Context, key string, opts storage.ListOptio
 	}
 	if r.route == mapped {
 		r.showList(*p, list)
+		return filterList(list, r.view(key))
 	}
 	return nil
 }
@@ -291,10 +322,11 @@ func (r *router) Watch(ctx context.Context, key string, opts storage.ListOptions
 	if err != nil || r.route != mapped {
 		return w, err
 	}
-	plane := *p
+	plane, ns := *p, r.view(key)
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 		if e.Type != watch.Error && e.Type != watch.Bookmark {
 			e.Object = r.shown(plane, e.Object)
+			return e, inView(e.Object, ns)
 		}
 		return e, true
 	}), nil
@@ -327,9 +359,13 @@ func (r *router) GuaranteedUpdate(ctx context.Context, key string, dest runtime.
 			return out, ttl, err
 		}
 	case mapped:
-		inner := try
+		inner, ns := try, r.view(key)
 		try = func(in runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
-			out, ttl, err := inner(r.shown(plane, in), res)
+			shown := r.shown(plane, in)
+			if !inView(shown, ns) {
+				return nil, nil, apierrors.NewNotFound(r.gr, key)
+			}
+			out, ttl, err := inner(shown, res)
 			if err == nil {
 				setNamespace(out, plane.QuotaNamespace())
 			}
@@ -339,4 +375,29 @@ func (r *router) GuaranteedUpdate(ctx context.Context, key string, dest runtime.
 		defer r.show(plane, dest)
 	}
 	return s.GuaranteedUpdate(ctx, k, dest, ignoreNotFound, pre, try, cached)
+}
+
+// view is the plane namespace a mapped key names ("" for all of them).
+func (r *router) view(key string) string {
+	rest := strings.TrimPrefix(strings.TrimPrefix(key, r.prefix), "/")
+	ns, _, _ := strings.Cut(rest, "/")
+	return ns
+}
+
+// filterList keeps the items of list shown in plane namespace ns.
+func filterList(list runtime.Object, ns string) error {
+	if ns == "" {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	kept := items[:0]
+	for _, o := range items {
+		if inView(o, ns) {
+			kept = append(kept, o)
+		}
+	}
+	return meta.SetList(list, kept)
 }
