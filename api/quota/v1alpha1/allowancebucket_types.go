@@ -128,8 +128,9 @@ type AllowanceBucketStatus struct {
 // AllowanceBucket is the live limit, allocation and availability of one
 // consumer for one resource type and dimension set. Its columns are what a
 // person reads first (used, limit, percent); -o wide adds the consumer and
-// stays within 160 columns with the 71-character bucket names. The rest
-// (available, claims, unit, trend, full in) is in -o yaml or custom-columns.
+// the unit, within 160 columns with the 71-character bucket names for
+// resource types up to about 30 characters. The rest (available, claims,
+// trend, full in) is in -o yaml or custom-columns.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=bucket;abucket,categories=quotaplane
 // +kubebuilder:subresource:status
@@ -138,6 +139,7 @@ type AllowanceBucketStatus struct {
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.limit`
 // +kubebuilder:printcolumn:name="Used%",type=integer,JSONPath=`.status.usedPercent`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Unit",type=string,JSONPath=`.status.baseUnit`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:selectablefield:JSONPath=`.spec.consumerRef.name`
