@@ -2,9 +2,11 @@ package hierarchy
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,9 +28,12 @@ func TestANamespacesBucketsAreInTheNamespace(t *testing.T) {
 	kubectl := tools.Require(t, tools.Kubectl)
 	ctx := context.Background()
 	w := newWorld(t)
-	dev := uniq("dev")
+	// Names of a fixed, realistic length: the width checked below depends
+	// on them (a 71-character bucket name, a namespace, a resource type).
+	n := time.Now().UnixNano() % 1_000_000
+	dev := fmt.Sprintf("dev-%06d", n)
 	w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dev}})
-	rt := "core/configmaps-" + w.org // as long as a real one (core/configmaps, compute.example.com/vcpus)
+	rt := fmt.Sprintf("core/configmaps-%06d", n) // as long as a real one (compute.example.com/vcpus)
 	w.create(&quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: w.org + "-cm"}, Spec: quotav1alpha1.ResourceRegistrationSpec{
 		ConsumerType: quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"}, Type: quotav1alpha1.RegistrationTypeAllocation,
 		ResourceType: quotav1alpha1.ResourceType(rt), BaseUnit: "configmap", ClaimingResources: []quotav1alpha1.ClaimingResource{{Kind: "ConfigMap"}}}})
