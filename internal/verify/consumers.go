@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -60,14 +59,9 @@ func (v *verifier) namespaceLabels(ctx context.Context, ns string) (labels.Set, 
 		return set, nil
 	}
 	m, err := v.metadata.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, ns, metav1.GetOptions{})
-	var set labels.Set
-	switch {
-	case apierrors.IsNotFound(err):
-		set = governed.NamespaceLabels(ns, nil)
-	case err != nil:
+	set, err := governed.ReadNamespaceLabels(ns, m, err)
+	if err != nil {
 		return nil, err
-	default:
-		set = governed.NamespaceLabels(ns, m.GetLabels())
 	}
 	if v.nsLabels == nil {
 		v.nsLabels = map[string]labels.Set{}

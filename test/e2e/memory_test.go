@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotaplane/quotaplane/test/quotatest"
 	"github.com/quotaplane/quotaplane/test/tools"
 )
 
@@ -39,14 +39,17 @@ func TestIdleMemoryAfterTheWalkthroughs(t *testing.T) {
 
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	steps := walkthroughCommands(t, filepath.Join(root, "examples", "README.md"))
+	steps, err := quotatest.ConsoleSteps(filepath.Join(root, "examples", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(steps) < 10 {
 		t.Fatalf("examples/README.md has %d commands; want the walkthrough", len(steps))
 	}
 	began := time.Now()
 	failed := 0
 	for _, s := range steps {
-		cmd := exec.Command("sh", "-c", s)
+		cmd := exec.Command("sh", "-c", s.Command)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
 		if err := cmd.Run(); err != nil {
@@ -80,29 +83,4 @@ func TestIdleMemoryAfterTheWalkthroughs(t *testing.T) {
 		t.Errorf("idle after the walkthrough, serve's RSS is %d MiB; want under %d MiB", lowest, walkthroughRSSLimitMi)
 	}
 	p.stop(t)
-}
-
-// walkthroughCommands are the "$ " lines of a document's console blocks.
-func walkthroughCommands(t *testing.T, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		l := sc.Text()
-		switch {
-		case l == "```console":
-			in = true
-		case in && l == "```":
-			in = false
-		case in && strings.HasPrefix(l, "$ "):
-			out = append(out, strings.TrimPrefix(l, "$ "))
-		}
-	}
-	return out
 }

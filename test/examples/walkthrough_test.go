@@ -4,7 +4,6 @@
 package examples
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,38 +18,11 @@ import (
 	"github.com/quotaplane/quotaplane/test/tools"
 )
 
-// step is one "$ command" of a console block and the output shown under it.
-type step struct {
-	line    int
-	command string
-	want    []string
-}
-
 // readWalkthrough returns the steps of every ```console block, in order.
-func readWalkthrough(t *testing.T, path string) []step {
+func readWalkthrough(t *testing.T, path string) []quotatest.Step {
 	t.Helper()
-	f, err := os.Open(path)
+	steps, err := quotatest.ConsoleSteps(path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var steps []step
-	in := false
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		l := sc.Text()
-		switch {
-		case l == "```console":
-			in = true
-		case in && l == "```":
-			in = false
-		case in && strings.HasPrefix(l, "$ "):
-			steps = append(steps, step{line: n, command: strings.TrimPrefix(l, "$ ")})
-		case in && len(steps) > 0:
-			steps[len(steps)-1].want = append(steps[len(steps)-1].want, l)
-		}
-	}
-	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return steps
@@ -123,7 +95,7 @@ func TestWalkthrough(t *testing.T) {
 	for _, s := range steps {
 		deadline := time.Now().Add(45 * time.Second)
 		for {
-			cmd := exec.Command("sh", "-c", s.command)
+			cmd := exec.Command("sh", "-c", s.Command)
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+srv.Kubeconfig)
 			out, _ := cmd.CombinedOutput()
@@ -131,11 +103,11 @@ func TestWalkthrough(t *testing.T) {
 			if string(out) == "" {
 				got = nil
 			}
-			if matches(got, s.want) {
+			if matches(got, s.Want) {
 				break
 			}
-			if !readOnly(s.command) || time.Now().After(deadline) {
-				t.Fatalf("examples/README.md:%d: $ %s\ngot:\n%s\nwant:\n%s", s.line, s.command, out, strings.Join(s.want, "\n"))
+			if !readOnly(s.Command) || time.Now().After(deadline) {
+				t.Fatalf("examples/README.md:%d: $ %s\ngot:\n%s\nwant:\n%s", s.Line, s.Command, out, strings.Join(s.Want, "\n"))
 			}
 			time.Sleep(250 * time.Millisecond)
 		}

@@ -435,14 +435,9 @@ func (c *Charger) namespaceLabels(ctx context.Context, ns string) (labels.Set, e
 		return v.(readLabels).set, nil
 	}
 	u, err := c.Dynamic.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, ns, metav1.GetOptions{})
-	var set labels.Set
-	switch {
-	case apierrors.IsNotFound(err):
-		set = governed.NamespaceLabels(ns, nil)
-	case err != nil:
+	set, err := governed.ReadNamespaceLabels(ns, u, err)
+	if err != nil {
 		return nil, err
-	default:
-		set = governed.NamespaceLabels(ns, u.GetLabels())
 	}
 	c.nsLabels.Store(ns, readLabels{set: set, at: time.Now()})
 	return set, nil

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -124,6 +126,19 @@ func (e Exemptions) OutOfScope(sel labels.Selector, gk schema.GroupKind, namespa
 // (kubernetes.io/metadata.name): a namespace selector can name namespaces
 // with it, and a tenant cannot change it.
 const NameLabel = "kubernetes.io/metadata.name"
+
+// ReadNamespaceLabels is NamespaceLabels of a Namespace as read (obj, err):
+// a namespace that does not exist (NotFound) has its name label alone; any
+// other error is returned.
+func ReadNamespaceLabels(ns string, obj metav1.Object, err error) (labels.Set, error) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return NamespaceLabels(ns, nil), nil
+	case err != nil:
+		return nil, err
+	}
+	return NamespaceLabels(ns, obj.GetLabels()), nil
+}
 
 // NamespaceLabels are a namespace's labels as a selector matches them, with
 // NameLabel set to its name whatever the object says.
