@@ -37,6 +37,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/portal"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
@@ -44,6 +45,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
+	"github.com/quotaplane/quotaplane/internal/server/planeserve/collect"
 )
 
 // Component is started once the API server serves and the quota CRDs are
@@ -65,6 +67,8 @@ type Config struct {
 	storage *clientv3.Client
 	// planes knows the control planes of Organizations and Projects.
 	planes *planeserve.Registry
+	// collector is the planes' garbage collector and namespace controller.
+	collector *collect.Collector
 	// members decides member clusters' reviews (quotaplane webhook).
 	members *memberserve.Reviewer
 	// portal serves /portal/ (nil with --no-portal).
@@ -87,13 +91,14 @@ type completedConfig struct {
 	Options    CompletedOptions
 	Components []Component
 
-	lock    *dataDirLock
-	files   pki.Files
-	etcd    *etcd.Server
-	storage *clientv3.Client
-	planes  *planeserve.Registry
-	members *memberserve.Reviewer
-	portal  *portal.Portal
+	lock      *dataDirLock
+	files     pki.Files
+	etcd      *etcd.Server
+	storage   *clientv3.Client
+	planes    *planeserve.Registry
+	collector *collect.Collector
+	members   *memberserve.Reviewer
+	portal    *portal.Portal
 
 	aggregator    aggregatorapiserver.CompletedConfig
 	controlPlane  controlplaneapiserver.CompletedConfig
@@ -237,7 +242,12 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		opts.QuotaEngine.UseStorage(engineStorage)
 	}
 	c.planes = planeserve.NewRegistry(planes.SystemNamespace)
-	planeStorage := &planeserve.Storage{SystemNamespace: planes.SystemNamespace}
+	planeStorage := &planeserve.Storage{SystemNamespace: planes.SystemNamespace, Registry: c.planes}
+	le := opts.KubeControllers
+	c.collector = &collect.Collector{Registry: c.planes, Etcd: c.storage, Prefix: opts.EtcdPrefix,
+		Election: leader.Election{Namespace: le.Namespace, Identity: le.Identity,
+			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}}
+	planeStorage.OnCollect(c.collector.Collect)
 
 	ko := cpoptions.NewOptions()
 	c.members = &memberserve.Reviewer{}
@@ -391,6 +401,7 @@ func (c *Config) Complete() CompletedConfig {
 		etcd:          c.etcd,
 		storage:       c.storage,
 		planes:        c.planes,
+		collector:     c.collector,
 		members:       c.members,
 		portal:        c.portal,
 		aggregator:    c.aggregator.Complete(),

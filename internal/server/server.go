@@ -114,7 +114,10 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 			if err := c.planes.Start(ctx, loopback); err != nil {
 				return err
 			}
-			return cleaner.Start(ctx)
+			if err := cleaner.Start(ctx); err != nil {
+				return err
+			}
+			return c.collector.Start(ctx, loopback)
 		},
 		kubecontrollers.Start(le),
 		startPeers(c.Options, c.files),

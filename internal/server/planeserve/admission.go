@@ -23,7 +23,7 @@ import (
 // ServiceAccount (no service account controller runs in a plane) do not
 // apply. Every other plugin is left as it is.
 func AdmissionDecorator(reg *Registry) admission.Decorator {
-	ns := &namespaces{reg: reg, seen: map[string]time.Time{}}
+	ns := &namespaces{reg: reg}
 	return admission.DecoratorFunc(func(h admission.Interface, name string) admission.Interface {
 		switch name {
 		case lifecycle.PluginName:
@@ -87,14 +87,42 @@ func wrap(h admission.Interface, plane func(context.Context, planes.Plane, admis
 // namespaces checks, for a request to a plane, that the namespace an
 // object is created in exists in the plane and is not being deleted.
 type namespaces struct {
-	reg  *Registry
+	reg *Registry
+}
+
+// namespaceSeenFor is how long a namespace seen in a plane is trusted to
+// still exist and not be terminating, unless this server sees it deleted
+// first (Registry.namespaceDeleted); another replica's deletion is seen
+// within it.
+const namespaceSeenFor = 5 * time.Second
+
+// seenNamespaces are the namespaces of planes recently seen to exist.
+type seenNamespaces struct {
 	mu   sync.Mutex
 	seen map[string]time.Time
 }
 
-// namespaceSeenFor is how long a namespace seen in a plane is trusted to
-// still exist (its deletion is not watched).
-const namespaceSeenFor = 5 * time.Second
+func (s *seenNamespaces) recently(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.seen[key]
+	return ok && time.Since(at) < namespaceSeenFor
+}
+
+func (s *seenNamespaces) saw(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil || len(s.seen) > 100000 {
+		s.seen = map[string]time.Time{}
+	}
+	s.seen[key] = time.Now()
+}
+
+func (s *seenNamespaces) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.seen, key)
+}
 
 func (n *namespaces) check(ctx context.Context, p planes.Plane, a admission.Attributes) error {
 	ns := a.GetNamespace()
@@ -102,10 +130,7 @@ func (n *namespaces) check(ctx context.Context, p planes.Plane, a admission.Attr
 		return nil
 	}
 	key := string(p.UID) + "/" + ns
-	n.mu.Lock()
-	at, ok := n.seen[key]
-	n.mu.Unlock()
-	if ok && time.Since(at) < namespaceSeenFor {
+	if n.reg.namespaces.recently(key) {
 		return nil
 	}
 	kube, err := n.reg.Kube(p)
@@ -121,11 +146,6 @@ func (n *namespaces) check(ctx context.Context, p planes.Plane, a admission.Attr
 	case got.Status.Phase == corev1.NamespaceTerminating:
 		return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 	}
-	n.mu.Lock()
-	if len(n.seen) > 100000 {
-		n.seen = map[string]time.Time{}
-	}
-	n.seen[key] = time.Now()
-	n.mu.Unlock()
+	n.reg.namespaces.saw(key)
 	return nil
 }

@@ -38,6 +38,15 @@ type Registry struct {
 	mu       sync.Mutex
 	prepared map[string]*preparing
 	kube     map[string]kubernetes.Interface
+
+	// namespaces is NamespaceLifecycle's memory of the planes' namespaces.
+	namespaces seenNamespaces
+}
+
+// namespaceDeleted is told by a plane's storage that namespace name of p
+// is being deleted, or is gone: creates in it are refused from now on.
+func (r *Registry) namespaceDeleted(p planes.Plane, name string) {
+	r.namespaces.forget(string(p.UID) + "/" + name)
 }
 
 // preparing is a plane being prepared, or prepared.

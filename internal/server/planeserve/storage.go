@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,6 +27,30 @@ import (
 type Storage struct {
 	// SystemNamespace is where a plane shows its quota objects.
 	SystemNamespace string
+	// Registry is told of namespaces deleted in planes.
+	Registry *Registry
+
+	collect atomic.Pointer[func(p planes.Plane, namespace string)]
+}
+
+// OnCollect sets what is told when an object of a plane is deleted, marked
+// for deletion (a deletionTimestamp written) or created with owners: the
+// plane and the object's namespace ("" for a cluster-scoped object). The
+// plane collector uses it to act on ownerReferences and namespace deletion
+// there.
+func (s *Storage) OnCollect(f func(p planes.Plane, namespace string)) { s.collect.Store(&f) }
+
+func (s *Storage) collectable(p planes.Plane, obj runtime.Object) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	if _, isNamespace := obj.(*api.Namespace); isNamespace && s.Registry != nil {
+		s.Registry.namespaceDeleted(p, m.GetName())
+	}
+	if f := s.collect.Load(); f != nil {
+		(*f)(p, m.GetNamespace())
+	}
 }
 
 // OptionsGetter wraps a REST options getter so that every storage it makes
@@ -57,9 +82,9 @@ func (s *Storage) decorate(inner generic.StorageDecorator) generic.StorageDecora
 		if err != nil {
 			return nil, nil, err
 		}
-		r := &router{Interface: root, route: routeOf(config.GroupResource), gr: config.GroupResource, prefix: resourcePrefix,
-			systemNamespace: s.SystemNamespace, namespaces: config.GroupResource == api.Resource("namespaces"),
-			claims: config.GroupResource == (schema.GroupResource{Group: planes.QuotaGroup, Resource: "resourceclaims"})}
+		r := &router{Interface: root, s: s, route: routeOf(config.GroupResource), gr: config.GroupResource, prefix: resourcePrefix,
+			systemNamespace: s.SystemNamespace,
+			claims:          config.GroupResource == (schema.GroupResource{Group: planes.QuotaGroup, Resource: "resourceclaims"})}
 		cfg := *config
 		r.open = func() (storage.Interface, factory.DestroyFunc, error) {
 			// Every plane's objects of this resource, under /planes/.
@@ -76,11 +101,11 @@ func (s *Storage) decorate(inner generic.StorageDecorator) generic.StorageDecora
 // to planes what the resource's route says.
 type router struct {
 	storage.Interface
+	s               *Storage
 	route           route
 	gr              schema.GroupResource
 	prefix          string
 	systemNamespace string
-	namespaces      bool
 	// claims: a plane's claims are shown in the namespace each names
 	// (LabelPlaneNamespace), not only in its system namespace.
 	claims bool
@@ -193,13 +218,14 @@ func (r *router) Create(ctx context.Context, key string, obj, out runtime.Object
 		setNamespace(obj, p.QuotaNamespace())
 		defer r.show(*p, out)
 	case local:
-		if r.namespaces {
-			// No namespace controller runs in a plane: a namespace is
-			// deleted at once (docs/control-planes.md).
-			if ns, ok := obj.(*api.Namespace); ok {
-				ns.Spec.Finalizers = nil
-			}
+		if err := s.Create(ctx, k, obj, out, ttl); err != nil {
+			return err
 		}
+		if m, err := meta.Accessor(out); err == nil && len(m.GetOwnerReferences()) > 0 {
+			// Its owner may be gone already.
+			r.s.collectable(*p, out)
+		}
+		return nil
 	}
 	return s.Create(ctx, k, obj, out, ttl)
 }
@@ -236,6 +262,12 @@ func (r *router) Delete(ctx context.Context, key string, out runtime.Object, pre
 		}
 		cached = nil
 		defer r.show(*p, out)
+	case local:
+		if err := s.Delete(ctx, k, out, pre, validate, cached, opts); err != nil {
+			return err
+		}
+		r.s.collectable(*p, out)
+		return nil
 	}
 	return s.Delete(ctx, k, out, pre, validate, cached, opts)
 }
@@ -373,6 +405,16 @@ func (r *router) GuaranteedUpdate(ctx context.Context, key string, dest runtime.
 		}
 		cached = nil
 		defer r.show(plane, dest)
+	case local:
+		if err := s.GuaranteedUpdate(ctx, k, dest, ignoreNotFound, pre, try, cached); err != nil {
+			return err
+		}
+		if m, err := meta.Accessor(dest); err == nil && m.GetDeletionTimestamp() != nil {
+			// Deleted in the foreground, orphaning, or a namespace
+			// terminating: the collector finishes it.
+			r.s.collectable(plane, dest)
+		}
+		return nil
 	}
 	return s.GuaranteedUpdate(ctx, k, dest, ignoreNotFound, pre, try, cached)
 }

@@ -1,0 +1,211 @@
+package collect
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/leader"
+	"github.com/quotaplane/quotaplane/internal/planes"
+	"github.com/quotaplane/quotaplane/internal/server/planeserve"
+)
+
+// LeaseName is the Lease on which the replicas elect the one that sweeps
+// every plane.
+const LeaseName = "quotaplane-plane-collector"
+
+const (
+	// coalesce is how long a plane's deletions are gathered into one pass.
+	coalesce = 200 * time.Millisecond
+	// waitAgain is how soon a pass that waits for something (a namespace's
+	// contents to go, blocking dependents) runs again; the deletions it
+	// waits for also bring it back sooner.
+	waitAgain = 2 * time.Second
+	// workers pass over planes at once.
+	workers = 2
+	// sweepRate bounds the planes a sweep adds to the queue per second.
+	sweepRate = 50
+)
+
+// Collector is the planes' garbage collector and namespace controller.
+type Collector struct {
+	Registry *planeserve.Registry
+	Etcd     *clientv3.Client
+	// Prefix is the API server's etcd prefix (--etcd-prefix).
+	Prefix string
+	// Election chooses the replica that sweeps (Lease is set by Start).
+	Election leader.Election
+	// SweepEvery is how often the leader sweeps every plane that holds
+	// data, besides once at the start of its term.
+	SweepEvery time.Duration
+
+	queue workqueue.TypedRateLimitingInterface[job]
+	once  sync.Once
+
+	clients   *planes.Clients
+	discovery *discovered
+}
+
+// job is a pass over a plane: one namespace of it, or all ("").
+type job struct {
+	plane     planes.Plane
+	namespace string
+}
+
+func (c *Collector) init() {
+	c.once.Do(func() {
+		c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[job](500*time.Millisecond, time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[job]{Name: "plane_collector"})
+	})
+}
+
+// Collect is told of an object deleted, marked for deletion or created
+// with owners in plane p (planeserve.Storage.OnCollect): its namespace is
+// passed over soon, the whole plane for a cluster-scoped object.
+func (c *Collector) Collect(p planes.Plane, namespace string) {
+	c.init()
+	c.queue.AddAfter(job{plane: p, namespace: namespace}, coalesce)
+}
+
+// Start starts the workers and the campaign for sweeping (a server
+// Component; needs the registry started).
+func (c *Collector) Start(ctx context.Context, loopback *rest.Config) error {
+	c.init()
+	cfg := rest.CopyConfig(loopback)
+	cfg = rest.AddUserAgent(cfg, "quotaplane-plane-collector")
+	c.clients = planes.NewClients(cfg)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the plane collector's client: %w", err)
+	}
+	c.discovery = newDiscovered(kube.Discovery())
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	logger := klog.FromContext(ctx).WithName("plane-collector")
+	ctx = klog.NewContext(ctx, logger)
+	for range workers {
+		go wait.UntilWithContext(ctx, c.work, time.Second)
+	}
+	e := c.Election
+	e.Lease = LeaseName
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("configuring the plane collector's leader election: %w", err)
+	}
+	go leader.Campaign(ctx, kube, e, "sweeps of the control planes' garbage", c.sweepWhileLeading)
+	return nil
+}
+
+func (c *Collector) work(ctx context.Context) {
+	for {
+		j, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		again, err := c.pass(ctx, j)
+		switch {
+		case err != nil:
+			klog.FromContext(ctx).Error(err, "Collecting in a control plane; retrying", "plane", j.plane.String(), "namespace", j.namespace)
+			c.queue.AddRateLimited(j)
+		case again:
+			c.queue.Forget(j)
+			c.queue.AddAfter(j, waitAgain)
+		default:
+			c.queue.Forget(j)
+		}
+		c.queue.Done(j)
+	}
+}
+
+// sweepWhileLeading sweeps at once, then every SweepEvery, until the term
+// ends.
+func (c *Collector) sweepWhileLeading(ctx context.Context) error {
+	every := c.SweepEvery
+	if every <= 0 {
+		every = 10 * time.Minute
+	}
+	wait.UntilWithContext(ctx, c.Sweep, every)
+	return nil
+}
+
+// Sweep queues a pass over every plane that holds data and whose owner
+// exists (a deleted owner's data is the cleaner's), paced by sweepRate.
+// A plane never used holds no key and costs one etcd read of keys.
+func (c *Collector) Sweep(ctx context.Context) {
+	c.init()
+	logger := klog.FromContext(ctx)
+	owners := map[string]planes.Plane{}
+	for _, inf := range c.Registry.Owners() {
+		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return
+		}
+		for _, obj := range inf.GetStore().List() {
+			o := obj.(client.Object)
+			kind := planes.Projects
+			if _, isOrg := obj.(*rmv1alpha1.Organization); isOrg {
+				kind = planes.Organizations
+			}
+			owners[string(kind)+"/"+string(o.GetUID())] = planes.Plane{Kind: kind, Name: o.GetName(), UID: o.GetUID()}
+		}
+	}
+	queued, tick := 0, time.NewTicker(time.Second/sweepRate)
+	defer tick.Stop()
+	err := c.planesWithData(ctx, func(kind planes.Kind, uid types.UID) bool {
+		p, ok := owners[string(kind)+"/"+string(uid)]
+		if !ok {
+			return true
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return false
+		}
+		c.queue.Add(job{plane: p})
+		queued++
+		return true
+	})
+	if err != nil {
+		logger.Error(err, "Sweeping the control planes")
+		return
+	}
+	logger.V(2).Info("Swept the control planes", "queued", queued)
+}
+
+// planesWithData calls f with each plane holding a key in etcd, one
+// keys-only read per plane, until f returns false.
+func (c *Collector) planesWithData(ctx context.Context, f func(planes.Kind, types.UID) bool) error {
+	for _, kind := range []planes.Kind{planes.Projects, planes.Organizations} {
+		root := strings.TrimSuffix(c.Prefix, "/") + planes.KeyRoot + string(kind) + "/"
+		key := root
+		for {
+			res, err := c.Etcd.Get(ctx, key, clientv3.WithRange(clientv3.GetPrefixRangeEnd(root)), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
+			if err != nil {
+				return fmt.Errorf("listing the control planes that hold data: %w", err)
+			}
+			if len(res.Kvs) == 0 {
+				break
+			}
+			uid, _, _ := strings.Cut(strings.TrimPrefix(string(res.Kvs[0].Key), root), "/")
+			if !f(kind, types.UID(uid)) {
+				return nil
+			}
+			key = clientv3.GetPrefixRangeEnd(root + uid + "/")
+		}
+	}
+	return nil
+}
