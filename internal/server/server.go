@@ -29,6 +29,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve/cleanup"
+	"github.com/quotaplane/quotaplane/internal/server/planeserve/collect"
 	"github.com/quotaplane/quotaplane/internal/tenancy"
 )
 
@@ -156,6 +157,10 @@ func (s *Server) LoopbackConfig() *rest.Config {
 
 // Ready is closed once /readyz succeeds.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// PlaneCollector is the control planes' garbage collector and namespace
+// controller (to sweep on demand: benchmarks).
+func (s *Server) PlaneCollector() *collect.Collector { return s.cfg.collector }
 
 // Run serves until ctx is done, then stops the API server first and etcd
 // last, and releases the data directory. banner, when not nil, receives one

@@ -22,6 +22,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/server"
+	"github.com/quotaplane/quotaplane/internal/server/planeserve/collect"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -61,6 +62,8 @@ type Server struct {
 	// what it shows operators; nil without an engine.
 	Handle  *admit.Handle
 	Metrics *observe.Exporter
+	// PlaneCollector is the planes' garbage collector (to sweep on demand).
+	PlaneCollector *collect.Collector
 
 	removeDir bool
 	cancel    context.CancelFunc
@@ -147,6 +150,7 @@ func Start(o Options) (*Server, error) {
 		listener.Close()
 		return nil, err
 	}
+	s.PlaneCollector = srv.PlaneCollector()
 	s.done = make(chan error, 1)
 	go func() { s.done <- srv.Run(ctx, nil) }()
 

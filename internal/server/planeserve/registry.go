@@ -167,6 +167,24 @@ func (r *Registry) Resolve(p planes.Plane) (planes.Plane, error) {
 	return p, nil
 }
 
+// Current reports whether plane p (with its UID) is still served: false
+// when its owner is gone, being deleted, or another object of that name;
+// an error while that is not known (the server starting, the owner not
+// Ready).
+func (r *Registry) Current(p planes.Plane) (bool, error) {
+	owner, err := r.Owner(p)
+	switch {
+	case err != nil:
+		return false, err
+	case owner == nil || owner.GetDeletionTimestamp() != nil || owner.GetUID() != p.UID:
+		return false, nil
+	}
+	if _, err := r.Resolve(p); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // Prepare makes plane p's namespaces (default and the system namespace)
 // the first time the plane is used by this server; concurrent first
 // requests wait for one preparation.

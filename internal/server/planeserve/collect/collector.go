@@ -36,8 +36,6 @@ const (
 	waitAgain = 2 * time.Second
 	// workers pass over planes at once.
 	workers = 2
-	// sweepRate bounds the planes a sweep adds to the queue per second.
-	sweepRate = 50
 )
 
 // Collector is the planes' garbage collector and namespace controller.
@@ -55,7 +53,8 @@ type Collector struct {
 	queue workqueue.TypedRateLimitingInterface[job]
 	once  sync.Once
 
-	clients   *planes.Clients
+	// config reaches the root; a pass reaches a plane with its URL.
+	config    *rest.Config
 	discovery *discovered
 }
 
@@ -87,7 +86,7 @@ func (c *Collector) Start(ctx context.Context, loopback *rest.Config) error {
 	c.init()
 	cfg := rest.CopyConfig(loopback)
 	cfg = rest.AddUserAgent(cfg, "quotaplane-plane-collector")
-	c.clients = planes.NewClients(cfg)
+	c.config = cfg
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating the plane collector's client: %w", err)
@@ -139,20 +138,37 @@ func (c *Collector) sweepWhileLeading(ctx context.Context) error {
 	if every <= 0 {
 		every = 10 * time.Minute
 	}
-	wait.UntilWithContext(ctx, c.Sweep, every)
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		st, err := c.Sweep(ctx)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Sweeping the control planes")
+			return
+		}
+		klog.FromContext(ctx).V(2).Info("Swept the control planes", "planes", st.Planes, "took", st.Took)
+	}, every)
 	return nil
 }
 
-// Sweep queues a pass over every plane that holds data and whose owner
-// exists (a deleted owner's data is the cleaner's), paced by sweepRate.
-// A plane never used holds no key and costs one etcd read of keys.
-func (c *Collector) Sweep(ctx context.Context) {
+// SweepStats say what a sweep did.
+type SweepStats struct {
+	// Planes passed over: those holding data whose owner exists.
+	Planes int
+	// Took is the sweep's duration, from the first etcd read to the last
+	// pass.
+	Took time.Duration
+}
+
+// Sweep passes over every plane that holds data and whose owner exists (a
+// deleted owner's data is the cleaner's), `workers` at a time, and returns
+// once every pass is done; a pass that must run again is queued. A plane
+// never used holds no key: it costs one keys-only etcd read.
+func (c *Collector) Sweep(ctx context.Context) (SweepStats, error) {
 	c.init()
-	logger := klog.FromContext(ctx)
+	began := time.Now()
 	owners := map[string]planes.Plane{}
 	for _, inf := range c.Registry.Owners() {
 		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			return
+			return SweepStats{}, ctx.Err()
 		}
 		for _, obj := range inf.GetStore().List() {
 			o := obj.(client.Object)
@@ -163,27 +179,39 @@ func (c *Collector) Sweep(ctx context.Context) {
 			owners[string(kind)+"/"+string(o.GetUID())] = planes.Plane{Kind: kind, Name: o.GetName(), UID: o.GetUID()}
 		}
 	}
-	queued, tick := 0, time.NewTicker(time.Second/sweepRate)
-	defer tick.Stop()
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for j := range jobs {
+				again, err := c.pass(ctx, j)
+				switch {
+				case err != nil:
+					klog.FromContext(ctx).Error(err, "Sweeping a control plane; retrying", "plane", j.plane.String())
+					c.queue.AddRateLimited(j)
+				case again:
+					c.queue.AddAfter(j, waitAgain)
+				}
+			}
+		})
+	}
+	n := 0
 	err := c.planesWithData(ctx, func(kind planes.Kind, uid types.UID) bool {
 		p, ok := owners[string(kind)+"/"+string(uid)]
 		if !ok {
 			return true
 		}
 		select {
-		case <-tick.C:
+		case jobs <- job{plane: p}:
+			n++
+			return true
 		case <-ctx.Done():
 			return false
 		}
-		c.queue.Add(job{plane: p})
-		queued++
-		return true
 	})
-	if err != nil {
-		logger.Error(err, "Sweeping the control planes")
-		return
-	}
-	logger.V(2).Info("Swept the control planes", "queued", queued)
+	close(jobs)
+	wg.Wait()
+	return SweepStats{Planes: n, Took: time.Since(began)}, err
 }
 
 // planesWithData calls f with each plane holding a key in etcd, one

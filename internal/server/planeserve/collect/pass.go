@@ -26,7 +26,13 @@ import (
 // pass reads job j's plane (or namespace of it) and makes the changes
 // plan says. again is true when the pass must run again.
 func (c *Collector) pass(ctx context.Context, j job) (again bool, err error) {
-	md, err := c.clients.Metadata(j.plane)
+	if current, err := c.Registry.Current(j.plane); err != nil || !current {
+		// A removed plane's data is the cleaner's.
+		return false, err
+	}
+	// Made per pass, not kept: an idle plane holds nothing of the collector
+	// (the transport is shared).
+	md, err := metadata.NewForConfig(planes.ConfigFor(c.config, j.plane))
 	if err != nil {
 		return false, err
 	}
