@@ -196,3 +196,60 @@ func waitProjectAllocated(t *testing.T, w *world, project string, want int64) {
 		return nil
 	})
 }
+
+// An adversary in one plane cannot make the collector act in another:
+// a dependent naming another plane's object (its name and UID) as owner is
+// collected in its own plane (no such owner there), and deleting an
+// object of the same name in the foreground touches nothing of the other
+// plane's. A pass reads and writes only the plane it was asked for by a
+// request made there.
+func TestAPlanesCollectorActsOnlyInThatPlane(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "gcatk", "Secret", "a", "b")
+	attacker, victim := w.projects[0], w.projects[1]
+	w.grant("Organization", w.org, 10)
+	w.grant("Project", attacker, 5)
+	w.grant("Project", victim, 5)
+	vk, ak := w.planeKube(victim), w.member(attacker)
+	target, err := vk.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "target"}}, metav1.CreateOptions{})
+	must(t, err, "creating the victim's ConfigMap")
+	ref := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "target", UID: target.UID, BlockOwnerDeletion: ptr.To(true)}}
+	vdep := w.secret("victim-dep")
+	vdep.OwnerReferences = ref
+	_, err = vk.CoreV1().Secrets("default").Create(ctx, vdep, metav1.CreateOptions{})
+	must(t, err, "creating the victim's dependent")
+
+	stray := w.secret("stray")
+	stray.OwnerReferences = ref
+	_, err = ak.CoreV1().Secrets("default").Create(ctx, stray, metav1.CreateOptions{})
+	must(t, err, "creating, in the attacker's plane, a Secret naming the victim's ConfigMap as owner")
+	eventually(t, 30*time.Second, "the attacker's stray Secret collected in its own plane", func(ctx context.Context) error {
+		if _, err := ak.CoreV1().Secrets("default").Get(ctx, "stray", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+	_, err = ak.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "target"}}, metav1.CreateOptions{})
+	must(t, err, "creating the attacker's own ConfigMap target")
+	must(t, ak.CoreV1().ConfigMaps("default").Delete(ctx, "target", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}),
+		"deleting the attacker's target in the foreground")
+	eventually(t, 30*time.Second, "the attacker's target gone", func(ctx context.Context) error {
+		if _, err := ak.CoreV1().ConfigMaps("default").Get(ctx, "target", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	got, err := vk.CoreV1().ConfigMaps("default").Get(ctx, "target", metav1.GetOptions{})
+	must(t, err, "the victim's ConfigMap must stay")
+	if got.UID != target.UID || got.DeletionTimestamp != nil {
+		t.Fatalf("the victim's ConfigMap was touched: uid %s (was %s), deletionTimestamp %v", got.UID, target.UID, got.DeletionTimestamp)
+	}
+	d, err := vk.CoreV1().Secrets("default").Get(ctx, "victim-dep", metav1.GetOptions{})
+	must(t, err, "the victim's dependent must stay")
+	if len(d.OwnerReferences) != 1 || d.DeletionTimestamp != nil {
+		t.Fatalf("the victim's dependent was touched: %+v", d.ObjectMeta)
+	}
+	waitProjectAllocated(t, w, victim, 1)
+	waitProjectAllocated(t, w, attacker, 0)
+}

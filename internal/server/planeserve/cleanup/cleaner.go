@@ -186,27 +186,18 @@ func (c *Cleaner) sweep(ctx context.Context) {
 			}
 		}
 	}
-	for _, kind := range []planes.Kind{planes.Projects, planes.Organizations} {
-		root := strings.TrimSuffix(c.Prefix, "/") + planes.KeyRoot + string(kind) + "/"
-		key := root
-		for {
-			res, err := c.Etcd.Get(ctx, key, clientv3.WithRange(clientv3.GetPrefixRangeEnd(root)), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
-			if err != nil {
-				klog.FromContext(ctx).Error(err, "Listing control plane data at start")
-				return
-			}
-			if len(res.Kvs) == 0 {
-				break
-			}
-			uid, _, _ := strings.Cut(strings.TrimPrefix(string(res.Kvs[0].Key), root), "/")
-			if !live[uid] {
-				if err := c.removePlane(ctx, planes.Plane{Kind: kind, UID: types.UID(uid)}); err != nil {
-					klog.FromContext(ctx).Error(err, "Removing a deleted owner's control plane data at start")
-					return
-				}
-			}
-			// The next plane: the first key after this UID's prefix.
-			key = clientv3.GetPrefixRangeEnd(root + uid + "/")
+	var failed error
+	err := planeserve.PlanesWithData(ctx, c.Etcd, c.Prefix, func(kind planes.Kind, uid types.UID) bool {
+		if live[string(uid)] {
+			return true
 		}
+		failed = c.removePlane(ctx, planes.Plane{Kind: kind, UID: uid})
+		return failed == nil
+	})
+	if err == nil {
+		err = failed
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Removing deleted owners' control plane data at start")
 	}
 }

@@ -3,7 +3,6 @@ package collect
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -196,7 +195,7 @@ func (c *Collector) Sweep(ctx context.Context) (SweepStats, error) {
 		})
 	}
 	n := 0
-	err := c.planesWithData(ctx, func(kind planes.Kind, uid types.UID) bool {
+	err := planeserve.PlanesWithData(ctx, c.Etcd, c.Prefix, func(kind planes.Kind, uid types.UID) bool {
 		p, ok := owners[string(kind)+"/"+string(uid)]
 		if !ok {
 			return true
@@ -212,28 +211,4 @@ func (c *Collector) Sweep(ctx context.Context) (SweepStats, error) {
 	close(jobs)
 	wg.Wait()
 	return SweepStats{Planes: n, Took: time.Since(began)}, err
-}
-
-// planesWithData calls f with each plane holding a key in etcd, one
-// keys-only read per plane, until f returns false.
-func (c *Collector) planesWithData(ctx context.Context, f func(planes.Kind, types.UID) bool) error {
-	for _, kind := range []planes.Kind{planes.Projects, planes.Organizations} {
-		root := strings.TrimSuffix(c.Prefix, "/") + planes.KeyRoot + string(kind) + "/"
-		key := root
-		for {
-			res, err := c.Etcd.Get(ctx, key, clientv3.WithRange(clientv3.GetPrefixRangeEnd(root)), clientv3.WithKeysOnly(), clientv3.WithLimit(1))
-			if err != nil {
-				return fmt.Errorf("listing the control planes that hold data: %w", err)
-			}
-			if len(res.Kvs) == 0 {
-				break
-			}
-			uid, _, _ := strings.Cut(strings.TrimPrefix(string(res.Kvs[0].Key), root), "/")
-			if !f(kind, types.UID(uid)) {
-				return nil
-			}
-			key = clientv3.GetPrefixRangeEnd(root + uid + "/")
-		}
-	}
-	return nil
 }
