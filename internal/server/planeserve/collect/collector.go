@@ -95,15 +95,16 @@ func (c *Collector) Start(ctx context.Context, loopback *rest.Config) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	logger := klog.FromContext(ctx).WithName("plane-collector")
-	ctx = klog.NewContext(ctx, logger)
-	for range workers {
-		go wait.UntilWithContext(ctx, c.work, time.Second)
-	}
 	e := c.Election
 	e.Lease = LeaseName
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("configuring the plane collector's leader election: %w", err)
+	}
+	logger := klog.FromContext(ctx).WithName("plane-collector").
+		WithValues("lease", klog.KRef(e.Namespace, e.Lease), "identity", e.Identity)
+	ctx = klog.NewContext(ctx, logger)
+	for range workers {
+		go wait.UntilWithContext(ctx, c.work, time.Second)
 	}
 	go leader.Campaign(ctx, kube, e, "sweeps of the control planes' garbage", c.sweepWhileLeading)
 	return nil
