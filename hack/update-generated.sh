@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy functions and CRD manifests from the API types.
+# Regenerates deepcopy functions, CRD manifests and the typed clients from the
+# API types.
 # controller-gen is pinned in hack/tools/go.mod.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,6 +8,8 @@ cg() { go tool -modfile=hack/tools/go.mod controller-gen "$@"; }
 cg object:headerFile=hack/boilerplate.go.txt paths=./api/...
 rm -rf config/crd/bases
 cg crd:crdVersions=v1 paths=./api/... output:crd:dir=config/crd/bases
+# The typed clients (pkg/client).
+hack/update-clients.sh
 # The Helm chart's copies of the CRDs and ClusterRoles, and the plain
 # manifests rendered from it (test/deploy).
 go test ./test/deploy -run '^TestGenerated$' -count=1 -update

@@ -11,7 +11,8 @@ import (
 
 // TestGeneratedFilesUpToDate regenerates deepcopy functions and CRDs from the
 // API types into a temporary directory and compares them with the checked-in
-// files. Run hack/update-generated.sh when it fails.
+// files. Run hack/update-generated.sh when it fails. TestClientsUpToDate does
+// the same for the typed clients.
 func TestGeneratedFilesUpToDate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds controller-gen")
@@ -59,5 +60,54 @@ func compare(t *testing.T, fresh, checkedIn string) {
 	}
 	if !bytes.Equal(want, got) {
 		t.Errorf("%s is stale; run hack/update-generated.sh", checkedIn)
+	}
+}
+
+// TestClientsUpToDate regenerates the typed clients (pkg/client: clientset,
+// listers, informers, apply configurations) into a temporary directory and
+// compares them, file for file, with the checked-in ones. Run
+// hack/update-clients.sh when it fails.
+func TestClientsUpToDate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the Kubernetes code generators")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd := exec.Command("bash", filepath.Join(root, "hack", "update-clients.sh"), out)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(runtime.GOROOT(), "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/update-clients.sh: %v\n%s", err, b)
+	}
+	files := func(dir string) map[string]bool {
+		t.Helper()
+		found := map[string]bool{}
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				rel, _ := filepath.Rel(dir, p)
+				found[rel] = true
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	fresh, checkedIn := files(filepath.Join(out, "pkg", "client")), files(filepath.Join(root, "pkg", "client"))
+	for f := range fresh {
+		if !checkedIn[f] {
+			t.Errorf("pkg/client/%s is missing; run hack/update-clients.sh", f)
+			continue
+		}
+		compare(t, filepath.Join(out, "pkg", "client", f), filepath.Join(root, "pkg", "client", f))
+	}
+	for f := range checkedIn {
+		if !fresh[f] {
+			t.Errorf("pkg/client/%s is no longer generated; run hack/update-clients.sh", f)
+		}
 	}
 }

@@ -152,11 +152,13 @@ func (t *term) startInformers(ctx context.Context) error {
 		return err
 	}
 	grantChanged := func(g *quotav1alpha1.ResourceGrant) {
+		t.fresh.observed(g.ResourceVersion)
 		if t.cache.GrantChanged(g) {
 			go t.settler.SettleBudgetHolds() // the grant may have settled its budget hold
 		}
 	}
 	grantDeleted := func(g *quotav1alpha1.ResourceGrant) {
+		t.fresh.observed(g.ResourceVersion)
 		if t.cache.GrantDeleted(g) {
 			go t.settler.SettleBudgetHolds()
 		}
@@ -196,6 +198,7 @@ func (t *term) startInformers(ctx context.Context) error {
 	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())
 	}
+	t.fresh.observed(t.grantInformer.LastSyncResourceVersion())
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 
 	"github.com/quotaplane/quotaplane/internal/admission/amounts"
+	"github.com/quotaplane/quotaplane/internal/admission/claimcreator"
 	"github.com/quotaplane/quotaplane/internal/admission/claimguard"
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
@@ -28,7 +29,7 @@ import (
 // built-in ResourceQuota, after every other validating step. Tenancy comes
 // first: a Project's label and ownerReference are set before a
 // ClaimCreationPolicy renders its claims.
-var quotaPlugins = []string{nativeapi.PluginName, tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, policycheck.PluginName, quotarequest.PluginName, claimguard.PluginName, claimpolicy.PluginName}
+var quotaPlugins = []string{nativeapi.PluginName, tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, policycheck.PluginName, quotarequest.PluginName, claimcreator.PluginName, claimguard.PluginName, claimpolicy.PluginName}
 
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
@@ -42,6 +43,7 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Ha
 	registration.Register(o.Plugins)
 	policycheck.Register(o.Plugins)
 	quotarequest.Register(o.Plugins)
+	claimcreator.Register(o.Plugins)
 	claimguard.Register(o.Plugins, systemNamespace, handle != nil)
 	if handle != nil {
 		claimpolicy.Register(o.Plugins, handle, systemNamespace, opts.ExemptNamespaces, reviews)

@@ -132,6 +132,7 @@ type AllowanceBucketStatus struct {
 // resource types up to about 30 characters. The rest (available, claims,
 // trend, full in) is in -o yaml or custom-columns.
 // +kubebuilder:object:root=true
+// +genclient
 // +kubebuilder:resource:shortName=bucket;abucket,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`

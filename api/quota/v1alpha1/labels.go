@@ -86,6 +86,12 @@ const (
 	// ClaimCreatedBy is the reference implementation's value of
 	// AnnotationCreatedBy, kept for its clients.
 	ClaimCreatedBy = "claim-creation-plugin"
+	// AnnotationCreator is the user who created a claim through the API,
+	// written by the API server from the request (quotaplane serve's
+	// ClaimCreator admission): a client cannot set or change it. Owning
+	// services adopt only claims their own identity created
+	// (pkg/quotaclaim).
+	AnnotationCreator = "quota.miloapis.com/creator"
 	// AnnotationResourceName is the claimed object's name.
 	AnnotationResourceName = "quota.miloapis.com/resource-name"
 )

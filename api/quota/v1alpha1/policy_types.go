@@ -345,6 +345,8 @@ type EnforcedClaimPolicy struct {
 // ClaimCreationPolicy makes creations of a kind consume quota: each matching
 // create is admitted only when the claim rendered from the template is granted.
 // +kubebuilder:object:root=true
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=ccp,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.trigger.resource.kind`
@@ -488,6 +490,8 @@ type GrantCreationPolicySpec struct {
 // GrantCreationPolicy keeps a ResourceGrant for each object of a kind that
 // matches its constraints: grants appear, change and disappear with them.
 // +kubebuilder:object:root=true
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=gcp,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.trigger.resource.kind`

@@ -207,6 +207,7 @@ type QuotaRequestStatus struct {
 // decide it through the status subresource; an approval makes a
 // ResourceGrant for the difference, labelled with the request.
 // +kubebuilder:object:root=true
+// +genclient
 // +kubebuilder:resource:shortName=qreq;quotareq,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
@@ -286,6 +287,8 @@ type QuotaApprovalRuleStatus struct {
 // and says so on the request (status.decision.rule). Requests no rule
 // allows wait for staff.
 // +kubebuilder:object:root=true
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=qrule,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Expression",type=string,JSONPath=`.spec.expression`

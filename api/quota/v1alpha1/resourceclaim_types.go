@@ -163,6 +163,7 @@ type ResourceClaimStatus struct {
 // ResourceClaim asks to consume quota on behalf of a consumer. A claim is
 // granted all-or-nothing across its requests.
 // +kubebuilder:object:root=true
+// +genclient
 // +kubebuilder:resource:shortName=rclaim;claim,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Granted",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].status`

@@ -87,6 +87,7 @@ type ResourceGrantStatus struct {
 // ResourceGrant gives quota to a consumer. Grants for one consumer and
 // resource type add up.
 // +kubebuilder:object:root=true
+// +genclient
 // +kubebuilder:resource:shortName=rgrant;grant,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`

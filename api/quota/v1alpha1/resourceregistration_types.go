@@ -156,6 +156,8 @@ type ResourceRegistrationStatus struct {
 // ResourceRegistration registers a quotable resource type: its unit, the kind
 // of consumer it is granted to, and the kinds that may claim it.
 // +kubebuilder:object:root=true
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=rreg;registration,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`

@@ -50,6 +50,8 @@ type OrganizationStatus struct {
 // there as its owner. Its name is a DNS label of at most 50 characters, so
 // that its namespace's name is one too.
 // +kubebuilder:object:root=true
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=org,categories=tenancy
 // +kubebuilder:subresource:status
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 50",message="metadata.name must be at most 50 characters, so that the organization's namespace organization-<name> is at most 63; choose a shorter name"

@@ -52,6 +52,8 @@ type ProjectStatus struct {
 // with its organization's name and owned by it: deleting the organization
 // deletes its projects.
 // +kubebuilder:object:root=true
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=proj,categories=tenancy
 // +kubebuilder:subresource:status
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 55",message="metadata.name must be at most 55 characters (as in the reference implementation); choose a shorter name"

@@ -27,6 +27,10 @@ type ClaimWriter struct {
 	// Written is told that a Granted decision is written to the claim uid;
 	// it reports whether decisions waited for room in the ledger.
 	Written func(uid string) (blocked bool)
+	// FirstDenialReady reports whether the first decision of claim uid,
+	// stored at resourceVersion rv, may be written as a denial now; when
+	// not, the claim is queued again once it may (nil: always).
+	FirstDenialReady func(uid, rv string) bool
 	// Kick asks for another round of decisions.
 	Kick func()
 	// Sealer seals Granted decisions.
@@ -53,6 +57,10 @@ func (w *ClaimWriter) Reconcile(ctx context.Context, uid string) error {
 	}
 	want := ClaimStatus(stored, c, d, w.Sealer)
 	if !claimStatusEqual(stored.Status, want) {
+		if d.Outcome == quota.QuotaExceeded && w.FirstDenialReady != nil && quotav1alpha1.ClaimDecision(stored.Status.Conditions) == nil &&
+			!w.FirstDenialReady(uid, stored.ResourceVersion) {
+			return nil
+		}
 		updated := stored.DeepCopy()
 		updated.Status = want
 		if err := w.UpdateStatus(ctx, updated); err != nil {
