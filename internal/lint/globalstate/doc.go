@@ -24,6 +24,9 @@
 // function that could change it, or letting a table escape into another
 // variable, a composite literal or a return value is reported.
 //
+// Tests and generated files (ast.IsGenerated) are not checked: the typed
+// clients of pkg/client keep client-go's package-level scheme and codecs.
+//
 // Run it with `go vet -vettool=$(go build -o /tmp/globalstate ./hack/globalstate && echo /tmp/globalstate) ./...`;
 // internal/layout's TestNoPackageLevelMutableState runs it over the module.
 package globalstate
