@@ -58,11 +58,11 @@ type term struct {
 	claims         *status.ClaimWriter
 	// fresh holds a new claim's first denial until every grant written
 	// before it is known.
-	fresh *grantFreshness
-	buckets        *status.BucketWriter
-	conditions     *status.ConditionWriter
-	settler        *settle.Settler
-	objects        *settle.ObjectWatch
+	fresh      *grantFreshness
+	buckets    *status.BucketWriter
+	conditions *status.ConditionWriter
+	settler    *settle.Settler
+	objects    *settle.ObjectWatch
 	// charger charges the objects that exist when a policy comes into force.
 	charger *existing.Charger
 
@@ -227,7 +227,7 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 	updateStatus := func(ctx context.Context, o client.Object) error { return r.client.Status().Update(ctx, o) }
 	t.fresh = &grantFreshness{md: r.metadata, requeue: func(uid string) { t.claimQueue.Add(uid) }}
 	t.claims = &status.ClaimWriter{
-		Decision: t.cache.ClaimDecision,
+		Decision:         t.cache.ClaimDecision,
 		FirstDenialReady: func(uid, rv string) bool { return t.fresh.denialReady(ctx, uid, rv) },
 		Stored: func(k string) (*quotav1alpha1.ResourceClaim, bool, error) {
 			return stored[*quotav1alpha1.ResourceClaim](t.claimInformer, k)

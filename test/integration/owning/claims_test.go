@@ -274,4 +274,3 @@ func tenant(t *testing.T, f *quotatest.Fixture, name string) versioned.Interface
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: []string{"system:authenticated"}}
 	return versioned.NewForConfigOrDie(cfg)
 }
-
