@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
@@ -198,7 +199,9 @@ func (c *Claimer) claimFor(owner Owner, consumer quotav1alpha1.ConsumerRef, requ
 		},
 	}
 	if c.OwnerReferences {
-		cl.OwnerReferences = []metav1.OwnerReference{{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: owner.Name, UID: owner.UID}}
+		// The owner's controller reference: controllers that watch the
+		// claims they own (controller-runtime's Owns) hear of its decision.
+		cl.OwnerReferences = []metav1.OwnerReference{{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}}
 	}
 	return cl
 }

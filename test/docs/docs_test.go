@@ -46,7 +46,7 @@ func documents(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := []string{"README.md", "examples/README.md", "deploy/chart/quotaplane/README.md"}
+	out := []string{"README.md", "examples/README.md", "examples/owning-service/README.md", "deploy/chart/quotaplane/README.md"}
 	for _, d := range docs {
 		out = append(out, filepath.ToSlash(strings.TrimPrefix(d, repoRoot()+string(filepath.Separator))))
 	}
@@ -93,6 +93,12 @@ func TestRunBlocks(t *testing.T) {
 	}
 	if err := os.Symlink(quotatest.BuildBinary(t), filepath.Join(bin, "quotaplane")); err != nil {
 		t.Fatal(err)
+	}
+	// The example owning service's walkthrough runs it from PATH.
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", filepath.Join(bin, "owning-service"), "./examples/owning-service")
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building examples/owning-service: %v\n%s", err, out)
 	}
 	began := time.Now()
 	for _, doc := range documents(t) {
@@ -156,7 +162,7 @@ func runDocument(t *testing.T, doc string, blocks []Block, bin string) {
 		if b.Mode != Run && b.Mode != Background {
 			continue
 		}
-		if b.Mode == Background {
+		if b.Mode == Background && strings.Contains(b.Body, "quotaplane serve") {
 			checkDefaultPort(t, doc, b)
 		}
 		script := filepath.Join(state, fmt.Sprintf("block-%d.sh", i))
