@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/quotaplane/quotaplane/examples/owning-service/compute"
 	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
 	"github.com/quotaplane/quotaplane/pkg/quotaclaim"
 )
@@ -46,7 +47,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("reading the kubeconfig (--kubeconfig, $KUBECONFIG): %w", err)
 	}
-	if err := installCRD(ctx, apiextensionsclient.NewForConfigOrDie(cfg)); err != nil {
+	if err := compute.InstallCRD(ctx, apiextensionsclient.NewForConfigOrDie(cfg)); err != nil {
 		return err
 	}
 	me, err := quotaclaim.WhoAmI(ctx, cfg)
@@ -54,12 +55,11 @@ func run() error {
 		return err
 	}
 	ctrl.SetLogger(klog.NewKlogr())
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: newScheme(), Metrics: server.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: compute.NewScheme(), Metrics: server.Options{BindAddress: "0"}})
 	if err != nil {
 		return fmt.Errorf("creating the controller manager: %w", err)
 	}
-	r := &reconciler{Client: mgr.GetClient(), quota: versioned.NewForConfigOrDie(cfg), identity: me}
-	if err := r.setup(mgr); err != nil {
+	if err := compute.Setup(mgr, versioned.NewForConfigOrDie(cfg), me); err != nil {
 		return err
 	}
 	fmt.Println("owning-service is running: Instances (compute.example.com) are reconciled")

@@ -14,11 +14,14 @@ type Changed struct {
 	Decision quota.Decision
 }
 
-// Decide decides, for every consumer whose state changed, its waiting claims
-// in creation order. A claim is granted when every request fits in every
-// bucket it draws from; then all its requests are allocated at once. A claim
-// that does not fit holds nothing and keeps waiting; a later, smaller claim
-// may still be granted. Decide returns the claims whose decision changed.
+// Decide decides the waiting claims of every consumer whose state changed,
+// all together in creation order (before): when a level several consumers
+// share gains room (an organization's limit raised), its projects' oldest
+// waiting claims take it first, whichever project they are in. A claim is
+// granted when every request fits in every bucket it draws from; then all
+// its requests are allocated at once. A claim that does not fit holds
+// nothing and keeps waiting; a later, smaller claim may still be granted.
+// Decide returns the claims whose decision changed.
 func (e *Accounts) Decide() []Changed {
 	out, _ := e.DecideUpTo(-1)
 	return out
@@ -30,49 +33,69 @@ func (e *Accounts) Decide() []Changed {
 func (e *Accounts) DecideUpTo(max int) (out []Changed, more bool) {
 	e.refreshLevels()
 	e.spreadSharedRoom()
-	granted := 0
+	type candidate struct {
+		consumer quota.ConsumerID
+		cs       *claimState
+	}
+	var candidates []candidate
 	for c, roomGained := range e.dirty {
-		if max >= 0 && granted >= max {
-			return out, true
-		}
-		delete(e.dirty, c)
 		q := e.consumers[c]
 		if q == nil {
+			delete(e.dirty, c)
 			continue
 		}
-		kept := q.waiting[:0]
-		stopped := false
 		for _, cs := range q.waiting {
-			if stopped || (!roomGained && cs.decision.Outcome != quota.Pending) {
-				kept = append(kept, cs) // denied before and nothing was freed since, or over the bound
-				continue
+			if roomGained || cs.decision.Outcome == quota.Pending {
+				candidates = append(candidates, candidate{c, cs}) // not: denied before and nothing was freed since
 			}
-			d := e.evaluate(cs)
-			if d.Outcome == quota.Granted {
-				if max >= 0 && granted >= max {
-					stopped = true
-					kept = append(kept, cs)
-					continue
-				}
-				granted++
-				e.allocate(cs, d)
-				out = append(out, Changed{cs.claim.UID, d})
-				continue
-			}
-			if !sameDecision(cs.decision, d) {
-				out = append(out, Changed{cs.claim.UID, d})
-			}
-			cs.decision = d
-			kept = append(kept, cs)
-		}
-		clear(q.waiting[len(kept):])
-		q.waiting = kept
-		if stopped {
-			e.dirty[c] = e.dirty[c] || roomGained
-			return out, true
 		}
 	}
-	return out, false
+	slices.SortStableFunc(candidates, func(a, b candidate) int {
+		switch {
+		case before(a.cs.claim, b.cs.claim):
+			return -1
+		case before(b.cs.claim, a.cs.claim):
+			return 1
+		}
+		return 0
+	})
+	granted := 0
+	taken := map[*claimState]bool{}
+	left := map[quota.ConsumerID]bool{} // consumers with candidates not looked at (the bound)
+	for _, cand := range candidates {
+		cs := cand.cs
+		if more {
+			left[cand.consumer] = true
+			continue
+		}
+		d := e.evaluate(cs)
+		if d.Outcome == quota.Granted {
+			if max >= 0 && granted >= max {
+				more = true
+				left[cand.consumer] = true
+				continue
+			}
+			granted++
+			e.allocate(cs, d)
+			taken[cs] = true
+			out = append(out, Changed{cs.claim.UID, d})
+			continue
+		}
+		if !sameDecision(cs.decision, d) {
+			out = append(out, Changed{cs.claim.UID, d})
+		}
+		cs.decision = d
+	}
+	for c := range e.dirty {
+		q := e.consumers[c]
+		if len(taken) > 0 {
+			q.waiting = slices.DeleteFunc(q.waiting, func(cs *claimState) bool { return taken[cs] })
+		}
+		if !left[c] {
+			delete(e.dirty, c)
+		}
+	}
+	return out, more
 }
 
 // DecideTogether decides several waiting claims as one: all are granted, or

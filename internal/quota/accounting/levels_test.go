@@ -316,3 +316,36 @@ func checkLevels(t *testing.T, e *Accounts) {
 		}
 	}
 }
+
+// Room gained at a level several consumers share goes to their oldest
+// waiting claims first, whichever consumer they belong to: waiting claims
+// of web and api, interleaved in creation order, are granted in that order
+// one raise of the organization's limit at a time (20 times, so that an
+// order that merely depended on which project came first would show).
+func TestSharedRoomGoesToTheOldestWaitingClaimAcrossConsumers(t *testing.T) {
+	for range 20 {
+		e := hierarchy(t)
+		e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 0}))
+		e.UpsertGrant(grant("web", proj("web"), vcpu, quota.GrantBucket{Amount: 10}))
+		e.UpsertGrant(grant("api", proj("api"), vcpu, quota.GrantBucket{Amount: 10}))
+		order := []string{"api-0", "web-1", "web-2", "api-3", "web-4", "api-5"}
+		for i, uid := range order {
+			p := proj(strings.SplitN(uid, "-", 2)[0])
+			e.AddClaim(claim(uid, i, p, quota.Request{ResourceType: vcpu, Amount: 1}))
+		}
+		e.Decide()
+		for limit := int64(1); limit <= int64(len(order)); limit++ {
+			e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: limit}))
+			changed := e.Decide()
+			granted := ""
+			for _, c := range changed {
+				if c.Decision.Outcome == quota.Granted {
+					granted += c.UID
+				}
+			}
+			if want := order[limit-1]; granted != want {
+				t.Fatalf("the organization's limit raised to %d granted %q, want %q (the oldest waiting claim of either project)", limit, granted, want)
+			}
+		}
+	}
+}

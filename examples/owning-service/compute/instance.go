@@ -1,4 +1,4 @@
-package main
+package compute
 
 import (
 	"context"
@@ -31,8 +31,11 @@ type Instance struct {
 
 // InstanceSpec is what a user asks for.
 type InstanceSpec struct {
-	// Organization is charged for the instance.
+	// Organization is charged for the instance, or, with Project, the
+	// project's organization (its cap over all its projects).
 	Organization string `json:"organization"`
+	// Project, when set, is charged for the instance.
+	Project string `json:"project,omitempty"`
 	// CPUs of the instance.
 	CPUs int64 `json:"cpus"`
 }
@@ -71,7 +74,9 @@ func (in *InstanceList) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-func newScheme() *runtime.Scheme {
+// NewScheme is a scheme with the built-in kinds, the quota kinds and
+// Instances.
+func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(s)
 	_ = quotav1alpha1.AddToScheme(s)
@@ -80,9 +85,9 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
-// installCRD creates the Instance CRD, or updates it, and waits until it is
+// InstallCRD creates the Instance CRD, or updates it, and waits until it is
 // served.
-func installCRD(ctx context.Context, c apiextensionsclient.Interface) error {
+func InstallCRD(ctx context.Context, c apiextensionsclient.Interface) error {
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "instances." + GroupVersion.Group},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -93,6 +98,7 @@ func installCRD(ctx context.Context, c apiextensionsclient.Interface) error {
 				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
 				AdditionalPrinterColumns: []apiextensionsv1.CustomResourceColumnDefinition{
 					{Name: "Organization", Type: "string", JSONPath: ".spec.organization"},
+					{Name: "Project", Type: "string", JSONPath: ".spec.project"},
 					{Name: "CPUs", Type: "integer", JSONPath: ".spec.cpus"},
 					{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
 					{Name: "Message", Type: "string", JSONPath: ".status.message", Priority: 1},
@@ -102,6 +108,7 @@ func installCRD(ctx context.Context, c apiextensionsclient.Interface) error {
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{
 						"spec": {Type: "object", Required: []string{"organization", "cpus"}, Properties: map[string]apiextensionsv1.JSONSchemaProps{
 							"organization": {Type: "string", MinLength: ptr.To[int64](1)},
+							"project":      {Type: "string"},
 							"cpus":         {Type: "integer", Minimum: ptr.To[float64](1)},
 						}},
 						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true)},

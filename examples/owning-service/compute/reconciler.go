@@ -1,12 +1,12 @@
-package main
+package compute
 
 import (
 	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,8 +19,8 @@ import (
 
 // The resource types the service registers its cost in.
 const (
-	cpusType      = "compute.example.com/cpus"
-	instancesType = "compute.example.com/instances"
+	CPUsType      = "compute.example.com/cpus"
+	InstancesType = "compute.example.com/instances"
 )
 
 type reconciler struct {
@@ -29,7 +29,10 @@ type reconciler struct {
 	identity string
 }
 
-func (r *reconciler) setup(mgr ctrl.Manager) error {
+// Setup adds the Instance controller to mgr: claims made with quota (a
+// client of the same server) as identity (the user it authenticates as).
+func Setup(mgr ctrl.Manager, quota versioned.Interface, identity string) error {
+	r := &reconciler{Client: mgr.GetClient(), quota: quota, identity: identity}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&Instance{}).
 		// A claim's decision, or the machine's ConfigMap, changing brings the
@@ -55,9 +58,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	owner := quotaclaim.OwnerOf(inst, GroupVersion.WithKind("Instance"))
 	consumer := quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: inst.Spec.Organization}
+	if inst.Spec.Project != "" {
+		consumer.Kind, consumer.Name = "Project", inst.Spec.Project
+	}
 	requests := []quotav1alpha1.ResourceRequest{
-		{ResourceType: cpusType, Amount: inst.Spec.CPUs},
-		{ResourceType: instancesType, Amount: 1},
+		{ResourceType: CPUsType, Amount: inst.Spec.CPUs},
+		{ResourceType: InstancesType, Amount: 1},
 	}
 	st, err := r.claimer(inst.Namespace).Ensure(ctx, owner, consumer, requests)
 	if err != nil {
