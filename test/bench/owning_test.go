@@ -44,7 +44,9 @@ func BenchmarkClaimsEnsured(b *testing.B) {
 				return c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%06d", i), Namespace: f.NS}})
 			})
 			r := float64(b.N) / time.Since(began).Seconds()
-			creates = append(creates, r)
+			if b.N > 1 { // not the runner's first probe
+				creates = append(creates, r)
+			}
 			b.ReportMetric(r, "creates/s")
 		})
 		b.Run(fmt.Sprintf("round=%d/mode=b-claims-ensured", round), func(b *testing.B) {
@@ -68,7 +70,9 @@ func BenchmarkClaimsEnsured(b *testing.B) {
 				b.Fatalf("%d of %d claims granted", granted, b.N)
 			}
 			r := float64(b.N) / time.Since(began).Seconds()
-			ensured = append(ensured, r)
+			if b.N > 1 {
+				ensured = append(ensured, r)
+			}
 			b.ReportMetric(r, "claims/s")
 		})
 	}
@@ -82,6 +86,12 @@ func BenchmarkClaimsEnsured(b *testing.B) {
 		g := f.Grant("g", map[string][]quotatest.Bucket{"cpu": {{Amount: 1}}})
 		claimer := &quotaclaim.Claimer{Client: quota, Namespace: f.NS, Service: "bench", Identity: me}
 		requests := []quotav1alpha1.ResourceRequest{{ResourceType: f.RT("cpu"), Amount: 1}}
+		// A claim that holds the whole limit: each next one waits.
+		holder := quotaclaim.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: f.NS, Name: "holder", UID: uuid.NewUUID()}
+		if _, err := claimer.Ensure(ctx, holder, f.Org, requests); err != nil {
+			b.Fatal(err)
+		}
+		waitPhase(b, claimer, holder, quotaclaim.Granted)
 		var took []time.Duration
 		for i := range 20 {
 			owner := quotaclaim.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: f.NS, Name: fmt.Sprintf("w-%d", i), UID: uuid.NewUUID()}
