@@ -43,7 +43,7 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Ha
 	registration.Register(o.Plugins)
 	policycheck.Register(o.Plugins)
 	quotarequest.Register(o.Plugins)
-	claimcreator.Register(o.Plugins)
+	claimcreator.Register(o.Plugins, handle)
 	claimguard.Register(o.Plugins, systemNamespace, handle != nil)
 	if handle != nil {
 		claimpolicy.Register(o.Plugins, handle, systemNamespace, opts.ExemptNamespaces, reviews)

@@ -298,3 +298,36 @@ func WhoAmI(ctx context.Context, cfg *rest.Config) (string, error) {
 	}
 	return r.Status.UserInfo.Username, nil
 }
+
+// Check reports whether owner's claim for requests of consumer's quota would
+// be granted now, at every level of the hierarchy, taking nothing: a
+// dry-run create of the claim, which quotaplane serve's engine evaluates as
+// it would decide it (the same decision, the same refusal message). Granted
+// or Denied; the next decision can differ only if something changes in
+// between (another claim, a grant). It needs serve with its engine; another
+// server answers an error saying so.
+func (c *Claimer) Check(ctx context.Context, owner Owner, consumer quotav1alpha1.ConsumerRef, requests []quotav1alpha1.ResourceRequest) (Status, error) {
+	if err := c.validate(owner); err != nil {
+		return Status{}, err
+	}
+	cl := c.claimFor(owner, consumer, requests)
+	cl.Name, cl.GenerateName = "", c.Service+"-check-"
+	res := c.Client.QuotaV1alpha1().RESTClient().Post().Namespace(c.Namespace).Resource("resourceclaims").
+		Param("dryRun", metav1.DryRunAll).Body(cl).Do(ctx)
+	err := res.Error()
+	st := Status{Claim: types.NamespacedName{Namespace: c.Namespace}}
+	switch {
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), quotav1alpha1.CheckWouldNotBeGranted):
+		st.Phase, st.Reason, st.Message = Denied, "QuotaCheckDenied", err.Error()
+		return st, nil
+	case err != nil:
+		return Status{}, err
+	}
+	for _, w := range res.Warnings() {
+		if strings.HasPrefix(w.Text, quotav1alpha1.CheckWouldBeGranted) {
+			st.Phase, st.Reason, st.Message = Granted, quotav1alpha1.ClaimReasonQuotaAvailable, w.Text
+			return st, nil
+		}
+	}
+	return Status{}, errors.New("the server accepted the dry-run claim without evaluating it: Check needs quotaplane serve with its quota engine")
+}

@@ -92,6 +92,12 @@ const (
 	// services adopt only claims their own identity created
 	// (pkg/quotaclaim).
 	AnnotationCreator = "quota.miloapis.com/creator"
+	// CheckWouldBeGranted starts the warning quotaplane serve answers a
+	// dry-run create of a claim with when the engine would grant it now; a
+	// claim that would not be granted is refused (403) starting with
+	// CheckWouldNotBeGranted. Nothing is taken (pkg/quotaclaim's Check).
+	CheckWouldBeGranted    = "quota check: this claim would be granted now"
+	CheckWouldNotBeGranted = "quota check: this claim would not be granted now"
 	// AnnotationResourceName is the claimed object's name.
 	AnnotationResourceName = "quota.miloapis.com/resource-name"
 )

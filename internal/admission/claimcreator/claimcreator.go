@@ -2,29 +2,67 @@ package claimcreator
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/warning"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
 )
 
 // PluginName is the admission plugin's name.
 const PluginName = "ClaimCreator"
 
-// Register adds the plugin to plugins.
-func Register(plugins *admission.Plugins) {
+// Register adds the plugin to plugins. With the engine's handle (nil when
+// serve runs without its engine), a dry-run create of a claim is answered
+// with the decision the engine would make now.
+func Register(plugins *admission.Plugins, handle *admit.Handle) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
-		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}, nil
+		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update), handle: handle}, nil
 	})
 }
 
 type plugin struct {
 	*admission.Handler
+	handle *admit.Handle
 }
 
-var _ admission.MutationInterface = &plugin{}
+var (
+	_ admission.MutationInterface   = &plugin{}
+	_ admission.ValidationInterface = &plugin{}
+)
+
+// Validate answers a dry-run create of a claim with the engine's decision
+// on it as things stand, taking nothing: refused (403, the refusal's
+// message) when it would not be granted, a warning saying so when it would.
+// Owning services ask it through pkg/quotaclaim's Check.
+func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if p.handle == nil || !a.IsDryRun() || a.GetOperation() != admission.Create || a.GetResource().GroupResource() != claims || a.GetSubresource() != "" {
+		return nil
+	}
+	c, ok := a.GetObject().(*quotav1alpha1.ResourceClaim)
+	if !ok {
+		return nil // served as a CRD: no typed claim to evaluate
+	}
+	res, err := p.handle.DecideCreate(ctx, []*quotav1alpha1.ResourceClaim{c}, true)
+	if err != nil {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("checking whether the claim would be granted: %v; retry in a moment", err))
+	}
+	if !res.Granted {
+		msg := quotav1alpha1.CheckWouldNotBeGranted
+		if len(res.Decisions) > 0 && res.Decisions[0].Message != "" {
+			msg += ": " + res.Decisions[0].Message
+		}
+		return apierrors.NewForbidden(claims, a.GetName(), errors.New(msg))
+	}
+	warning.AddWarning(ctx, "", quotav1alpha1.CheckWouldBeGranted+" (a dry run: nothing was taken)")
+	return nil
+}
 
 var claims = quotav1alpha1.Resource("resourceclaims")
 

@@ -274,3 +274,41 @@ func tenant(t *testing.T, f *quotatest.Fixture, name string) versioned.Interface
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: []string{"system:authenticated"}}
 	return versioned.NewForConfigOrDie(cfg)
 }
+
+// Check answers what the next decision is, taking nothing: a claim that
+// fits is Granted by Check and then by Ensure; one that does not is Denied
+// by both, Check's message naming the same limit; the bucket never moves
+// for a Check.
+func TestCheckAgreesWithTheNextDecision(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, 5)
+	first, second := s.resource("chk-a"), s.resource("chk-b")
+	st, err := s.claimer.Check(ctx, first, s.f.Org, s.cpu(4))
+	if err != nil || st.Phase != quotaclaim.Granted {
+		t.Fatalf("Check of 4 of 5: %v, %+v", err, st)
+	}
+	s.f.WaitBucket(quotatest.N(5, 0, 5), "cpu")
+	if _, err := s.claimer.Ensure(ctx, first, s.f.Org, s.cpu(4)); err != nil {
+		t.Fatal(err)
+	}
+	s.decided(first, quotaclaim.Granted)
+	st, err = s.claimer.Check(ctx, second, s.f.Org, s.cpu(2))
+	if err != nil || st.Phase != quotaclaim.Denied || !strings.Contains(st.Message, "limit 5") {
+		t.Fatalf("Check of 2 more: %v, %+v; want Denied naming the limit", err, st)
+	}
+	s.f.WaitBucket(quotatest.N(5, 4, 1), "cpu")
+	if _, err := s.claimer.Ensure(ctx, second, s.f.Org, s.cpu(2)); err != nil {
+		t.Fatal(err)
+	}
+	denied := s.decided(second, quotaclaim.Denied)
+	if !strings.Contains(denied.Message, "limit 5") {
+		t.Fatalf("the decision after a Denied Check: %+v", denied)
+	}
+	st, err = s.claimer.Check(ctx, s.resource("chk-c"), s.f.Org, s.cpu(1))
+	if err != nil || st.Phase != quotaclaim.Granted {
+		t.Fatalf("Check of the last 1: %v, %+v", err, st)
+	}
+	if n := s.claimsOf(first) + s.claimsOf(second); n != 2 {
+		t.Fatalf("%d claims stored; a Check stored one", n)
+	}
+}
