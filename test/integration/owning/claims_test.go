@@ -312,3 +312,28 @@ func TestCheckAgreesWithTheNextDecision(t *testing.T) {
 		t.Fatalf("%d claims stored; a Check stored one", n)
 	}
 }
+
+// decidedAny waits until owner's claim is decided, either way.
+func (s *service) decidedAny(owner quotaclaim.Owner) quotaclaim.Status {
+	s.t.Helper()
+	var st quotaclaim.Status
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var found bool
+		var err error
+		st, found, err = s.claimer.Get(ctx, owner)
+		return err == nil && found && st.Phase != quotaclaim.Pending, nil
+	})
+	if err != nil {
+		s.t.Fatalf("the claim of %s was not decided: %+v", owner.Name, st)
+	}
+	return st
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
