@@ -153,26 +153,25 @@ func (c *Claimer) Get(ctx context.Context, owner Owner) (Status, bool, error) {
 	return StatusOf(got), true, nil
 }
 
-// Release deletes owner's claim, giving its quota back, if it exists and is
-// this service's: once, however often it is called. A claim of that name
-// created by someone else is left alone.
+// Release deletes owner's claims (the first, and those Resize made), giving
+// their quota back, if they are this service's: once, however often it is
+// called. A claim created by someone else is left alone.
 func (c *Claimer) Release(ctx context.Context, owner Owner) error {
 	claims := c.Client.QuotaV1alpha1().ResourceClaims(c.Namespace)
-	got, err := claims.Get(ctx, c.Name(owner), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
+	list, err := claims.List(ctx, metav1.ListOptions{LabelSelector: LabelOwnerUID + "=" + string(owner.UID)})
+	if err != nil {
 		return err
-	case got.Annotations[AnnotationCreator] != c.Identity:
-		return nil
 	}
-	uid := got.UID
-	err = claims.Delete(ctx, got.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
+	for i := range list.Items {
+		cl := &list.Items[i]
+		if cl.Annotations[AnnotationCreator] != c.Identity || c.indexOf(owner, cl.Name) < 0 {
+			continue
+		}
+		if err := c.deleteClaim(ctx, cl); err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 func (c *Claimer) validate(owner Owner) error {

@@ -337,3 +337,5 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+func waitBrief() { time.Sleep(50 * time.Millisecond) }
