@@ -60,7 +60,9 @@ func (c *Claimer) Resize(ctx context.Context, owner Owner, consumer quotav1alpha
 			own = append(own, cl)
 		}
 	}
-	slices.SortFunc(own, func(a, b *quotav1alpha1.ResourceClaim) int { return c.indexOf(owner, a.Name) - c.indexOf(owner, b.Name) })
+	slices.SortFunc(own, func(a, b *quotav1alpha1.ResourceClaim) int {
+		return c.indexOf(owner, a.Name) - c.indexOf(owner, b.Name)
+	})
 	if len(own) == 0 {
 		return c.Ensure(ctx, owner, consumer, requests) // the first claim
 	}
