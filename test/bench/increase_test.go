@@ -36,19 +36,7 @@ func BenchmarkApprovedIncreaseToRunning(b *testing.B) {
 	ctx := context.Background()
 	c := quotatest.NewClient(b, srv.Config)
 	f := quotatest.NewFixture(b, c)
-	org := "incr-" + f.ID
-	if err := c.Create(ctx, &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}}); err != nil {
-		b.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		o := &rmv1alpha1.Organization{}
-		if err := c.Get(ctx, client.ObjectKey{Name: org}, o); err != nil {
-			return false, nil
-		}
-		return meta.IsStatusConditionTrue(o.Status.Conditions, rmv1alpha1.ConditionReady), nil
-	}); err != nil {
-		b.Fatal("the organization never became Ready")
-	}
+	org := quotatest.Organization(b, c, "incr-"+f.ID).Name
 	if err := compute.InstallCRD(ctx, apiextensionsclient.NewForConfigOrDie(srv.Config)); err != nil {
 		b.Fatal(err)
 	}

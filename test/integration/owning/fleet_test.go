@@ -20,8 +20,6 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/examples/owning-service/compute"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
-	"github.com/quotaplane/quotaplane/internal/verify"
 	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
 	"github.com/quotaplane/quotaplane/pkg/quotaclaim"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -37,21 +35,10 @@ func TestTheExampleServiceUnderAnOrganizationsCap(t *testing.T) {
 	ctx := context.Background()
 	admin := quotatest.NewClient(t, srv.Config)
 	f := quotatest.NewFixture(t, admin)
-	org := "fleet-" + f.ID
-	o := &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}}
-	if err := admin.Create(ctx, o); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, admin, o)
+	org := quotatest.Organization(t, admin, "fleet-"+f.ID).Name
 	var projects []string
 	for i := range 4 {
-		p := &rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-p%d", org, i)},
-			Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: org}}}
-		if err := admin.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		waitReady(t, admin, p)
-		projects = append(projects, p.Name)
+		projects = append(projects, quotatest.Project(t, admin, fmt.Sprintf("%s-p%d", org, i), org).Name)
 	}
 	if err := compute.InstallCRD(ctx, apiextensionsclient.NewForConfigOrDie(srv.Config)); err != nil {
 		t.Fatal(err)
@@ -204,49 +191,5 @@ func TestTheExampleServiceUnderAnOrganizationsCap(t *testing.T) {
 	f.UpdateGrant(cap, func(g *quotav1alpha1.ResourceGrant) { g.Spec.Allowances[0].Buckets[0].Amount = 200 })
 	phases(200, 0)
 	machines(200)
-	r := audit(t)
-	if len(r.Discrepancies) > 0 {
-		var out strings.Builder
-		r.Print(&out)
-		t.Fatalf("verify after the fleet:\n%s", out.String())
-	}
-}
-
-// audit runs quotaplane verify against the test server.
-func audit(t *testing.T) *verify.Report {
-	t.Helper()
-	o := *verify.NewOptions()
-	o.Kubeconfig = srv.Kubeconfig
-	o.RecheckAfter = 500 * time.Millisecond
-	loc, err := record.ReadEtcdFile(srv.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.EtcdServers, o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = srv.EtcdServers, loc.CAFile, loc.CertFile, loc.KeyFile
-	r, err := verify.Run(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func waitReady(t *testing.T, c client.Client, obj client.Object) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return false, nil
-		}
-		var conds []metav1.Condition
-		switch o := obj.(type) {
-		case *rmv1alpha1.Organization:
-			conds = o.Status.Conditions
-		case *rmv1alpha1.Project:
-			conds = o.Status.Conditions
-		}
-		c := meta.FindStatusCondition(conds, rmv1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue, nil
-	})
-	if err != nil {
-		t.Fatalf("%s never became Ready", obj.GetName())
-	}
+	quotatest.VerifyClean(t, srv)
 }

@@ -27,18 +27,8 @@ func TestClaimsThroughAProjectsPlaneCountUnderItsOrganization(t *testing.T) {
 	ctx := context.Background()
 	admin := quotatest.NewClient(t, srv.Config)
 	f := quotatest.NewFixture(t, admin)
-	org := "plane-" + f.ID
-	o := &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: org}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}}
-	if err := admin.Create(ctx, o); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, admin, o)
-	p := &rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: org + "-web"},
-		Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: org}}}
-	if err := admin.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, admin, p)
+	org := quotatest.Organization(t, admin, "plane-"+f.ID).Name
+	p := quotatest.Project(t, admin, org+"-web", org)
 	rt := quotav1alpha1.ResourceType(f.ID + ".example.com/cpus")
 	reg := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: f.ID + "-cpus"}, Spec: quotav1alpha1.ResourceRegistrationSpec{
 		ConsumerType:        quotav1alpha1.ConsumerTypeRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project"},

@@ -2,7 +2,6 @@ package restart
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,13 +9,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -34,17 +30,8 @@ func TestPlaneGarbageLeftByACrashIsCollectedAtStart(t *testing.T) {
 	s := startWithEngine(t, dir)
 	defer func() { _ = s.Stop() }()
 	admin := quotatest.NewClient(t, s.Config)
-	org := &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: "crash"}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}}
-	if err := admin.Create(ctx, org); err != nil {
-		t.Fatal(err)
-	}
-	waitReadyObject(t, admin, org)
-	project := &rmv1alpha1.Project{ObjectMeta: metav1.ObjectMeta{Name: "crash-p"},
-		Spec: rmv1alpha1.ProjectSpec{OwnerRef: rmv1alpha1.OwnerReference{Kind: rmv1alpha1.ProjectOwnerKindOrganization, Name: org.Name}}}
-	if err := admin.Create(ctx, project); err != nil {
-		t.Fatal(err)
-	}
-	waitReadyObject(t, admin, project)
+	org := quotatest.Organization(t, admin, "crash")
+	project := quotatest.Project(t, admin, "crash-p", org.Name)
 	plane := planes.Plane{Kind: planes.Projects, Name: project.Name, UID: project.UID}
 	kube := kubernetes.NewForConfigOrDie(planes.ConfigFor(s.Config, plane))
 
@@ -107,26 +94,5 @@ func TestPlaneGarbageLeftByACrashIsCollectedAtStart(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("after the restart, the dependent of a gone owner and the ConfigMap of a gone namespace are still stored: %v", err)
-	}
-}
-
-func waitReadyObject(t *testing.T, c client.Client, obj client.Object) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return false, nil
-		}
-		var conds []metav1.Condition
-		switch o := obj.(type) {
-		case *rmv1alpha1.Organization:
-			conds = o.Status.Conditions
-		case *rmv1alpha1.Project:
-			conds = o.Status.Conditions
-		}
-		c := meta.FindStatusCondition(conds, rmv1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue, nil
-	})
-	if err != nil {
-		t.Fatal(fmt.Errorf("%s %s not Ready: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err))
 	}
 }
