@@ -2,6 +2,7 @@ package owning
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -339,3 +341,35 @@ func containsAll(s string, parts ...string) bool {
 }
 
 func waitBrief() { time.Sleep(50 * time.Millisecond) }
+
+// Check reveals a consumer's room only to whoever may charge it: a user
+// who may create claims but not claim the organization is refused the dry
+// run as the claim itself (403, the verb claim), not told whether it fits.
+func TestCheckNeedsTheVerbClaim(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, 5)
+	kube := kubernetes.NewForConfigOrDie(srv.Config)
+	role := "eve-" + s.f.ID
+	if _, err := kube.RbacV1().Roles(s.f.NS).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{quotav1alpha1.GroupName}, Resources: []string{"resourceclaims"}, Verbs: []string{"create", "get", "list"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(s.f.NS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: "eve"}}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "eve", Groups: []string{"system:authenticated"}}
+	eve := &quotaclaim.Claimer{Client: versioned.NewForConfigOrDie(cfg), Namespace: s.f.NS, Service: "compute", Identity: "eve"}
+	var err error
+	for range 100 { // until RBAC's cache has the binding: then the refusal is the verb claim's
+		_, err = eve.Check(ctx, s.resource(fmt.Sprintf("eve-%d", time.Now().UnixNano()%1e6)), s.f.Org, s.cpu(1))
+		if err != nil && strings.Contains(err.Error(), "claim") && !strings.Contains(err.Error(), "cannot create resource") {
+			break
+		}
+		waitBrief()
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `verb "claim"`) || strings.Contains(err.Error(), "would") {
+		t.Fatalf("Check by a user who may not claim the organization: want 403 for the verb claim, got %v", err)
+	}
+}
