@@ -3,7 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -84,6 +88,7 @@ func admissionCase(b *testing.B, c client.Client, clients int, mode string, roun
 		}
 		time.Sleep(time.Second) // let set-up writes settle
 		before := etcdRevision(b, c)
+		stopProfile := startWindowProfile(b, name)
 		cpuBefore := processCPU(b)
 		b.StartTimer()
 		elapsed, latencies := runClients(b, b.N, clients, func(i int) error {
@@ -93,6 +98,7 @@ func admissionCase(b *testing.B, c client.Client, clients int, mode string, roun
 		time.Sleep(3 * time.Second) // the asynchronous writes: claim status, binding, buckets, ledger
 		writes := float64(etcdRevision(b, c)-before) / float64(b.N)
 		cpu := (processCPU(b) - cpuBefore) / time.Duration(b.N)
+		stopProfile()
 		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "creates/s")
 		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
@@ -101,6 +107,25 @@ func admissionCase(b *testing.B, c client.Client, clients int, mode string, roun
 		// Leave nothing behind: each case starts from the same server state.
 		removeNamespace(b, c, f.NS)
 	})
+}
+
+// startWindowProfile starts a CPU profile of one case's measured window when
+// -window-profiles is set; the returned function stops it.
+func startWindowProfile(b *testing.B, name string) func() {
+	if *windowProfiles == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(*windowProfiles, strings.ReplaceAll(name, "/", "_")+".prof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }
 
 // removeNamespace deletes a namespace and waits until it and everything in it

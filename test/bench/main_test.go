@@ -25,6 +25,12 @@ var crds = flag.Bool("crds", false, "serve the quota kinds as CRDs (the baseline
 // that a slow minute of the shared machine falls on every mode alike.
 var rounds = flag.Int("rounds", 1, "BenchmarkAdmission: rounds of the three modes at each concurrency, interleaved")
 
+// windowProfiles, when set, writes a CPU profile of each BenchmarkAdmission
+// case's measured window (the creates and the 3 s of asynchronous writes
+// after them, not the set-up or the namespace's removal) into that
+// directory, one file per case. Not with -test.cpuprofile.
+var windowProfiles = flag.String("window-profiles", "", "BenchmarkAdmission: a directory for a CPU profile of each case's measured window")
+
 func engineOptions() engine.Options {
 	o := quotatest.FastEngineOptions()
 	o.Identity = "bench_0_x" // stable across the recovery benchmark's restarts
