@@ -101,7 +101,14 @@ type pass struct {
 	overLimit int64
 	// mine are the objects this pass charged: a later attempt finds them
 	// holding a claim, and counts them as charged, not as held.
-	mine       map[string]bool
+	mine map[string]bool
+	// others are the objects an attempt found holding a claim another
+	// made (admission's): a later attempt counts them as held without
+	// evaluating them again, as it does the ones in mine. A stored claim
+	// of a live object is not deleted by anyone but the engine, so neither
+	// needs charging again while the pass lasts; an attempt retried while
+	// creates go on evaluates only the objects not settled yet.
+	others     map[string]bool
 	held       int64
 	notCharged int64
 	reasons    []string
@@ -174,7 +181,7 @@ func (c *Charger) pass(name, version string) *pass {
 	}
 	p := c.passes[name]
 	if p == nil || p.version != version {
-		p = &pass{version: version, seen: time.Now(), mine: map[string]bool{}}
+		p = &pass{version: version, seen: time.Now(), mine: map[string]bool{}, others: map[string]bool{}}
 		c.passes[name] = p
 	}
 	// Each attempt examines every object again; what it charges adds up.
@@ -240,6 +247,7 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 			skipped[uid] = true
 			if !p.mine[uid] {
 				p.held++
+				p.others[uid] = true
 			}
 		}
 		for _, uid := range res.Busy {
@@ -276,6 +284,16 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 	}
 	for _, src := range sources {
 		err := src.each(ctx, gvr, func(obj *unstructured.Unstructured) error {
+			mu.Lock()
+			if uid := string(obj.GetUID()); p.mine[uid] || p.others[uid] {
+				p.objects++
+				if p.others[uid] {
+					p.held++
+				}
+				mu.Unlock()
+				return nil
+			}
+			mu.Unlock()
 			claim, why := c.claimFor(ctx, cp.Name, e.Generation, compiled, gvr, gvk, src.plane, obj, open)
 			mu.Lock()
 			p.objects++

@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -170,9 +172,24 @@ func gvkLabel(gvk schema.GroupVersionKind) string {
 // ClaimValidator checks a claim as the API server checks a ResourceClaim
 // create: object metadata, then the CRD's schema. Claims the engine writes
 // to storage itself must pass it, since the API server never sees them.
+//
+// The schema is the costly part, and of a rendered claim it sees, beside the
+// object's reference, only what the policy's template gives: the consumer
+// and the requests. Those are checked once per distinct value (a policy's
+// claims usually share one) and remembered; the object's reference and the
+// metadata are checked for every claim.
 type ClaimValidator struct {
 	schema crdvalidation.SchemaCreateValidator
+
+	mu sync.Mutex
+	// passed are the specs, without resourceRef, the schema passed, by
+	// specKey; emptied when it reaches maxPassedSpecs.
+	passed map[string]struct{}
 }
+
+// maxPassedSpecs bounds what the validator remembers: a template whose
+// amounts differ for every object would otherwise grow it without end.
+const maxPassedSpecs = 4096
 
 // NewClaimValidator reads the ResourceClaim schema from the embedded CRDs.
 func NewClaimValidator() (*ClaimValidator, error) {
@@ -196,7 +213,7 @@ func NewClaimValidator() (*ClaimValidator, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &ClaimValidator{schema: s}, nil
+			return &ClaimValidator{schema: s, passed: map[string]struct{}{}}, nil
 		}
 	}
 	return nil, fmt.Errorf("the ResourceClaim CRD %s has no schema", quotav1alpha1.SchemeGroupVersion)
@@ -205,11 +222,80 @@ func NewClaimValidator() (*ClaimValidator, error) {
 // Validate returns what the API server would refuse of c.
 func (v *ClaimValidator) Validate(c *quotav1alpha1.ResourceClaim) field.ErrorList {
 	errs := apimachineryvalidation.ValidateObjectMeta(&c.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	key, keyed := specKey(c)
+	if keyed && resourceRefWithinSchema(c.Spec.ResourceRef) {
+		v.mu.Lock()
+		_, known := v.passed[key]
+		v.mu.Unlock()
+		if known {
+			return errs
+		}
+	}
+	schemaErrs := v.validateSchema(c)
+	if len(schemaErrs) == 0 && keyed && resourceRefWithinSchema(c.Spec.ResourceRef) {
+		v.mu.Lock()
+		if len(v.passed) >= maxPassedSpecs {
+			clear(v.passed)
+		}
+		v.passed[key] = struct{}{}
+		v.mu.Unlock()
+	}
+	return append(errs, schemaErrs...)
+}
+
+// validateSchema checks c against the CRD's schema, the whole object.
+func (v *ClaimValidator) validateSchema(c *quotav1alpha1.ResourceClaim) field.ErrorList {
 	withKind := c.DeepCopy()
 	withKind.APIVersion, withKind.Kind = quotav1alpha1.SchemeGroupVersion.String(), "ResourceClaim"
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(withKind)
 	if err != nil {
-		return append(errs, field.InternalError(nil, err))
+		return field.ErrorList{field.InternalError(nil, err)}
 	}
-	return append(errs, crdvalidation.ValidateCustomResource(nil, u, v.schema)...)
+	return crdvalidation.ValidateCustomResource(nil, u, v.schema)
+}
+
+// specKey is what of c the schema judges besides its metadata (whose schema
+// is any object) and its resourceRef: the consumer and the requests, each
+// field length-prefixed. keyed is false for a claim with a status, which a
+// rendered claim never has: it is always checked whole.
+func specKey(c *quotav1alpha1.ResourceClaim) (key string, keyed bool) {
+	if !reflect.DeepEqual(c.Status, quotav1alpha1.ResourceClaimStatus{}) {
+		return "", false
+	}
+	var b strings.Builder
+	put := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	cr := c.Spec.ConsumerRef
+	put(cr.APIGroup)
+	put(cr.Kind)
+	put(cr.Name)
+	put(cr.Namespace)
+	b.WriteString(strconv.Itoa(len(c.Spec.Requests)))
+	for _, r := range c.Spec.Requests {
+		b.WriteByte('|')
+		put(string(r.ResourceType))
+		b.WriteString(strconv.FormatInt(r.Amount, 10))
+		b.WriteByte('/')
+		b.WriteString(strconv.Itoa(len(r.Dimensions)))
+		for _, d := range r.Dimensions {
+			put(d.Key)
+			put(d.Value)
+		}
+	}
+	return b.String(), true
+}
+
+// resourceRefWithinSchema reports whether r certainly passes the schema of
+// spec.resourceRef (kind 1–63 characters, name 1–253, apiGroup up to 253,
+// namespace up to 63). A byte count within a bound is a character count
+// within it; anything else goes through the schema, for its exact error.
+func resourceRefWithinSchema(r *quotav1alpha1.ResourceRef) bool {
+	if r == nil {
+		return true
+	}
+	return r.Kind != "" && len(r.Kind) <= 63 && r.Name != "" && len(r.Name) <= 253 &&
+		len(r.APIGroup) <= 253 && len(r.Namespace) <= 63
 }

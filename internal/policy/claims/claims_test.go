@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -55,6 +56,73 @@ func TestClaimValidator(t *testing.T) {
 			t.Errorf("%s: %q does not name %s", tc.name, got, tc.field)
 		}
 	}
+}
+
+// TestClaimValidatorRemembersOnlyTheTemplatesPart: a spec the schema passed
+// once is not checked by the schema again, but the object's reference is
+// checked for every claim, and every claim the validator passes the full
+// schema passes too (and the other way round), whatever the reference.
+func TestClaimValidatorRemembersOnlyTheTemplatesPart(t *testing.T) {
+	v, err := NewClaimValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := NewClaimValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := v.Validate(testClaim()); len(errs) != 0 {
+		t.Fatalf("a valid claim: %v", errs)
+	}
+	if _, known := v.passed[mustKey(t, testClaim())]; !known {
+		t.Fatal("a spec the schema passed is not remembered")
+	}
+	long := strings.Repeat("n", 254)
+	refs := []*quotav1alpha1.ResourceRef{nil,
+		{Kind: "Secret", Name: "s"}, {Kind: "", Name: "s"}, {Kind: "Secret", Name: ""},
+		{Kind: "Secret", Name: long}, {Kind: "Secret", Name: long[:253]}, {Kind: strings.Repeat("K", 64), Name: "s"},
+		{Kind: "Secret", Name: "s", Namespace: strings.Repeat("n", 64)}, {Kind: "Secret", Name: "s", APIGroup: long},
+		{Kind: "Secret", Name: strings.Repeat("é", 200)}, {Kind: "Secret", Name: strings.Repeat("é", 253)}}
+	for i, ref := range refs {
+		c := testClaim()
+		c.Spec.ResourceRef = ref
+		got := v.Validate(c)
+		want := full.validateSchema(c)
+		if (len(got) == 0) != (len(want) == 0) {
+			t.Errorf("reference %d (%+v): remembered spec says %v, the schema %v", i, ref, got, want)
+		}
+		if len(want) > 0 && got.ToAggregate().Error() != want.ToAggregate().Error() {
+			t.Errorf("reference %d: %q, the schema says %q", i, got.ToAggregate(), want.ToAggregate())
+		}
+	}
+	// Everything the key leaves out is judged by something else: a new
+	// field of these types must be added to specKey (or shown to be so).
+	for _, tc := range []struct {
+		typ    any
+		fields int
+	}{
+		{quotav1alpha1.ResourceClaimSpec{}, 3}, {quotav1alpha1.ConsumerRef{}, 4}, {quotav1alpha1.ResourceRequest{}, 4},
+		{quotav1alpha1.Dimension{}, 2}, {quotav1alpha1.ResourceRef{}, 4},
+	} {
+		if n := reflect.TypeOf(tc.typ).NumField(); n != tc.fields {
+			t.Errorf("%T has %d fields, specKey and resourceRefWithinSchema know %d: add the new ones", tc.typ, n, tc.fields)
+		}
+	}
+	// A claim with a status is never taken from memory.
+	c := testClaim()
+	c.Status.DecisionSeal = strings.Repeat("x", 200)
+	if errs := v.Validate(c); len(errs) == 0 {
+		t.Error("a status the schema refuses was passed from memory")
+	}
+}
+
+func mustKey(t *testing.T, c *quotav1alpha1.ResourceClaim) string {
+	t.Helper()
+	k, ok := specKey(c)
+	if !ok {
+		t.Fatal("a rendered claim has no key")
+	}
+	return k
 }
 
 // BenchmarkClaimValidator is what checking one rendered claim costs a create.

@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +38,16 @@ type ClaimCodec struct {
 	transformer value.Transformer
 	fields      managedfields.TypeConverter
 	now         func() time.Time
+
+	mu sync.Mutex
+	// sets are the managed fields' sets (object, status) computed before,
+	// by claimShape; emptied when it reaches maxShapes.
+	sets map[string][2][]byte
 }
+
+// maxShapes bounds the sets remembered: claims of a few policies have a
+// few shapes; anything more varied is computed each time past the bound.
+const maxShapes = 1024
 
 var _ fence.ClaimCodec = &ClaimCodec{}
 
@@ -48,8 +62,12 @@ func NewClaimCodec(getter generic.RESTOptionsGetter) (*ClaimCodec, error) {
 	if transformer == nil { // no encryption at rest configured: as the storage does
 		transformer = identity.NewEncryptCheckTransformer()
 	}
-	return &ClaimCodec{codec: opts.StorageConfig.Codec, transformer: transformer,
-		fields: managedfields.NewDeducedTypeConverter(), now: time.Now}, nil
+	return newClaimCodec(opts.StorageConfig.Codec, transformer), nil
+}
+
+func newClaimCodec(codec runtime.Codec, transformer value.Transformer) *ClaimCodec {
+	return &ClaimCodec{codec: codec, transformer: transformer,
+		fields: managedfields.NewDeducedTypeConverter(), now: time.Now, sets: map[string][2][]byte{}}
 }
 
 // Encode is c as the storage layer stores it at key.
@@ -98,13 +116,59 @@ var metadataNotManaged = fieldpath.NewSet(
 // managedFields are c's fields as the engine's two writes of a claim
 // through the API would record them: the object, then its status.
 func (cc *ClaimCodec) managedFields(c *quotav1alpha1.ResourceClaim) ([]metav1.ManagedFieldsEntry, error) {
+	sets, err := cc.fieldSets(c)
+	if err != nil {
+		return nil, err
+	}
+	at := metav1.NewTime(cc.now().UTC().Truncate(time.Second))
+	var out []metav1.ManagedFieldsEntry
+	for i, subresource := range []string{"", "status"} {
+		if sets[i] == nil {
+			continue
+		}
+		out = append(out, metav1.ManagedFieldsEntry{Manager: EngineManager, Operation: metav1.ManagedFieldsOperationUpdate,
+			APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Time: &at, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: sets[i]}, Subresource: subresource})
+	}
+	return out, nil
+}
+
+// fieldSets are the JSON of c's managed fields, the object's and the
+// status's (nil when empty): remembered by c's shape, else computed.
+func (cc *ClaimCodec) fieldSets(c *quotav1alpha1.ResourceClaim) ([2][]byte, error) {
+	shape, ok := claimShape(c)
+	if ok {
+		cc.mu.Lock()
+		sets, known := cc.sets[shape]
+		cc.mu.Unlock()
+		if known {
+			return sets, nil
+		}
+	}
+	sets, err := cc.computeFieldSets(c)
+	if err != nil || !ok {
+		return sets, err
+	}
+	cc.mu.Lock()
+	if len(cc.sets) >= maxShapes {
+		clear(cc.sets)
+	}
+	cc.sets[shape] = sets
+	cc.mu.Unlock()
+	return sets, nil
+}
+
+// computeFieldSets derives c's sets with structured-merge-diff's deduced
+// type, as the API server's field manager does for a kind without a schema.
+func (cc *ClaimCodec) computeFieldSets(c *quotav1alpha1.ResourceClaim) ([2][]byte, error) {
+	var out [2][]byte
 	typed, err := cc.fields.ObjectToTyped(c)
 	if err != nil {
-		return nil, fmt.Errorf("the managed fields of a claim: %w", err)
+		return out, fmt.Errorf("the managed fields of a claim: %w", err)
 	}
 	all, err := typed.ToFieldSet()
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	all = all.Difference(metadataNotManaged)
 	mainSet, status := fieldpath.NewSet(), fieldpath.NewSet()
@@ -115,22 +179,73 @@ func (cc *ClaimCodec) managedFields(c *quotav1alpha1.ResourceClaim) ([]metav1.Ma
 			mainSet.Insert(p)
 		}
 	})
-	at := metav1.NewTime(cc.now().UTC().Truncate(time.Second))
-	var out []metav1.ManagedFieldsEntry
-	for _, e := range []struct {
-		set         *fieldpath.Set
-		subresource string
-	}{{mainSet, ""}, {status, "status"}} {
-		if e.set.Empty() {
+	for i, set := range []*fieldpath.Set{mainSet, status} {
+		if set.Empty() {
 			continue
 		}
-		js, err := e.set.ToJSON()
-		if err != nil {
-			return nil, err
+		if out[i], err = set.ToJSON(); err != nil {
+			return out, err
 		}
-		out = append(out, metav1.ManagedFieldsEntry{Manager: EngineManager, Operation: metav1.ManagedFieldsOperationUpdate,
-			APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Time: &at, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: js}, Subresource: e.subresource})
 	}
 	return out, nil
+}
+
+// claimShape is what of c decides its managed fields' sets. The deduced
+// type is granular in maps (each key a field of its own) and atomic in lists,
+// so the sets depend only on which fields are present and on the keys of
+// the labels and annotations: the shape records those keys and, for every
+// other field, whether it is set (finer than needed where a field is always
+// present; never coarser). ok is false for metadata the engine never writes
+// (a deletion, generateName, managed fields): such a claim's sets are
+// computed. TestClaimShape keeps this in step with the types.
+func claimShape(c *quotav1alpha1.ResourceClaim) (shape string, ok bool) {
+	m := &c.ObjectMeta
+	if m.GenerateName != "" || m.SelfLink != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil ||
+		len(m.ManagedFields) > 0 || c.APIVersion != "" || c.Kind != "" {
+		return "", false
+	}
+	var b strings.Builder
+	keys := func(m map[string]string) {
+		b.WriteString(strconv.Itoa(len(m)))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			b.WriteString(strconv.Itoa(len(k)))
+			b.WriteByte(':')
+			b.WriteString(k)
+		}
+		b.WriteByte('|')
+	}
+	keys(m.Labels)
+	keys(m.Annotations)
+	bit := func(set bool) {
+		if set {
+			b.WriteByte('1')
+		} else {
+			b.WriteByte('0')
+		}
+	}
+	bit(len(m.OwnerReferences) > 0)
+	bit(len(m.Finalizers) > 0)
+	cr := c.Spec.ConsumerRef
+	bit(cr.APIGroup != "")
+	bit(cr.Kind != "")
+	bit(cr.Name != "")
+	bit(cr.Namespace != "")
+	bit(c.Spec.Requests != nil)
+	bit(len(c.Spec.Requests) > 0)
+	r := c.Spec.ResourceRef
+	bit(r != nil)
+	if r != nil {
+		bit(r.APIGroup != "")
+		bit(r.Kind != "")
+		bit(r.Name != "")
+		bit(r.Namespace != "")
+	}
+	st := &c.Status
+	bit(st.ObservedGeneration != 0)
+	bit(st.Conditions != nil)
+	bit(len(st.Conditions) > 0)
+	bit(st.Allocations != nil)
+	bit(len(st.Allocations) > 0)
+	bit(st.DecisionSeal != "")
+	return b.String(), true
 }
