@@ -110,3 +110,21 @@ func (r *Replica) BudgetHolds(ctx context.Context) ([]string, error) {
 	}
 	return out, err
 }
+
+// WriteBatch writes, as one committer batch, grants for the claims ns/grants,
+// releases of the pending keys releases and the claims creates (written as
+// given); it returns the creates and grants that found their name taken.
+func (r *Replica) WriteBatch(ctx context.Context, ns string, grants, releases []string, creates []*quotav1alpha1.ResourceClaim) (map[string]error, error) {
+	ops := &Ops{Releases: releases, Creates: creates}
+	for _, n := range grants {
+		ops.Grants = append(ops.Grants, &record.PendingClaim{Namespace: ns, Name: n, Created: metav1.Now()})
+	}
+	exists := map[string]error{}
+	return exists, r.j.Write(ctx, ops, exists)
+}
+
+// PendingKey is the etcd key of the grant of the claim ns/name.
+func (r *Replica) PendingKey(ns, name string) string { return r.j.pendingKey(record.Key(ns, name)) }
+
+// ClaimKey is the etcd key of the claim ns/name.
+func (r *Replica) ClaimKey(ns, name string) string { return r.j.claimKey(ns, name) }

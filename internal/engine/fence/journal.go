@@ -163,6 +163,9 @@ func (j *Journal) Write(ctx context.Context, ops *Ops, exists map[string]error) 
 	// etcd refuses a transaction that names a key twice: a key released by
 	// two requests of one batch is deleted once.
 	ops.Releases = slices.Compact(slices.Sorted(slices.Values(ops.Releases)))
+	if done, err := j.writeTogether(ctx, ops); done || err != nil {
+		return err
+	}
 	for len(ops.Grants) > 0 {
 		n := min(len(ops.Grants), maxJournalOps/2)
 		txn, conds, err := j.grantOps(ops.Grants[:n])
@@ -244,6 +247,57 @@ func (j *Journal) Write(ctx context.Context, ops *Ops, exists map[string]error) 
 		ops.Creates = ops.Creates[n:]
 	}
 	return nil
+}
+
+// writeTogether writes a whole batch — new grants, releases and claims —
+// in one fenced transaction when it fits in one and names no key twice: under
+// load the committer's batches hold both admission's grants and the claims of
+// creates that ended, and one transaction instead of two or three is one
+// round of consensus and one fsync instead of several. done is false, with
+// nothing written, when the batch does not fit or a condition failed (a
+// name taken): Write then goes on as before, grants first and one by one
+// where needed.
+func (j *Journal) writeTogether(ctx context.Context, ops *Ops) (done bool, err error) {
+	kinds := 0
+	for _, n := range []int{len(ops.Grants), len(ops.Releases), len(ops.Creates)} {
+		if n > 0 {
+			kinds++
+		}
+	}
+	if kinds < 2 || len(ops.Grants)*2+len(ops.Releases)+len(ops.Creates)*2 > maxJournalOps {
+		return false, nil // one kind: the path below writes it in one already
+	}
+	txn, conds, err := j.grantOps(ops.Grants)
+	if err != nil {
+		return false, err
+	}
+	for _, k := range ops.Releases {
+		txn = append(txn, clientv3.OpDelete(j.pendingKey(k)))
+	}
+	for _, c := range ops.Creates {
+		o, cmp, err := j.createOps(ctx, c)
+		if err != nil {
+			return false, err
+		}
+		txn, conds = append(txn, o...), append(conds, cmp)
+	}
+	seen := make(map[string]bool, len(txn))
+	for _, o := range txn {
+		k := string(o.KeyBytes())
+		if seen[k] {
+			return false, nil // a key twice (a name released and granted again): apart
+		}
+		seen[k] = true
+	}
+	err = j.Commit(ctx, txn, conds)
+	if errors.Is(err, errCompareFailed) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ops.Grants, ops.Releases, ops.Creates = nil, nil, nil
+	return true, nil
 }
 
 // grantOps records grants made at admission, each only if neither a claim

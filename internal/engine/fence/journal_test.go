@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -146,6 +147,95 @@ func TestJournalIsFenced(t *testing.T) {
 	list := &quotav1alpha1.ResourceClaimList{}
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
 		t.Fatalf("listing claims: %d items, err %v; want the one written", len(list.Items), err)
+	}
+}
+
+// TestABatchIsOneTransaction: a committer batch holding new grants, releases
+// and claims is written in one fenced transaction (every key it writes has
+// the same revision); a batch in which a name is taken, or a key appears
+// twice, is written as before (the taken name reported, the rest written);
+// and a deposed leader writes nothing of a batch.
+func TestABatchIsOneTransaction(t *testing.T) {
+	ctx, kube, ns, etcd := journalWorld(t, "batch-")
+	storage := &fence.Storage{Client: etcd, Prefix: "/registry"}
+	a := fence.NewReplica(kube, storage, ns, "a")
+	if err := a.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"one", "two"} {
+		if err := a.Grant(ctx, ns, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(name string) *quotav1alpha1.ResourceClaim {
+		return &quotav1alpha1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), CreationTimestamp: metav1.Now(), Generation: 1},
+			Spec: quotav1alpha1.ResourceClaimSpec{
+				ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"},
+				Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: "example.com/widgets", Amount: 1}},
+			},
+		}
+	}
+	revisions := func(keys ...string) []int64 {
+		t.Helper()
+		var out []int64
+		for _, k := range keys {
+			resp, err := etcd.Get(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Kvs) == 0 {
+				out = append(out, 0)
+				continue
+			}
+			out = append(out, resp.Kvs[0].ModRevision)
+		}
+		return out
+	}
+	// The claim "one" replaces its grant, "two"'s grant is released, and
+	// "three" and "four" are granted: one transaction.
+	exists, err := a.WriteBatch(ctx, ns, []string{"three", "four"}, []string{ns + "/two"}, []*quotav1alpha1.ResourceClaim{claim("one")})
+	if err != nil || len(exists) > 0 {
+		t.Fatalf("a batch: exists %v, err %v", exists, err)
+	}
+	revs := revisions(a.ClaimKey(ns, "one"), a.PendingKey(ns, "three"), a.PendingKey(ns, "four"))
+	if revs[0] == 0 || revs[0] != revs[1] || revs[1] != revs[2] {
+		t.Fatalf("the keys of one batch have revisions %v: not one transaction", revs)
+	}
+	if pending, _ := a.Pending(ctx); !slices.Equal(slices.Sorted(slices.Values(pending)), []string{ns + "/four", ns + "/three"}) {
+		t.Fatalf("pending after the batch: %v; want three and four", pending)
+	}
+	// A claim whose name is taken: reported, and the batch's grant still
+	// written, apart.
+	exists, err = a.WriteBatch(ctx, ns, []string{"five"}, nil, []*quotav1alpha1.ResourceClaim{claim("one")})
+	if err != nil || exists[ns+"/one"] == nil {
+		t.Fatalf("a taken name in a batch: exists %v, err %v; want %s/one reported", exists, err, ns)
+	}
+	if pending, _ := a.Pending(ctx); !slices.Contains(pending, ns+"/five") {
+		t.Fatalf("the grant beside a taken name was not written: pending %v", pending)
+	}
+	// A name released and granted again in one batch: the grant finds its
+	// key still there (grants go first), as before; the release is done.
+	exists, err = a.WriteBatch(ctx, ns, []string{"five"}, []string{ns + "/five"}, []*quotav1alpha1.ResourceClaim{claim("six")})
+	if err != nil || exists[ns+"/five"] == nil {
+		t.Fatalf("a key twice in a batch: exists %v, err %v; want %s/five reported taken", exists, err, ns)
+	}
+	if pending, _ := a.Pending(ctx); slices.Contains(pending, ns+"/five") {
+		t.Fatalf("the release beside a repeated key was not written: pending %v", pending)
+	}
+	// Deposed: nothing of a batch is written.
+	b := fence.NewReplica(kube, storage, ns, "b")
+	if err := b.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WriteBatch(ctx, ns, []string{"seven"}, []string{ns + "/three"}, []*quotav1alpha1.ResourceClaim{claim("eight")}); !fence.IsDeposed(err) {
+		t.Fatalf("a deposed leader's batch: err %v; want deposed", err)
+	}
+	if revs := revisions(a.ClaimKey(ns, "eight"), a.PendingKey(ns, "seven")); revs[0] != 0 || revs[1] != 0 {
+		t.Fatalf("a deposed leader's batch wrote keys at revisions %v", revs)
+	}
+	if pending, _ := b.Pending(ctx); !slices.Contains(pending, ns+"/three") {
+		t.Fatalf("a deposed leader's batch released a grant: pending %v", pending)
 	}
 }
 
