@@ -48,7 +48,12 @@ var rules = []rule{
 
 func main() {
 	n := flag.Int("n", 1, "divide by this many operations (per-operation figures)")
+	focus := flag.String("focus", "", "count only the samples with a frame matching this regular expression (runtime.mallocgc: allocation)")
 	flag.Parse()
+	var only *regexp.Regexp
+	if *focus != "" {
+		only = regexp.MustCompile(*focus)
+	}
 	for _, file := range flag.Args() {
 		f, err := os.Open(file)
 		if err != nil {
@@ -65,6 +70,9 @@ func main() {
 		var all int64
 		vi := len(p.SampleType) - 1 // cpu nanoseconds
 		for _, s := range p.Sample {
+			if only != nil && !matches(s, only) {
+				continue
+			}
 			v := s.Value[vi]
 			all += v
 			totals[classify(s)] += v
@@ -83,13 +91,21 @@ func main() {
 
 func classify(s *profile.Sample) string {
 	for _, r := range rules {
-		for _, loc := range s.Location {
-			for _, l := range loc.Line {
-				if l.Function != nil && r.re.MatchString(l.Function.Name) {
-					return r.name
-				}
-			}
+		if matches(s, r.re) {
+			return r.name
 		}
 	}
 	return "other"
+}
+
+// matches reports whether a frame of s is a function re matches.
+func matches(s *profile.Sample, re *regexp.Regexp) bool {
+	for _, loc := range s.Location {
+		for _, l := range loc.Line {
+			if l.Function != nil && re.MatchString(l.Function.Name) {
+				return true
+			}
+		}
+	}
+	return false
 }
