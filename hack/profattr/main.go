@@ -48,6 +48,8 @@ var rules = []rule{
 
 func main() {
 	n := flag.Int("n", 1, "divide by this many operations (per-operation figures)")
+	index := flag.String("sample", "", "the sample type to count (alloc_space for a heap profile); the last one when empty")
+	base := flag.String("base", "", "subtract this profile first (the allocations before a window)")
 	focus := flag.String("focus", "", "count only the samples with a frame matching this regular expression (runtime.mallocgc: allocation)")
 	flag.Parse()
 	var only *regexp.Regexp
@@ -62,6 +64,9 @@ func main() {
 		}
 		p, err := profile.Parse(f)
 		_ = f.Close()
+		if err == nil && *base != "" {
+			p, err = subtract(p, *base)
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -69,6 +74,11 @@ func main() {
 		totals := map[string]int64{}
 		var all int64
 		vi := len(p.SampleType) - 1 // cpu nanoseconds
+		for i, st := range p.SampleType {
+			if st.Type == *index {
+				vi = i
+			}
+		}
 		for _, s := range p.Sample {
 			if only != nil && !matches(s, only) {
 				continue
@@ -87,6 +97,21 @@ func main() {
 			fmt.Printf("  %-55s %6.2f s %5.1f%% %7.0f µs/op\n", k, float64(totals[k])/1e9, 100*float64(totals[k])/float64(all), float64(totals[k])/1e3/float64(*n))
 		}
 	}
+}
+
+// subtract is p less the profile in the file base.
+func subtract(p *profile.Profile, base string) (*profile.Profile, error) {
+	f, err := os.Open(base)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	b, err := profile.Parse(f)
+	if err != nil {
+		return nil, err
+	}
+	b.Scale(-1)
+	return profile.Merge([]*profile.Profile{p, b})
 }
 
 func classify(s *profile.Sample) string {
