@@ -107,12 +107,18 @@ type Runner struct {
 	schemas *triggerschema.Resolver
 	// mapper finds the resource of a policy's trigger kind.
 	mapper meta.ResettableRESTMapper
+	// kinds says whether a registration's consumer kind is served.
+	kinds *served.KindCache
 	// terms counts the terms this process has led.
 	terms int
 	// events records the engine's Events, made when first needed.
 	eventsOnce sync.Once
 	events     record.EventRecorder
 }
+
+// kindsMaxAge is how stale the engine's view of served kinds may be for a
+// kind it found served (a kind not found is always looked for afresh).
+const kindsMaxAge = 30 * time.Second
 
 // New creates a runner for the API server reached through cfg.
 func New(cfg *rest.Config, opts Options) (*Runner, error) {
@@ -184,7 +190,7 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, planes: planeClients, rest: rc, client: cl, scheme: scheme, served: served.New(dyn), schemas: triggerschema.New(kube.Discovery(), 0),
+	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, planes: planeClients, rest: rc, client: cl, scheme: scheme, served: served.New(dyn), kinds: served.NewKindCache(kube.Discovery(), kindsMaxAge), schemas: triggerschema.New(kube.Discovery(), 0),
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}, nil
 }
 

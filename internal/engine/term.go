@@ -35,7 +35,6 @@ import (
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // term is one term of leadership: the cache rebuilt for it, the informers
@@ -254,7 +253,7 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 			return t.consumers.Lookup(id)
 		},
 		KindServed: func(gk schema.GroupKind) (bool, string, error) {
-			return served.Kind(r.kube.Discovery(), gk)
+			return r.kinds.Kind(gk)
 		},
 		RegisteredTypes: func() (types []string) {
 			t.cache.Read(func(acc *accounting.Accounts) { types = acc.RegisteredTypes() })

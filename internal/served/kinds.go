@@ -3,9 +3,12 @@ package served
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -61,4 +64,43 @@ func KindString(gk schema.GroupKind) string {
 		return gk.Kind
 	}
 	return gk.Group + "/" + gk.Kind
+}
+
+// KindCache answers Kind from discovery read at most once per maxAge, and
+// afresh whenever a kind is not found there (a CRD installed a moment ago)
+// or discovery fails. The engine asks it for every registration it judges:
+// read each time, discovery cost two requests and their decoding per
+// registration per change.
+type KindCache struct {
+	d      discovery.CachedDiscoveryInterface
+	maxAge time.Duration
+	now    func() time.Time
+
+	mu   sync.Mutex
+	read time.Time
+}
+
+// NewKindCache answers from d, read again after maxAge.
+func NewKindCache(d discovery.DiscoveryInterface, maxAge time.Duration) *KindCache {
+	return &KindCache{d: memory.NewMemCacheClient(d), maxAge: maxAge, now: time.Now}
+}
+
+// Kind is Kind over the cached discovery: a kind found is served as of at
+// most maxAge ago; a kind not found, or an error, is asked again of the
+// server before it is answered.
+func (k *KindCache) Kind(gk schema.GroupKind) (served bool, hint string, err error) {
+	k.mu.Lock()
+	if now := k.now(); now.Sub(k.read) > k.maxAge {
+		k.d.Invalidate()
+		k.read = now
+	}
+	k.mu.Unlock()
+	if served, hint, err = Kind(k.d, gk); err == nil && served {
+		return served, hint, nil
+	}
+	k.mu.Lock()
+	k.d.Invalidate()
+	k.read = k.now()
+	k.mu.Unlock()
+	return Kind(k.d, gk)
 }

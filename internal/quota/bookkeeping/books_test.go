@@ -174,3 +174,52 @@ func dimsOf(ids []quota.BucketID) []string {
 	}
 	return out
 }
+
+// TestOnlyRegistrationsWhoseValidityChangesAreWrittenAgain: a registration
+// upserted is reported changed, and so are the other registrations of its
+// resource type when the active one changes; the registrations of other
+// types are not (each would be judged and written again for nothing: with
+// many registrations, every status write of one came back as a change of
+// all).
+func TestOnlyRegistrationsWhoseValidityChangesAreWrittenAgain(t *testing.T) {
+	org := quota.GroupKind{Group: quota.OrganizationGroup, Kind: "Organization"}
+	bk := New()
+	for i, rt := range []string{"a", "b", "c"} {
+		r := registration("reg-"+rt, "example.com/"+rt, org)
+		r.Created = r.Created.Add(time.Duration(i) * time.Second)
+		bk.UpsertRegistration(r)
+	}
+	changed := func() []string {
+		_, _, regs := bk.TakeChanged()
+		slices.Sort(regs)
+		return regs
+	}
+	if got := changed(); !slices.Equal(got, []string{"reg-a", "reg-b", "reg-c"}) {
+		t.Fatalf("after three new registrations: %v", got)
+	}
+	// The same registration again (its status written): only itself.
+	bk.UpsertRegistration(registration("reg-b", "example.com/b", org))
+	if got := changed(); !slices.Equal(got, []string{"reg-b"}) {
+		t.Fatalf("after reg-b upserted unchanged: %v; want only reg-b", got)
+	}
+	// A later duplicate of a's type: itself (inactive); a is still active.
+	dup := registration("reg-a2", "example.com/a", org)
+	dup.Created = dup.Created.Add(time.Hour)
+	bk.UpsertRegistration(dup)
+	if got := changed(); !slices.Equal(got, []string{"reg-a2"}) {
+		t.Fatalf("after a duplicate: %v; want only reg-a2", got)
+	}
+	if v := bk.RegistrationValidity("reg-a2"); v.Valid || v.Cause != quota.CauseDuplicateResourceType {
+		t.Fatalf("the duplicate: %+v", v)
+	}
+	// a deleted: its duplicate becomes active, and is reported.
+	if !bk.RemoveRegistration("reg-a") {
+		t.Fatal("reg-a not known")
+	}
+	if got := changed(); !slices.Equal(got, []string{"reg-a2"}) {
+		t.Fatalf("after reg-a removed: %v; want reg-a2 (now active)", got)
+	}
+	if v := bk.RegistrationValidity("reg-a2"); !v.Valid {
+		t.Fatalf("reg-a2 after reg-a removed: %+v", v)
+	}
+}

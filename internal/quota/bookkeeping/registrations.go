@@ -11,6 +11,7 @@ import (
 // validated again.
 func (bk *Books) UpsertRegistration(r quota.Registration) {
 	bk.regs[r.Name] = r
+	bk.changedRegs[r.Name] = struct{}{}
 	bk.registrationsChanged()
 }
 
@@ -48,10 +49,17 @@ func (bk *Books) registrationsChanged() {
 			active[r.ResourceType] = n
 		}
 	}
-	bk.active = active
+	// A registration's validity depends on itself (marked by its caller)
+	// and on which registration is active for its resource type: only the
+	// registrations of a type whose active one changed are marked, not all
+	// (every status write of one registration comes back as an update).
 	for _, n := range names {
-		bk.changedRegs[n] = struct{}{}
+		rt := bk.regs[n].ResourceType
+		if bk.active[rt] != active[rt] {
+			bk.changedRegs[n] = struct{}{}
+		}
 	}
+	bk.active = active
 	for uid, g := range bk.grants {
 		bk.applyGrant(uid, g)
 	}
