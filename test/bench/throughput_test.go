@@ -77,7 +77,7 @@ func BenchmarkClaimsDecided(b *testing.B) {
 			// Where the time goes: the creates alone (admission and storage),
 			// and how long the last decisions came after the last create.
 			b.ReportMetric(float64(b.N)/created.Seconds(), "created/s")
-			b.ReportMetric(float64((time.Since(began)-created).Milliseconds()), "decided-after-ms")
+			b.ReportMetric(float64((time.Since(began) - created).Milliseconds()), "decided-after-ms")
 		})
 	}
 	b.Run("baseline=configmap-creates", func(b *testing.B) {
