@@ -356,7 +356,9 @@ func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.
 				warning.AddWarning(ctx, "", fmt.Sprintf("dry run: ClaimCreationPolicy %s (generation %d) would charge %s",
 					f.name, f.generation, requestsText(claims[i])))
 			}
+			return nil
 		}
+		p.handle.WaitAdmitted(claims)
 		return nil
 	}
 	for i, d := range res.Decisions {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/cache"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
@@ -54,6 +56,9 @@ type Handle struct {
 	// failure, when set, answers every decision of a leading engine (fault
 	// tests: InjectFailure).
 	failure atomic.Pointer[error]
+	// delay, when set, holds a granted create between its admission and
+	// its storage (fault tests: InjectAdmittedDelay).
+	delay atomic.Pointer[func(claims []*quotav1alpha1.ResourceClaim) time.Duration]
 }
 
 // InjectFailure makes the leading engine answer every decision of a create
@@ -73,6 +78,28 @@ func (h *Handle) injected() error {
 		return *e
 	}
 	return nil
+}
+
+// InjectAdmittedDelay makes every granted create whose claims delay names
+// wait that long after its grant is recorded and before admission lets it
+// go on to storage, ignoring the request's deadline, as a slow admission
+// step after quotaplane's (the built-in ResourceQuota's, say) would; nil
+// stops it. It is for fault tests: the window between admission and storage
+// is otherwise too short to act in.
+func (h *Handle) InjectAdmittedDelay(delay func(claims []*quotav1alpha1.ResourceClaim) time.Duration) {
+	if delay == nil {
+		h.delay.Store(nil)
+		return
+	}
+	h.delay.Store(&delay)
+}
+
+// WaitAdmitted applies the delay InjectAdmittedDelay set for these claims,
+// if any, to a create that was granted. Admission calls it last.
+func (h *Handle) WaitAdmitted(claims []*quotav1alpha1.ResourceClaim) {
+	if d := h.delay.Load(); d != nil {
+		time.Sleep((*d)(claims))
+	}
 }
 
 // NewHandle returns a handle; pass it in the engine's Options.
