@@ -77,6 +77,7 @@ func Grant(g *quotav1alpha1.ResourceGrant) quota.Grant {
 	if org := g.Labels[quotav1alpha1.BudgetLabel]; org != "" && g.Namespace == quota.OrganizationNamespace(org) {
 		out.Budget = &quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: org}
 	}
+	out.Window = GrantWindow(g.Spec.ValidFrom, g.Spec.ExpiresAt)
 	for _, a := range g.Spec.Allowances {
 		al := quota.Allowance{ResourceType: string(a.ResourceType)}
 		for _, b := range a.Buckets {
@@ -85,6 +86,28 @@ func Grant(g *quotav1alpha1.ResourceGrant) quota.Grant {
 		out.Allowances = append(out.Allowances, al)
 	}
 	return out
+}
+
+// GrantWindow is a grant's window from its two optional bounds.
+func GrantWindow(from, until *metav1.Time) quota.Window {
+	var w quota.Window
+	if from != nil {
+		w.From = from.Time
+	}
+	if until != nil {
+		w.Until = until.Time
+	}
+	return w
+}
+
+// RecordedPhase is the phase a grant's status records for its current
+// window: PhaseUnknown when it records none, or one for another window.
+func RecordedPhase(g *quotav1alpha1.ResourceGrant) quota.Phase {
+	st := g.Status.Window
+	if st == nil || !GrantWindow(st.ValidFrom, st.ExpiresAt).Equal(GrantWindow(g.Spec.ValidFrom, g.Spec.ExpiresAt)) {
+		return quota.PhaseUnknown
+	}
+	return quota.ParsePhase(string(st.Phase))
 }
 
 // Claim converts a ResourceClaim.

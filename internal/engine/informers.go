@@ -326,6 +326,15 @@ func (t *term) decideLoop(ctx context.Context) error {
 // written to a claim. Removing grants already written rides along with the
 // next record, or is flushed when force is set.
 func (t *term) decideOnce(ctx context.Context, force bool) error {
+	if t.cache.WindowsDue(t.r.now()) {
+		// A grant's window started or ended by this leader's clock: the
+		// new phase is recorded in the ledger before any claim is decided
+		// against the limit it changes (docs/exactly-once.md).
+		if err := t.committer.RecordLedger(ctx); err != nil {
+			return err
+		}
+		t.cache.ApplyWindows()
+	}
 	d := t.cache.Decide(force)
 	if d.RecordLedger {
 		if err := t.committer.RecordLedger(ctx); err != nil {

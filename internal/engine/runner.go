@@ -64,6 +64,9 @@ type Options struct {
 	HoldPeriod time.Duration
 	// Workers write claim statuses and buckets in parallel.
 	Workers int
+	// ClockOffset shifts the clock this replica judges grant windows by
+	// (tests: a leader whose clock is behind or ahead). Zero in production.
+	ClockOffset time.Duration
 	// Handle, when set, lets in-process admission use this engine while it
 	// leads.
 	Handle *admit.Handle
@@ -119,6 +122,9 @@ type Runner struct {
 // kindsMaxAge is how stale the engine's view of served kinds may be for a
 // kind it found served (a kind not found is always looked for afresh).
 const kindsMaxAge = 30 * time.Second
+
+// now is the time grant windows are judged at: this replica's clock.
+func (r *Runner) now() time.Time { return time.Now().Add(r.opts.ClockOffset) }
 
 // New creates a runner for the API server reached through cfg.
 func New(cfg *rest.Config, opts Options) (*Runner, error) {

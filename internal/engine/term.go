@@ -117,6 +117,9 @@ func (r *Runner) lead(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	t := r.newTerm(ctx, l, j, seal, recorded.Inflight)
+	// Grant window phases earlier leaders recorded: honoured from the
+	// moment their grants are seen, whatever this replica's clock says.
+	t.cache.RestoreWindows(recorded.Windows)
 	// Taking over from this replica's previous process (same identity, first
 	// term here): its requests died with it, so the creates of its pending
 	// grants have ended. From any other leader, they may still be running.

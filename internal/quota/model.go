@@ -51,7 +51,15 @@ type Grant struct {
 	Budget *ConsumerID
 	// Generation is the grant's metadata.generation.
 	Generation int64
+	// Window is when the grant counts (spec.validFrom, spec.expiresAt);
+	// Phase the phase the engine honours for it (window.go). A grant with
+	// a bounded window contributes only in PhaseActive.
+	Window Window
+	Phase  Phase
 }
+
+// Counts says whether the grant counts towards its buckets now.
+func (g Grant) Counts() bool { return g.Window.Counts(g.Phase) }
 
 // Group selects consumers of one kind by their labels.
 type Group struct {

@@ -33,6 +33,12 @@ const (
 	// unregistered resource type or a consumer of another type, or a
 	// resource type twice. The message says which.
 	GrantReasonValidationFailed = "ValidationFailed"
+	// GrantReasonNotYetValid: Active=False; the grant's spec.validFrom has
+	// not come yet. The message says when it starts to count.
+	GrantReasonNotYetValid = "NotYetValid"
+	// GrantReasonExpired: Active=False; the grant's spec.expiresAt has
+	// passed. Nothing it allowed was revoked.
+	GrantReasonExpired = "Expired"
 	// GrantConditionConsumerFound is True when the Organization, Project or
 	// Namespace a grant names exists, False when it does not (the grant
 	// limits nothing until one is created: a typo, or a consumer not created

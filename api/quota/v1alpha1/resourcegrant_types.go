@@ -43,6 +43,7 @@ type Allowance struct {
 // ResourceGrantSpec gives quota to one consumer, or to a group of consumers
 // selected by their labels.
 // +kubebuilder:validation:XValidation:rule="has(self.consumerSelector) != (has(self.consumerRef.name) && size(self.consumerRef.name) > 0)",message="name one consumer in spec.consumerRef.name, or select a group of consumers of kind spec.consumerRef.kind with spec.consumerSelector, not both",fieldPath=".consumerRef.name"
+// +kubebuilder:validation:XValidation:rule="!has(self.validFrom) || !has(self.expiresAt) || self.validFrom < self.expiresAt",message="spec.expiresAt must be later than spec.validFrom: a grant's window ends after it starts; move expiresAt later or validFrom earlier",fieldPath=".expiresAt"
 type ResourceGrantSpec struct {
 	// consumerRef is the consumer that receives the quota. Its kind and
 	// apiGroup must be the consumerType of each allowance's registration, or
@@ -68,6 +69,55 @@ type ResourceGrantSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
 	Allowances []Allowance `json:"allowances" protobuf:"bytes,3,rep,name=allowances"`
+
+	// validFrom, when set, is when the grant starts to count towards its
+	// buckets; before it the grant limits nothing (Active=False, reason
+	// NotYetValid). The engine's leader records the start on the grant
+	// (status.window) before it decides any claim against the raised limit.
+	// +optional
+	ValidFrom *metav1.Time `json:"validFrom,omitempty" protobuf:"bytes,4,opt,name=validFrom"`
+
+	// expiresAt, when set, is when the grant stops counting (Active=False,
+	// reason Expired). Nothing held is revoked: a bucket whose allocation then
+	// exceeds its limit is OverLimit and refuses new claims until usage falls
+	// under it. The expiry is recorded on the grant before any claim is
+	// decided against the lowered limit.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty" protobuf:"bytes,5,opt,name=expiresAt"`
+}
+
+// GrantWindowPhase is where a grant with a time window stands in it.
+// +kubebuilder:validation:Enum=Scheduled;Active;Expired
+type GrantWindowPhase string
+
+const (
+	// GrantWindowScheduled: before validFrom; the grant does not count.
+	GrantWindowScheduled GrantWindowPhase = "Scheduled"
+	// GrantWindowActive: inside the window; the grant counts.
+	GrantWindowActive GrantWindowPhase = "Active"
+	// GrantWindowExpired: past expiresAt; the grant no longer counts.
+	GrantWindowExpired GrantWindowPhase = "Expired"
+)
+
+// GrantWindowStatus is the engine's durable record of a windowed grant's
+// phase. A phase only moves forward (Scheduled, Active, Expired) for one
+// window; a later leader honours it whatever its own clock says. Editing
+// the window starts a new record.
+type GrantWindowStatus struct {
+	// phase is the grant's phase, as recorded by the engine's leader.
+	// +required
+	Phase GrantWindowPhase `json:"phase" protobuf:"bytes,1,opt,name=phase,casttype=GrantWindowPhase"`
+
+	// validFrom and expiresAt are the window the phase was recorded for
+	// (the spec's when it was recorded).
+	// +optional
+	ValidFrom *metav1.Time `json:"validFrom,omitempty" protobuf:"bytes,2,opt,name=validFrom"`
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty" protobuf:"bytes,3,opt,name=expiresAt"`
+
+	// since is when the leader recorded the phase, by its clock.
+	// +optional
+	Since metav1.Time `json:"since,omitempty" protobuf:"bytes,4,opt,name=since"`
 }
 
 // ResourceGrantStatus is the observed state of a grant.
@@ -82,6 +132,11 @@ type ResourceGrantStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,2,rep,name=conditions"`
+
+	// window is the engine's record of the grant's phase in its time window
+	// (spec.validFrom, spec.expiresAt); absent for a grant without one.
+	// +optional
+	Window *GrantWindowStatus `json:"window,omitempty" protobuf:"bytes,3,opt,name=window"`
 }
 
 // ResourceGrant gives quota to a consumer. Grants for one consumer and
@@ -91,6 +146,7 @@ type ResourceGrantStatus struct {
 // +kubebuilder:resource:shortName=rgrant;grant,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Consumer Group",type=string,JSONPath=`.spec.consumerRef.apiGroup`,priority=1
 // +kubebuilder:printcolumn:name="Consumer Type",type=string,JSONPath=`.spec.consumerRef.kind`,priority=1
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`,priority=1

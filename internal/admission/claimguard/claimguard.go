@@ -73,6 +73,7 @@ var (
 	_              admission.InitializationValidator = &plugin{}
 	_              plugininit.WantsPlaneClients      = &plugin{}
 	claimsResource                                   = quotav1alpha1.Resource("resourceclaims")
+	grantsResource                                   = quotav1alpha1.Resource("resourcegrants")
 )
 
 // isServer reports whether the request comes from serve itself: its garbage
@@ -94,6 +95,8 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return p.validateNamespaceDelete(ctx, a)
 	case !p.engineInProcess:
 		return nil
+	case gr == grantsResource && a.GetOperation() == admission.Update && a.GetSubresource() == "status" && !isServer(a.GetUserInfo()):
+		return windowChange(a)
 	case gr.Group == "" && gr.Resource == "secrets" && a.GetNamespace() == p.systemNamespace && a.GetName() == admit.SealSecretName:
 		if a.GetOperation() == admission.Create || isServer(a.GetUserInfo()) {
 			return nil
@@ -199,19 +202,24 @@ func (p *plugin) ask(ctx context.Context, q authorizer.AttributesRecord) access 
 }
 
 func toClaim(obj runtime.Object) (*quotav1alpha1.ResourceClaim, error) {
+	return typed[quotav1alpha1.ResourceClaim](obj, "ResourceClaim")
+}
+
+// typed is obj as a *T, served natively (typed) or as a CRD (unstructured).
+func typed[T any](obj runtime.Object, kind string) (*T, error) {
 	if obj == nil {
 		return nil, nil
 	}
-	if c, ok := obj.(*quotav1alpha1.ResourceClaim); ok { // served natively
+	if c, ok := any(obj).(*T); ok { // served natively
 		return c, nil
 	}
 	u, ok := obj.(runtime.Unstructured)
 	if !ok {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("a ResourceClaim was expected, not %T", obj))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("a %s was expected, not %T", kind, obj))
 	}
-	c := &quotav1alpha1.ResourceClaim{}
+	c := new(T)
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), c); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("reading the ResourceClaim: %v", err))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("reading the %s: %v", kind, err))
 	}
 	return c, nil
 }

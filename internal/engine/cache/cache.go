@@ -51,6 +51,16 @@ type Cache struct {
 	// namespace/name.
 	budgetHolds map[string]*record.BudgetHold
 
+	// windows are the windowed grants' phases, by grant UID;
+	// windowRecords the phases the ledger holds (or will at its next
+	// record) and no grant shows yet; windowsDue those WindowsDue recorded
+	// and ApplyWindows has not applied; windowCheck when WindowsDue must
+	// look again (zero: at once).
+	windows       map[string]*windowState
+	windowRecords map[string]record.WindowRecord
+	windowsDue    map[string]quota.Phase
+	windowCheck   time.Time
+
 	// trusted says whether a stored Granted status was sealed by an engine.
 	trusted func(*quotav1alpha1.ResourceClaim) bool
 	// claimStored says whether the claim cache holds namespace/name.
@@ -78,6 +88,9 @@ func New(inflight map[string]string, trusted func(*quotav1alpha1.ResourceClaim) 
 		claimObject:     map[string]string{},
 		replacing:       map[string]bool{},
 		budgetHolds:     map[string]*record.BudgetHold{},
+		windows:         map[string]*windowState{},
+		windowRecords:   map[string]record.WindowRecord{},
+		windowsDue:      map[string]quota.Phase{},
 		trusted:         trusted,
 		claimStored:     func(string) bool { return false },
 		changed:         make(chan struct{}, 1),
@@ -144,6 +157,12 @@ func (c *Cache) MarkReady() int {
 			c.projected[uid] = struct{}{}
 		}
 	}
+	for uid := range c.windowRecords {
+		if _, ok := c.grantKeys[uid]; !ok {
+			delete(c.windowRecords, uid) // its grant is gone
+			c.ledgerStale = true
+		}
+	}
 	return len(c.claimKeys)
 }
 
@@ -168,7 +187,9 @@ func (c *Cache) RegistrationDeleted(name string) {
 func (c *Cache) GrantChanged(g *quotav1alpha1.ResourceGrant) (holds bool) {
 	c.mu.Lock()
 	c.grantKeys[string(g.UID)] = record.Key(g.Namespace, g.Name)
-	c.acc.UpsertGrant(convert.Grant(g))
+	qg := convert.Grant(g)
+	qg.Phase = c.phaseOfLocked(g, qg.Window)
+	c.acc.UpsertGrant(qg)
 	holds = len(c.budgetHolds) > 0
 	c.mu.Unlock()
 	c.Notify()
@@ -180,6 +201,7 @@ func (c *Cache) GrantChanged(g *quotav1alpha1.ResourceGrant) (holds bool) {
 func (c *Cache) GrantDeleted(g *quotav1alpha1.ResourceGrant) (holds bool) {
 	c.mu.Lock()
 	delete(c.grantKeys, string(g.UID))
+	c.forgetWindowLocked(string(g.UID))
 	c.acc.RemoveGrant(string(g.UID))
 	holds = len(c.budgetHolds) > 0
 	c.mu.Unlock()

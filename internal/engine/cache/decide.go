@@ -78,7 +78,7 @@ func (c *Cache) InflightRecord() record.LedgerState {
 	}
 	clear(c.projected)
 	c.ledgerStale = false
-	return record.LedgerState{Inflight: maps.Clone(c.inflight)}
+	return record.LedgerState{Inflight: maps.Clone(c.inflight), Windows: c.windowRecordsLocked()}
 }
 
 // BucketIDs lists every bucket the accounts have.

@@ -133,6 +133,12 @@ func (l *Ledger) Record(ctx context.Context, state record.LedgerState) error {
 	if err != nil {
 		return err
 	}
+	var windows []byte
+	if len(state.Windows) > 0 {
+		if windows, err = json.Marshal(state.Windows); err != nil {
+			return err
+		}
+	}
 	for {
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace, ResourceVersion: l.revision(), UID: types.UID(l.uid)},
@@ -144,6 +150,9 @@ func (l *Ledger) Record(ctx context.Context, state record.LedgerState) error {
 		}
 		if l.journal {
 			cm.Data[record.LedgerJournalKey] = "true"
+		}
+		if windows != nil {
+			cm.Data[record.LedgerWindowsKey] = string(windows)
 		}
 		updated, err := l.client.CoreV1().ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -29,6 +30,9 @@ const (
 	LedgerEpochKey    = "epoch"
 	LedgerHolderKey   = "holder"
 	LedgerInflightKey = "inflight"
+	// LedgerWindowsKey holds the grant window phases recorded and not yet
+	// seen on their grants (WindowRecord, by grant UID).
+	LedgerWindowsKey = "windows"
 	// LedgerJournalKey is "true" once an engine with admission's journal
 	// (quotaplane serve) has led on this store.
 	LedgerJournalKey = "admission-journal"
@@ -39,6 +43,9 @@ const (
 // admission are in the journal.
 type LedgerState struct {
 	Inflight map[string]string
+	// Windows are the grant window phases recorded by a leader and not yet
+	// seen written on their grants, by grant UID.
+	Windows map[string]WindowRecord
 	// Holder is the identity of the leader that stamped it last.
 	Holder string `json:"-"`
 }
@@ -59,5 +66,18 @@ func DecodeLedger(cm *corev1.ConfigMap) (int64, LedgerState, error) {
 	if state.Inflight == nil {
 		state.Inflight = map[string]string{}
 	}
+	if s := data[LedgerWindowsKey]; s != "" {
+		if err := json.Unmarshal([]byte(s), &state.Windows); err != nil {
+			return 0, state, fmt.Errorf("the ledger %s/%s has invalid grant window records: %w", cm.Namespace, cm.Name, err)
+		}
+	}
 	return epoch, state, nil
+}
+
+// WindowRecord is a grant window phase a leader recorded: the phase, for the
+// window (its two bounds, zero when open) it was judged on.
+type WindowRecord struct {
+	Phase string    `json:"phase"`
+	From  time.Time `json:"from,omitzero"`
+	Until time.Time `json:"until,omitzero"`
 }

@@ -101,8 +101,13 @@ func conditionChanged(existing []metav1.Condition, c metav1.Condition) bool {
 
 func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
 	var v quota.Validity
+	var qg quota.Grant
 	var ok bool
-	w.Read(func(acc *accounting.Accounts) { v, ok = acc.GrantValidity(uid) })
+	w.Read(func(acc *accounting.Accounts) {
+		if v, ok = acc.GrantValidity(uid); ok {
+			qg, _ = acc.Grant(uid)
+		}
+	})
 	if !ok {
 		return nil
 	}
@@ -120,16 +125,21 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
 		}
 	}
 	c := activeCondition(v, g.Generation)
+	window := windowStatus(g, qg.Phase, &c, time.Now())
 	found, judged := w.consumerCondition(g)
 	if !conditionChanged(g.Status.Conditions, c) && g.Status.ObservedGeneration == g.Generation &&
-		(!judged || !conditionChanged(g.Status.Conditions, found)) {
+		(!judged || !conditionChanged(g.Status.Conditions, found)) && equality.Semantic.DeepEqual(g.Status.Window, window) {
 		return nil
+	}
+	if et, reason, msg, ok := windowEvent(g, window, c); ok && w.Event != nil {
+		w.Event(g, et, reason, msg)
 	}
 	if v.Cause == quota.CauseResourceTypeNotRegistered && w.Event != nil {
 		w.Event(g, corev1.EventTypeWarning, quota.CauseResourceTypeNotRegistered, c.Message)
 	}
 	updated := g.DeepCopy()
 	updated.Status.ObservedGeneration = g.Generation
+	updated.Status.Window = window
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
 	if judged {
 		if found.Status == metav1.ConditionFalse && conditionChanged(g.Status.Conditions, found) && w.Event != nil {

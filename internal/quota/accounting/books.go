@@ -68,8 +68,13 @@ func (e *Accounts) ValidateGrant(g quota.Grant) quota.Validity { return e.books.
 // UpsertGrant adds or replaces a grant. An invalid grant contributes nothing.
 func (e *Accounts) UpsertGrant(g quota.Grant) {
 	v := e.books.UpsertGrant(g)
-	e.grantApplied(g.UID, g, v.Valid)
+	// A grant outside its time window is as if absent: a group's grant
+	// then caps nothing, as when it is deleted.
+	e.grantApplied(g.UID, g, v.Valid && g.Counts())
 }
+
+// Grant is a known grant, as last upserted.
+func (e *Accounts) Grant(uid string) (quota.Grant, bool) { return e.books.Grant(uid) }
 
 // RemoveGrant forgets a grant; its contributions to limits disappear.
 func (e *Accounts) RemoveGrant(uid string) {

@@ -11,6 +11,8 @@ type Books struct {
 
 	grants     map[string]quota.Grant // by UID
 	grantValid map[string]quota.Validity
+	// phases are the grants' window phases as last applied.
+	phases map[string]quota.Phase
 
 	series map[Key]*Series
 	// drops counts the series dropped so far: a list of series kept while
@@ -102,6 +104,7 @@ func New() *Books {
 		active:         map[string]string{},
 		grants:         map[string]quota.Grant{},
 		grantValid:     map[string]quota.Validity{},
+		phases:         map[string]quota.Phase{},
 		series:         map[Key]*Series{},
 		changedBuckets: map[bucketRef]struct{}{},
 		changedGrants:  map[string]struct{}{},

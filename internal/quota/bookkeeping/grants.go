@@ -48,6 +48,7 @@ func (bk *Books) RemoveGrant(uid string) (quota.Grant, bool) {
 	bk.dropHoldOf(g)
 	delete(bk.grants, uid)
 	delete(bk.grantValid, uid)
+	delete(bk.phases, uid)
 	delete(bk.changedGrants, uid)
 	return g, true
 }
@@ -70,12 +71,14 @@ func (bk *Books) Grants() iter.Seq2[string, quota.Grant] { return maps.All(bk.gr
 func (bk *Books) applyGrant(uid string, g quota.Grant) quota.Validity {
 	bk.withdrawGrant(uid)
 	v := bk.ValidateGrant(g)
-	if old, ok := bk.grantValid[uid]; !ok || old != v {
+	if old, ok := bk.grantValid[uid]; !ok || old != v || bk.phases[uid] != g.Phase {
 		bk.changedGrants[uid] = struct{}{}
 	}
 	bk.grantValid[uid] = v
+	bk.phases[uid] = g.Phase
 	bk.settleHold(g)
-	if !v.Valid {
+	if !v.Valid || !g.Counts() {
+		// Invalid, or outside its time window: it contributes nothing.
 		return v
 	}
 	for _, a := range g.Allowances {

@@ -3,6 +3,7 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
@@ -27,6 +28,17 @@ type ResourceGrantSpecApplyConfiguration struct {
 	ConsumerSelector *v1.LabelSelectorApplyConfiguration `json:"consumerSelector,omitempty"`
 	// allowances are the quotas granted, one per resource type.
 	Allowances []AllowanceApplyConfiguration `json:"allowances,omitempty"`
+	// validFrom, when set, is when the grant starts to count towards its
+	// buckets; before it the grant limits nothing (Active=False, reason
+	// NotYetValid). The engine's leader records the start on the grant
+	// (status.window) before it decides any claim against the raised limit.
+	ValidFrom *metav1.Time `json:"validFrom,omitempty"`
+	// expiresAt, when set, is when the grant stops counting (Active=False,
+	// reason Expired). Nothing held is revoked: a bucket whose allocation then
+	// exceeds its limit is OverLimit and refuses new claims until usage falls
+	// under it. The expiry is recorded on the grant before any claim is
+	// decided against the lowered limit.
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 }
 
 // ResourceGrantSpecApplyConfiguration constructs a declarative configuration of the ResourceGrantSpec type for use with
@@ -61,5 +73,21 @@ func (b *ResourceGrantSpecApplyConfiguration) WithAllowances(values ...*Allowanc
 		}
 		b.Allowances = append(b.Allowances, *values[i])
 	}
+	return b
+}
+
+// WithValidFrom sets the ValidFrom field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ValidFrom field is set to the value of the last call.
+func (b *ResourceGrantSpecApplyConfiguration) WithValidFrom(value metav1.Time) *ResourceGrantSpecApplyConfiguration {
+	b.ValidFrom = &value
+	return b
+}
+
+// WithExpiresAt sets the ExpiresAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ExpiresAt field is set to the value of the last call.
+func (b *ResourceGrantSpecApplyConfiguration) WithExpiresAt(value metav1.Time) *ResourceGrantSpecApplyConfiguration {
+	b.ExpiresAt = &value
 	return b
 }

@@ -15,6 +15,9 @@ type ResourceGrantStatusApplyConfiguration struct {
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// conditions: Active says whether the grant counts towards limits.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// window is the engine's record of the grant's phase in its time window
+	// (spec.validFrom, spec.expiresAt); absent for a grant without one.
+	Window *GrantWindowStatusApplyConfiguration `json:"window,omitempty"`
 }
 
 // ResourceGrantStatusApplyConfiguration constructs a declarative configuration of the ResourceGrantStatus type for use with
@@ -41,5 +44,13 @@ func (b *ResourceGrantStatusApplyConfiguration) WithConditions(values ...*v1.Con
 		}
 		b.Conditions = append(b.Conditions, *values[i])
 	}
+	return b
+}
+
+// WithWindow sets the Window field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Window field is set to the value of the last call.
+func (b *ResourceGrantStatusApplyConfiguration) WithWindow(value *GrantWindowStatusApplyConfiguration) *ResourceGrantStatusApplyConfiguration {
+	b.Window = value
 	return b
 }
