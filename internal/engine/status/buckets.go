@@ -191,6 +191,7 @@ func (w *BucketWriter) writeBucketIn(ctx context.Context, id quota.BucketID, st 
 	}
 	if !projected {
 		w.thresholdCrossed(stored, want)
+		w.overLimitChanged(stored, want)
 		w.Verified(id, updated, st, time.Now())
 	}
 	return nil
@@ -264,7 +265,7 @@ func bucketStatus(stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) 
 		Message: fmt.Sprintf("%d of %d allocated", st.Allocated, st.Limit), ObservedGeneration: stored.Generation}
 	if st.OverLimit() {
 		cond.Status, cond.Reason = metav1.ConditionTrue, "LimitBelowAllocation"
-		cond.Message = fmt.Sprintf("%d allocated exceeds the limit %d (a grant was lowered or removed); nothing is revoked, and new claims are denied until allocation falls below the limit", st.Allocated, st.Limit)
+		cond.Message = fmt.Sprintf("%d allocated exceeds the limit %d (a grant was lowered, removed or expired); nothing is revoked, and new claims are denied until allocation falls below the limit", st.Allocated, st.Limit)
 	}
 	meta.SetStatusCondition(&out.Conditions, cond)
 	return out

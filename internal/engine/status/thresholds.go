@@ -91,3 +91,20 @@ func (w *BucketWriter) thresholdCrossed(stored *quotav1alpha1.AllowanceBucket, w
 	}
 	w.Events().Event(stored, kind, c.Reason, c.Message)
 }
+
+// overLimitChanged records an Event on a bucket whose OverLimit condition
+// changed from what was stored to what was just written: a Warning when its
+// allocation came to exceed its limit (a grant lowered, removed or
+// expired), a Normal one when it is back under.
+func (w *BucketWriter) overLimitChanged(stored *quotav1alpha1.AllowanceBucket, written quotav1alpha1.AllowanceBucketStatus) {
+	before := meta.IsStatusConditionTrue(stored.Status.Conditions, quotav1alpha1.BucketConditionOverLimit)
+	c := meta.FindStatusCondition(written.Conditions, quotav1alpha1.BucketConditionOverLimit)
+	if c == nil || before == (c.Status == metav1.ConditionTrue) || w.Events == nil {
+		return
+	}
+	kind := corev1.EventTypeWarning
+	if c.Status != metav1.ConditionTrue {
+		kind = corev1.EventTypeNormal
+	}
+	w.Events().Event(stored, kind, c.Reason, c.Message)
+}

@@ -1,0 +1,216 @@
+package windows
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/test/quotatest"
+)
+
+// windowedGrant creates a grant of amount "secrets" for the fixture's
+// organization, counting from validFrom until expiresAt (nil: open).
+func windowedGrant(t *testing.T, f *quotatest.Fixture, name string, amount int64, validFrom, expiresAt *metav1.Time) *quotav1alpha1.ResourceGrant {
+	t.Helper()
+	g := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{
+		ConsumerRef: f.Org, ValidFrom: validFrom, ExpiresAt: expiresAt,
+		Allowances: []quotav1alpha1.Allowance{{ResourceType: f.RT("secrets"), Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}}}}}}
+	if err := f.C.Create(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func secret(f *quotatest.Fixture, name string) error {
+	return f.C.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}})
+}
+
+// waitPhase waits until the grant's status records phase, and returns it.
+func waitPhase(t *testing.T, f *quotatest.Fixture, g *quotav1alpha1.ResourceGrant, phase quotav1alpha1.GrantWindowPhase, timeout time.Duration) *quotav1alpha1.ResourceGrant {
+	t.Helper()
+	got := &quotav1alpha1.ResourceGrant{}
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := f.C.Get(ctx, client.ObjectKeyFromObject(g), got); err != nil {
+			return false, nil
+		}
+		return got.Status.Window != nil && got.Status.Window.Phase == phase, nil
+	})
+	if err != nil {
+		t.Fatalf("grant %s never recorded phase %s: status %+v", g.Name, phase, got.Status)
+	}
+	return got
+}
+
+func waitEvent(t *testing.T, f *quotatest.Fixture, ns, name, reason string) corev1.Event {
+	t.Helper()
+	var found corev1.Event
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs := &corev1.EventList{}
+		if err := f.C.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == name && e.Reason == reason {
+				found = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s Event on %s/%s", reason, ns, name)
+	}
+	return found
+}
+
+// TestAGrantStartingLaterCountsFromItsStart: a grant whose validFrom is
+// seconds away limits nothing until then (Active=False, NotYetValid; a
+// create beyond the permanent limit refused), then counts (the start
+// recorded on the grant, an Event, the create admitted).
+func TestAGrantStartingLaterCountsFromItsStart(t *testing.T) {
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
+	f.SecretsPolicy(1)
+	from := metav1.NewTime(time.Now().Add(6 * time.Second).Truncate(time.Second))
+	g := windowedGrant(t, f, "launch-week", 2, &from, nil)
+	c := f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionFalse)
+	if c.Reason != quotav1alpha1.GrantReasonNotYetValid || !strings.Contains(c.Message, from.UTC().Format(time.RFC3339)) {
+		t.Errorf("a grant not yet started: Active=False %s %q; want NotYetValid naming its start", c.Reason, c.Message)
+	}
+	waitPhase(t, f, g, quotav1alpha1.GrantWindowScheduled, 15*time.Second)
+	f.WaitBucket(quotatest.N(1, 0, 1), "secrets")
+	if err := secret(f, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := secret(f, "s2"); !apierrors.IsForbidden(err) {
+		t.Fatalf("a create beyond the permanent limit before the grant starts: want 403, got %v", err)
+	}
+	if time.Now().After(from.Time) {
+		t.Fatal("the test reached the grant's start before checking it did not count yet; the machine is too slow for this test's 6 s")
+	}
+
+	started := waitPhase(t, f, g, quotav1alpha1.GrantWindowActive, 30*time.Second)
+	if started.Status.Window.Since.Time.Before(from.Time) {
+		t.Errorf("the start was recorded at %s, before validFrom %s", started.Status.Window.Since, from)
+	}
+	f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionTrue)
+	f.WaitBucket(quotatest.N(3, 1, 2), "secrets")
+	if err := secret(f, "s2"); err != nil {
+		t.Fatalf("a create within the started grant: %v", err)
+	}
+	waitEvent(t, f, f.NS, g.Name, "GrantStarted")
+
+	// Nobody but the engine writes the record: a forged expiry is refused.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		forged := &quotav1alpha1.ResourceGrant{}
+		if err := f.C.Get(context.Background(), client.ObjectKeyFromObject(g), forged); err != nil {
+			return err
+		}
+		forged.Status.Window.Phase = quotav1alpha1.GrantWindowExpired
+		return f.C.Status().Update(context.Background(), forged)
+	})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "spec.expiresAt") {
+		t.Fatalf("writing a grant's status.window as a user: want 403 pointing at the spec, got %v", err)
+	}
+}
+
+// TestAGrantExpiringBelowUsageRevokesNothing: a trial grant expires while
+// the organization uses more than its permanent limit. Nothing is revoked;
+// the bucket says it is over its limit (condition and Event) and refuses
+// new creates until usage falls under the limit.
+func TestAGrantExpiringBelowUsageRevokesNothing(t *testing.T) {
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
+	f.SecretsPolicy(1)
+	until := metav1.NewTime(time.Now().Add(8 * time.Second).Truncate(time.Second))
+	g := windowedGrant(t, f, "trial", 3, nil, &until)
+	c := f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionTrue)
+	if !strings.Contains(c.Message, until.UTC().Format(time.RFC3339)) {
+		t.Errorf("an expiring grant's Active message does not say until when: %q", c.Message)
+	}
+	f.WaitBucket(quotatest.N(4, 0, 4), "secrets")
+	for i := range 4 {
+		if err := secret(f, fmt.Sprintf("s%d", i)); err != nil {
+			t.Fatalf("create %d within the trial: %v", i, err)
+		}
+	}
+	if err := secret(f, "s4"); !apierrors.IsForbidden(err) {
+		t.Fatalf("a fifth create against 4: want 403, got %v", err)
+	}
+
+	expired := waitPhase(t, f, g, quotav1alpha1.GrantWindowExpired, 30*time.Second)
+	if expired.Status.Window.Since.Time.Before(until.Time) {
+		t.Errorf("the expiry was recorded at %s, before expiresAt %s", expired.Status.Window.Since, until)
+	}
+	c = f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionFalse)
+	if c.Reason != quotav1alpha1.GrantReasonExpired {
+		t.Errorf("an expired grant: Active=False reason %s, want Expired", c.Reason)
+	}
+	b := f.WaitBucket(quotatest.N(1, 4, 0), "secrets")
+	if !meta.IsStatusConditionTrue(b.Status.Conditions, quotav1alpha1.BucketConditionOverLimit) {
+		t.Errorf("a bucket allocating 4 of 1 is not OverLimit: %v", b.Status.Conditions)
+	}
+	waitEvent(t, f, f.BucketNS, b.Name, "LimitBelowAllocation")
+	waitEvent(t, f, f.NS, g.Name, quotav1alpha1.GrantReasonExpired)
+	// Nothing revoked: every Secret keeps its granted claim.
+	claims := &quotav1alpha1.ResourceClaimList{}
+	if err := f.C.List(context.Background(), claims, client.InNamespace(f.NS)); err != nil {
+		t.Fatal(err)
+	}
+	granted := 0
+	for _, cl := range claims.Items {
+		if meta.IsStatusConditionTrue(cl.Status.Conditions, quotav1alpha1.ClaimConditionGranted) {
+			granted++
+		}
+	}
+	if granted != 4 {
+		t.Fatalf("after the expiry %d claims are granted, want the 4 made during the trial", granted)
+	}
+	if err := secret(f, "over"); !apierrors.IsForbidden(err) {
+		t.Fatalf("a create over the limit after the expiry: want 403, got %v", err)
+	}
+
+	// Usage falls: under the limit again, then room again.
+	for i := range 3 {
+		if err := f.C.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: f.NS}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b = f.WaitBucket(quotatest.N(1, 1, 0), "secrets")
+	if meta.IsStatusConditionTrue(b.Status.Conditions, quotav1alpha1.BucketConditionOverLimit) {
+		t.Errorf("a bucket back at its limit is still OverLimit")
+	}
+	if err := secret(f, "over"); !apierrors.IsForbidden(err) {
+		t.Fatalf("a create at the limit: want 403, got %v", err)
+	}
+	if err := f.C.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: f.NS}}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitBucket(quotatest.N(1, 0, 1), "secrets")
+	if err := secret(f, "after"); err != nil {
+		t.Fatalf("a create once usage fell under the limit: %v", err)
+	}
+}
+
+// TestAWindowEndingBeforeItStartsIsRefused: bad input names the field and
+// says what to do.
+func TestAWindowEndingBeforeItStartsIsRefused(t *testing.T) {
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
+	from, until := metav1.NewTime(time.Now().Add(time.Hour)), metav1.NewTime(time.Now())
+	g := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: "backwards", Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{
+		ConsumerRef: f.Org, ValidFrom: &from, ExpiresAt: &until,
+		Allowances: []quotav1alpha1.Allowance{{ResourceType: f.RT("secrets"), Buckets: []quotav1alpha1.GrantBucket{{Amount: 1}}}}}}
+	err := f.C.Create(context.Background(), g)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.expiresAt") || !strings.Contains(err.Error(), "later than spec.validFrom") {
+		t.Fatalf("a window ending before it starts: want 422 on spec.expiresAt, got %v", err)
+	}
+}
