@@ -64,6 +64,9 @@ type Options struct {
 	HoldPeriod time.Duration
 	// Workers write claim statuses and buckets in parallel.
 	Workers int
+	// ExpiryWarning is how long before a grant's spec.expiresAt the grant
+	// and its buckets are ExpiringSoon (0: never).
+	ExpiryWarning time.Duration
 	// ClockOffset shifts the clock this replica judges grant windows by
 	// (tests: a leader whose clock is behind or ahead). Zero in production.
 	ClockOffset time.Duration
@@ -89,6 +92,7 @@ func DefaultOptions() Options {
 		RenewDeadline:    10 * time.Second,
 		RetryPeriod:      2 * time.Second,
 		Workers:          16,
+		ExpiryWarning:    72 * time.Hour,
 	}
 }
 
@@ -266,6 +270,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it stops deciding.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew leadership.")
 	fs.IntVar(&o.Workers, "quota-workers", o.Workers, "Parallel writers of claim decisions and buckets.")
+	fs.DurationVar(&o.ExpiryWarning, "grant-expiry-warning", o.ExpiryWarning, "How long before a ResourceGrant's spec.expiresAt the grant and the buckets it counts towards are ExpiringSoon (a condition and one Warning Event each); 0 turns the warning off.")
 	fs.StringArrayVar(&o.parentFlags, "consumer-parent", nil, "Where a consumer kind's parent is found, for registrations with spec.parentConsumerTypes: Kind.group=ParentKind.group:label-key, "+
 		"the child naming its parent in that label (repeat for more levels). Default: Project.resourcemanager.miloapis.com=Organization.resourcemanager.miloapis.com:"+rmv1alpha1.OrganizationNameLabel+".")
 }

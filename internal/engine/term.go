@@ -212,6 +212,13 @@ func (r *Runner) lead(ctx context.Context) error {
 	return err
 }
 
+// enqueueBucketsOf queues the buckets a grant gives to.
+func (t *term) enqueueBucketsOf(g quota.Grant) {
+	for _, id := range g.BucketIDs() {
+		t.bucketQueue.Add(id)
+	}
+}
+
 // newTerm assembles a term's cache, committer and reconcilers.
 func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal, seal *fence.Sealer, inflight map[string]string) *term {
 	t := &term{r: r, ctx: ctx, sealer: seal}
@@ -240,6 +247,7 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 		Sealer:       seal,
 	}
 	t.conditions = &status.ConditionWriter{
+		ExpiryWarning: r.opts.ExpiryWarning, Now: r.now, ExpiryChanged: t.enqueueBucketsOf,
 		GrantKey: t.cache.GrantKey,
 		Grant: func(k string) (*quotav1alpha1.ResourceGrant, bool, error) {
 			return stored[*quotav1alpha1.ResourceGrant](t.grantInformer, k)
@@ -295,6 +303,8 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 		Events:    r.eventRecorder,
 		Verified:  func(quota.BucketID, *quotav1alpha1.AllowanceBucket, quota.BucketStatus, time.Time) {},
 		Gone:      func(quota.BucketID) {},
+
+		ExpiryWarning: r.opts.ExpiryWarning, Now: r.now,
 	}
 	return t
 }

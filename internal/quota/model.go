@@ -242,6 +242,8 @@ type GrantContribution struct {
 	Amount          int64
 	// Generation is the grant's metadata.generation the amount is from.
 	Generation int64
+	// ExpiresAt is when the grant stops counting (zero: never).
+	ExpiresAt time.Time
 }
 
 // Validity is the outcome of validating a grant or a registration.

@@ -1,6 +1,10 @@
 package quota
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // Window is when a grant counts: from From (inclusive) until Until
 // (exclusive). A zero bound is open.
@@ -115,3 +119,45 @@ func (w Window) Next(p Phase) (time.Time, bool) {
 // Counts says whether a grant in phase p of window w counts towards its
 // buckets.
 func (w Window) Counts(p Phase) bool { return !w.Bounded() || p == PhaseActive }
+
+// ExpiringSoon says whether a grant counting in window w is within lead of
+// its expiry at now, and when that next changes (zero: never).
+func (w Window) ExpiringSoon(p Phase, now time.Time, lead time.Duration) (soon bool, next time.Time) {
+	if w.Until.IsZero() || p != PhaseActive || lead <= 0 {
+		return false, time.Time{}
+	}
+	from := w.Until.Add(-lead)
+	if now.Before(from) {
+		return false, from
+	}
+	return true, w.Until
+}
+
+// ExpiringSoon are the contributions to b that stop counting within lead of
+// now, soonest first.
+func (b BucketStatus) ExpiringSoon(now time.Time, lead time.Duration) []GrantContribution {
+	var out []GrantContribution
+	for _, g := range b.Grants {
+		if !g.ExpiresAt.IsZero() && lead > 0 && !now.Before(g.ExpiresAt.Add(-lead)) && now.Before(g.ExpiresAt) {
+			out = append(out, g)
+		}
+	}
+	slices.SortFunc(out, func(a, b GrantContribution) int {
+		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return out
+}
+
+// BucketIDs are the buckets a grant's allowances give to, at its own level.
+func (g Grant) BucketIDs() []BucketID {
+	var out []BucketID
+	for _, a := range g.Allowances {
+		for _, b := range a.Buckets {
+			out = append(out, BucketID{Consumer: g.Consumer, ResourceType: a.ResourceType, Dims: b.Dims.Key()})
+		}
+	}
+	return out
+}

@@ -39,6 +39,16 @@ const (
 	// GrantReasonExpired: Active=False; the grant's spec.expiresAt has
 	// passed. Nothing it allowed was revoked.
 	GrantReasonExpired = "Expired"
+	// GrantConditionExpiringSoon is True on a counting grant whose
+	// spec.expiresAt is within the engine's warning lead time
+	// (--grant-expiry-warning, 72h by default); False before that, and
+	// after the expiry. Only grants with spec.expiresAt have it.
+	GrantConditionExpiringSoon = "ExpiringSoon"
+	// GrantReasonExpiringSoon: ExpiringSoon=True; the message says when.
+	GrantReasonExpiringSoon = "ExpiringSoon"
+	// GrantReasonExpiresLater: ExpiringSoon=False; the expiry is further
+	// away than the warning lead time, or the grant does not count now.
+	GrantReasonExpiresLater = "ExpiresLater"
 	// GrantConditionConsumerFound is True when the Organization, Project or
 	// Namespace a grant names exists, False when it does not (the grant
 	// limits nothing until one is created: a typo, or a consumer not created
@@ -64,6 +74,14 @@ const (
 	// BucketConditionOverLimit is True when allocated exceeds limit, for
 	// example after a grant was lowered. Nothing is revoked.
 	BucketConditionOverLimit = "OverLimit"
+	// BucketConditionExpiringSoon is True when a grant counting towards
+	// the bucket expires within the engine's warning lead time; the message
+	// names the grants and the limit after they expire.
+	BucketConditionExpiringSoon = "ExpiringSoon"
+	// BucketReasonGrantsExpiringSoon: ExpiringSoon=True.
+	BucketReasonGrantsExpiringSoon = "GrantsExpiringSoon"
+	// BucketReasonNoGrantExpiringSoon: ExpiringSoon=False.
+	BucketReasonNoGrantExpiringSoon = "NoGrantExpiringSoon"
 	// BucketConditionApproachingLimit is True when a bucket's allocation
 	// reached a threshold of its registration (default 80 and 95 % of the
 	// limit); it goes back to False 5 points under the threshold.

@@ -38,6 +38,10 @@ type BucketWriter struct {
 	Placement    *Placement
 	// Events is the recorder of threshold Events, made when first needed.
 	Events func() record.EventRecorder
+	// ExpiryWarning is how long before a contributing grant's expiry the
+	// bucket is ExpiringSoon; Now the engine's clock (nil: time.Now).
+	ExpiryWarning time.Duration
+	Now           func() time.Time
 	// Verified is told that the stored bucket shows st, as of at; Gone that
 	// a bucket no longer exists.
 	Verified func(quota.BucketID, *quotav1alpha1.AllowanceBucket, quota.BucketStatus, time.Time)
@@ -171,6 +175,7 @@ func (w *BucketWriter) writeBucketIn(ctx context.Context, id quota.BucketID, st 
 		}
 	}
 	want := bucketStatus(stored, st)
+	w.expiringSoon(&want, st)
 	if reg := w.Registration(id.ResourceType); reg != nil {
 		want.BaseUnit = reg.Spec.BaseUnit
 	}
@@ -192,6 +197,7 @@ func (w *BucketWriter) writeBucketIn(ctx context.Context, id quota.BucketID, st 
 	if !projected {
 		w.thresholdCrossed(stored, want)
 		w.overLimitChanged(stored, want)
+		w.expiringSoonRaised(stored, want)
 		w.Verified(id, updated, st, time.Now())
 	}
 	return nil

@@ -69,6 +69,14 @@ type ConditionWriter struct {
 	RegisteredTypes func() []string
 	// Event records an Event on an object; nil records none.
 	Event func(obj runtime.Object, eventType, reason, message string)
+	// ExpiryWarning is how long before a grant's expiry it is
+	// ExpiringSoon; Now the clock grant windows are judged by (nil:
+	// time.Now).
+	ExpiryWarning time.Duration
+	Now           func() time.Time
+	// ExpiryChanged is told of a grant whose ExpiringSoon condition changed,
+	// so that its buckets say so too; nil: nothing is told.
+	ExpiryChanged func(quota.Grant)
 
 	schemaWaits schemaWaits
 }
@@ -78,12 +86,19 @@ type ConditionWriter struct {
 func (w *ConditionWriter) Reconcile(ctx context.Context, k Key) (time.Duration, error) {
 	switch k.Kind {
 	case KindGrant:
-		return 0, w.writeGrant(ctx, k.Name)
+		return w.writeGrant(ctx, k.Name)
 	case KindRegistration:
 		return w.writeRegistration(ctx, k.Name)
 	default:
 		return w.writePolicy(ctx, k.Name)
 	}
+}
+
+func (w *ConditionWriter) now() time.Time {
+	if w.Now == nil {
+		return time.Now()
+	}
+	return w.Now()
 }
 
 func activeCondition(v quota.Validity, generation int64) metav1.Condition {
@@ -99,7 +114,9 @@ func conditionChanged(existing []metav1.Condition, c metav1.Condition) bool {
 	return old == nil || old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message || old.ObservedGeneration != c.ObservedGeneration
 }
 
-func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
+// writeGrant writes a grant's conditions and window status; it returns
+// when they next change by the clock (ExpiringSoon), zero for never.
+func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) (time.Duration, error) {
 	var v quota.Validity
 	var qg quota.Grant
 	var ok bool
@@ -109,11 +126,11 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
 		}
 	})
 	if !ok {
-		return nil
+		return 0, nil
 	}
 	g, exists, err := w.Grant(w.GrantKey(uid))
 	if err != nil || !exists {
-		return err
+		return 0, err
 	}
 	if v.Cause == quota.CauseResourceTypeNotRegistered && w.RegisteredTypes != nil {
 		// Name the registered type nearest to each unknown one.
@@ -124,12 +141,26 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
 			}
 		}
 	}
+	now := w.now()
 	c := activeCondition(v, g.Generation)
-	window := windowStatus(g, qg.Phase, &c, time.Now())
+	window := windowStatus(g, qg.Phase, &c, now)
+	soon, next, expires := expiringSoon(g, qg.Phase, now, w.ExpiryWarning)
+	var requeue time.Duration
+	if !next.IsZero() {
+		requeue = max(next.Sub(now), time.Second)
+	}
 	found, judged := w.consumerCondition(g)
 	if !conditionChanged(g.Status.Conditions, c) && g.Status.ObservedGeneration == g.Generation &&
-		(!judged || !conditionChanged(g.Status.Conditions, found)) && equality.Semantic.DeepEqual(g.Status.Window, window) {
-		return nil
+		(!judged || !conditionChanged(g.Status.Conditions, found)) && equality.Semantic.DeepEqual(g.Status.Window, window) &&
+		(expires && !conditionChanged(g.Status.Conditions, soon) || !expires && meta.FindStatusCondition(g.Status.Conditions, quotav1alpha1.GrantConditionExpiringSoon) == nil) {
+		return requeue, nil
+	}
+	if expires && soon.Status == metav1.ConditionTrue && !meta.IsStatusConditionTrue(g.Status.Conditions, soon.Type) && w.Event != nil {
+		// Raised once: the stored condition is True from now on.
+		w.Event(g, corev1.EventTypeWarning, soon.Reason, soon.Message)
+	}
+	if expires && conditionChanged(g.Status.Conditions, soon) && w.ExpiryChanged != nil {
+		w.ExpiryChanged(qg)
 	}
 	if et, reason, msg, ok := windowEvent(g, window, c); ok && w.Event != nil {
 		w.Event(g, et, reason, msg)
@@ -141,13 +172,18 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) error {
 	updated.Status.ObservedGeneration = g.Generation
 	updated.Status.Window = window
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
+	if expires {
+		meta.SetStatusCondition(&updated.Status.Conditions, soon)
+	} else {
+		meta.RemoveStatusCondition(&updated.Status.Conditions, quotav1alpha1.GrantConditionExpiringSoon)
+	}
 	if judged {
 		if found.Status == metav1.ConditionFalse && conditionChanged(g.Status.Conditions, found) && w.Event != nil {
 			w.Event(g, corev1.EventTypeWarning, found.Reason, found.Message)
 		}
 		meta.SetStatusCondition(&updated.Status.Conditions, found)
 	}
-	return w.UpdateStatus(ctx, updated)
+	return requeue, w.UpdateStatus(ctx, updated)
 }
 
 // consumerCondition is the ConsumerFound condition of a grant naming an

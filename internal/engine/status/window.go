@@ -2,9 +2,11 @@ package status
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -67,4 +69,65 @@ func stamp(t *metav1.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// expiringSoon is the ExpiringSoon condition of a grant with spec.expiresAt
+// in phase p, and when it next changes (zero: never); ok is false for a grant
+// without an expiry.
+func expiringSoon(g *quotav1alpha1.ResourceGrant, p quota.Phase, now time.Time, lead time.Duration) (c metav1.Condition, next time.Time, ok bool) {
+	if g.Spec.ExpiresAt == nil {
+		return c, next, false
+	}
+	w := convert.GrantWindow(g.Spec.ValidFrom, g.Spec.ExpiresAt)
+	p = max(p, convert.RecordedPhase(g), w.Initial())
+	soon, next := w.ExpiringSoon(p, now, lead)
+	c = metav1.Condition{Type: quotav1alpha1.GrantConditionExpiringSoon, Status: metav1.ConditionFalse, Reason: quotav1alpha1.GrantReasonExpiresLater,
+		ObservedGeneration: g.Generation, Message: fmt.Sprintf("the grant expires at %s (spec.expiresAt)", stamp(g.Spec.ExpiresAt))}
+	switch {
+	case soon:
+		c.Status, c.Reason = metav1.ConditionTrue, quotav1alpha1.GrantReasonExpiringSoon
+		c.Message = fmt.Sprintf("the grant expires at %s (spec.expiresAt), within %s: what it allows stops counting then; "+
+			"move spec.expiresAt later, or ask for a permanent increase, to keep it", stamp(g.Spec.ExpiresAt), lead)
+	case p == quota.PhaseExpired:
+		c.Message = fmt.Sprintf("the grant expired at %s (spec.expiresAt)", stamp(g.Spec.ExpiresAt))
+	}
+	return c, next, true
+}
+
+// expiringSoon sets a bucket's ExpiringSoon condition: True while a grant
+// counting towards it expires within the warning lead time, naming each and
+// the limit left after them.
+func (w *BucketWriter) expiringSoon(want *quotav1alpha1.AllowanceBucketStatus, st quota.BucketStatus) {
+	if w.ExpiryWarning <= 0 {
+		return
+	}
+	now := time.Now()
+	if w.Now != nil {
+		now = w.Now()
+	}
+	c := metav1.Condition{Type: quotav1alpha1.BucketConditionExpiringSoon, Status: metav1.ConditionFalse, Reason: quotav1alpha1.BucketReasonNoGrantExpiringSoon,
+		Message: fmt.Sprintf("no grant counting towards this bucket expires within %s", w.ExpiryWarning), ObservedGeneration: want.ObservedGeneration}
+	if soon := st.ExpiringSoon(now, w.ExpiryWarning); len(soon) > 0 {
+		var parts []string
+		var total quota.Total
+		for _, g := range soon {
+			parts = append(parts, fmt.Sprintf("ResourceGrant %s/%s (%d) at %s", g.Namespace, g.Name, g.Amount, g.ExpiresAt.UTC().Format(time.RFC3339)))
+			total.Add(g.Amount)
+		}
+		after := quota.Room(st.Limit, total.Value())
+		c.Status, c.Reason = metav1.ConditionTrue, quotav1alpha1.BucketReasonGrantsExpiringSoon
+		c.Message = fmt.Sprintf("%s expire%s within %s: the limit then falls from %d to %d, with %d allocated; ask for a permanent increase, or release claims, before then",
+			strings.Join(parts, ", "), map[bool]string{true: "s", false: ""}[len(soon) == 1], w.ExpiryWarning, st.Limit, after, st.Allocated)
+	}
+	meta.SetStatusCondition(&want.Conditions, c)
+}
+
+// expiringSoonRaised records one Event when a bucket's ExpiringSoon turns
+// True (the stored condition keeps it from being raised again).
+func (w *BucketWriter) expiringSoonRaised(stored *quotav1alpha1.AllowanceBucket, written quotav1alpha1.AllowanceBucketStatus) {
+	c := meta.FindStatusCondition(written.Conditions, quotav1alpha1.BucketConditionExpiringSoon)
+	if c == nil || c.Status != metav1.ConditionTrue || meta.IsStatusConditionTrue(stored.Status.Conditions, c.Type) || w.Events == nil {
+		return
+	}
+	w.Events().Event(stored, corev1.EventTypeWarning, c.Reason, c.Message)
 }

@@ -86,7 +86,7 @@ func (bk *Books) applyGrant(uid string, g quota.Grant) quota.Validity {
 		for _, gb := range a.Buckets {
 			b := bk.bucketFor(s, gb.Dims)
 			c := b.grants[uid]
-			c.Namespace, c.Name, c.Generation = g.Namespace, g.Name, g.Generation
+			c.Namespace, c.Name, c.Generation, c.ExpiresAt = g.Namespace, g.Name, g.Generation, g.Window.Until
 			c.Amount = quota.AddSat(c.Amount, gb.Amount)
 			b.setGrant(uid, c)
 			bk.touch(s, gb.Dims.Key())

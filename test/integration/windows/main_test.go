@@ -6,6 +6,7 @@ package windows
 
 import (
 	"testing"
+	"time"
 
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -13,7 +14,11 @@ import (
 
 var srv *testserver.Server
 
+// expiryWarning is the engine's lead time for ExpiringSoon in these tests.
+const expiryWarning = 5 * time.Second
+
 func TestMain(m *testing.M) {
 	o := quotatest.FastEngineOptions()
+	o.ExpiryWarning = expiryWarning
 	testserver.Main(m, &srv, testserver.Options{Engine: &o})
 }

@@ -146,6 +146,19 @@ func TestAGrantExpiringBelowUsageRevokesNothing(t *testing.T) {
 	if err := secret(f, "s4"); !apierrors.IsForbidden(err) {
 		t.Fatalf("a fifth create against 4: want 403, got %v", err)
 	}
+	// Within the warning lead time of its expiry: the grant and its bucket
+	// say so, once each.
+	soon := f.WaitCondition(g, quotav1alpha1.GrantConditionExpiringSoon, metav1.ConditionTrue)
+	if soon.Reason != quotav1alpha1.GrantReasonExpiringSoon || !strings.Contains(soon.Message, until.UTC().Format(time.RFC3339)) {
+		t.Errorf("ExpiringSoon: %s %q; want the reason ExpiringSoon and the expiry", soon.Reason, soon.Message)
+	}
+	bucketSoon := waitBucketCondition(t, f, quotav1alpha1.BucketConditionExpiringSoon, metav1.ConditionTrue)
+	if !strings.Contains(bucketSoon.Message, f.NS+"/trial (3)") || !strings.Contains(bucketSoon.Message, "falls from 4 to 1") {
+		t.Errorf("the bucket's ExpiringSoon does not name the grant and the limit after it: %q", bucketSoon.Message)
+	}
+	if time.Now().After(until.Time) {
+		t.Fatal("the test reached the expiry before checking the warning; the machine is too slow for this test's 8 s")
+	}
 
 	expired := waitPhase(t, f, g, quotav1alpha1.GrantWindowExpired, 30*time.Second)
 	if expired.Status.Window.Since.Time.Before(until.Time) {
@@ -161,6 +174,15 @@ func TestAGrantExpiringBelowUsageRevokesNothing(t *testing.T) {
 	}
 	waitEvent(t, f, f.BucketNS, b.Name, "LimitBelowAllocation")
 	waitEvent(t, f, f.NS, g.Name, quotav1alpha1.GrantReasonExpired)
+	if c := f.WaitCondition(g, quotav1alpha1.GrantConditionExpiringSoon, metav1.ConditionFalse); !strings.Contains(c.Message, "expired at") {
+		t.Errorf("ExpiringSoon after the expiry: %q", c.Message)
+	}
+	waitBucketCondition(t, f, quotav1alpha1.BucketConditionExpiringSoon, metav1.ConditionFalse)
+	for _, on := range [][2]string{{f.NS, g.Name}, {f.BucketNS, b.Name}} {
+		if n := eventCount(t, f, on[0], on[1], "ExpiringSoon", "GrantsExpiringSoon"); n != 1 {
+			t.Errorf("%s/%s was warned of the expiry %d times, want once", on[0], on[1], n)
+		}
+	}
 	// Nothing revoked: every Secret keeps its granted claim.
 	claims := &quotav1alpha1.ResourceClaimList{}
 	if err := f.C.List(context.Background(), claims, client.InNamespace(f.NS)); err != nil {
@@ -213,4 +235,40 @@ func TestAWindowEndingBeforeItStartsIsRefused(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.expiresAt") || !strings.Contains(err.Error(), "later than spec.validFrom") {
 		t.Fatalf("a window ending before it starts: want 422 on spec.expiresAt, got %v", err)
 	}
+}
+
+func waitBucketCondition(t *testing.T, f *quotatest.Fixture, condType string, status metav1.ConditionStatus) metav1.Condition {
+	t.Helper()
+	var c *metav1.Condition
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		b := &quotav1alpha1.AllowanceBucket{}
+		if err := f.C.Get(ctx, client.ObjectKey{Namespace: f.BucketNS, Name: f.BucketName("secrets")}, b); err != nil {
+			return false, nil
+		}
+		c = meta.FindStatusCondition(b.Status.Conditions, condType)
+		return c != nil && c.Status == status, nil
+	})
+	if err != nil {
+		t.Fatalf("the bucket's %s never became %s (last %+v)", condType, status, c)
+	}
+	return *c
+}
+
+// eventCount counts the Events of the given reasons on ns/name, repeats of
+// one Event included.
+func eventCount(t *testing.T, f *quotatest.Fixture, ns, name string, reasons ...string) int {
+	t.Helper()
+	evs := &corev1.EventList{}
+	if err := f.C.List(context.Background(), evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs.Items {
+		for _, r := range reasons {
+			if e.InvolvedObject.Name == name && e.Reason == r {
+				n += int(max(e.Count, 1))
+			}
+		}
+	}
+	return n
 }
