@@ -17,6 +17,8 @@ type CompiledGrant struct {
 	// parent renders spec.target.parentContext.nameExpression; nil when
 	// the policy has no parent context.
 	parent *template
+	// window is the template's window, relative to the trigger's creation.
+	window *quotav1alpha1.GrantTemplateWindow
 }
 
 type grantAllowance struct {
@@ -63,6 +65,12 @@ func CompileGrant(p *quotav1alpha1.GrantCreationPolicy, o Options) (*CompiledGra
 			ga.buckets = append(ga.buckets, gb)
 		}
 		c.allowances = append(c.allowances, ga)
+	}
+	if w := t.Spec.Window; w != nil {
+		if err := checkWindow(w, base.Child("spec", "window")); err != nil {
+			return nil, err
+		}
+		c.window = w.DeepCopy()
 	}
 	if pc := p.Spec.Target.ParentContext; pc != nil {
 		// A CEL expression, as the reference writes it, or a {{ }}
@@ -121,6 +129,11 @@ func (c *CompiledGrant) Render(trigger map[string]any) (*RenderedGrant, error) {
 			al.Buckets = append(al.Buckets, gb)
 		}
 		out.Spec.Allowances = append(out.Spec.Allowances, al)
+	}
+	if c.window != nil {
+		if out.Spec.ValidFrom, out.Spec.ExpiresAt, err = renderWindow(c.window, trigger); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

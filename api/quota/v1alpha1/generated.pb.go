@@ -75,6 +75,8 @@ func (m *GrantTemplateAllowance) Reset() { *m = GrantTemplateAllowance{} }
 
 func (m *GrantTemplateBucket) Reset() { *m = GrantTemplateBucket{} }
 
+func (m *GrantTemplateWindow) Reset() { *m = GrantTemplateWindow{} }
+
 func (m *GrantWindowStatus) Reset() { *m = GrantWindowStatus{} }
 
 func (m *ParentContext) Reset() { *m = ParentContext{} }
@@ -1523,6 +1525,53 @@ func (m *GrantTemplateBucket) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	i = encodeVarintGenerated(dAtA, i, uint64(m.Amount))
 	i--
 	dAtA[i] = 0x8
+	return len(dAtA) - i, nil
+}
+
+func (m *GrantTemplateWindow) Marshal() (dAtA []byte, err error) {
+	size := m.Size()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBuffer(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *GrantTemplateWindow) MarshalTo(dAtA []byte) (int, error) {
+	size := m.Size()
+	return m.MarshalToSizedBuffer(dAtA[:size])
+}
+
+func (m *GrantTemplateWindow) MarshalToSizedBuffer(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.ExpiresAfter != nil {
+		{
+			size, err := m.ExpiresAfter.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x12
+	}
+	if m.StartsAfter != nil {
+		{
+			size, err := m.StartsAfter.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0xa
+	}
 	return len(dAtA) - i, nil
 }
 
@@ -2975,6 +3024,18 @@ func (m *ResourceGrantTemplateSpec) MarshalToSizedBuffer(dAtA []byte) (int, erro
 	_ = i
 	var l int
 	_ = l
+	if m.Window != nil {
+		{
+			size, err := m.Window.MarshalToSizedBuffer(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = encodeVarintGenerated(dAtA, i, uint64(size))
+		}
+		i--
+		dAtA[i] = 0x1a
+	}
 	if len(m.Allowances) > 0 {
 		for iNdEx := len(m.Allowances) - 1; iNdEx >= 0; iNdEx-- {
 			{
@@ -4161,6 +4222,23 @@ func (m *GrantTemplateBucket) Size() (n int) {
 	return n
 }
 
+func (m *GrantTemplateWindow) Size() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.StartsAfter != nil {
+		l = m.StartsAfter.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
+	if m.ExpiresAfter != nil {
+		l = m.ExpiresAfter.Size()
+		n += 1 + l + sovGenerated(uint64(l))
+	}
+	return n
+}
+
 func (m *GrantWindowStatus) Size() (n int) {
 	if m == nil {
 		return 0
@@ -4685,6 +4763,10 @@ func (m *ResourceGrantTemplateSpec) Size() (n int) {
 			l = e.Size()
 			n += 1 + l + sovGenerated(uint64(l))
 		}
+	}
+	if m.Window != nil {
+		l = m.Window.Size()
+		n += 1 + l + sovGenerated(uint64(l))
 	}
 	return n
 }
@@ -5353,6 +5435,17 @@ func (this *GrantTemplateBucket) String() string {
 	}, "")
 	return s
 }
+func (this *GrantTemplateWindow) String() string {
+	if this == nil {
+		return "nil"
+	}
+	s := strings.Join([]string{`&GrantTemplateWindow{`,
+		`StartsAfter:` + strings.Replace(fmt.Sprintf("%v", this.StartsAfter), "Duration", "v1.Duration", 1) + `,`,
+		`ExpiresAfter:` + strings.Replace(fmt.Sprintf("%v", this.ExpiresAfter), "Duration", "v1.Duration", 1) + `,`,
+		`}`,
+	}, "")
+	return s
+}
 func (this *GrantWindowStatus) String() string {
 	if this == nil {
 		return "nil"
@@ -5773,6 +5866,7 @@ func (this *ResourceGrantTemplateSpec) String() string {
 	s := strings.Join([]string{`&ResourceGrantTemplateSpec{`,
 		`ConsumerRef:` + strings.Replace(strings.Replace(this.ConsumerRef.String(), "TemplateConsumerRef", "TemplateConsumerRef", 1), `&`, ``, 1) + `,`,
 		`Allowances:` + repeatedStringForAllowances + `,`,
+		`Window:` + strings.Replace(this.Window.String(), "GrantTemplateWindow", "GrantTemplateWindow", 1) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -10182,6 +10276,128 @@ func (m *GrantTemplateBucket) Unmarshal(dAtA []byte) error {
 	}
 	return nil
 }
+func (m *GrantTemplateWindow) Unmarshal(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return ErrIntOverflowGenerated
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: GrantTemplateWindow: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: GrantTemplateWindow: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StartsAfter", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.StartsAfter == nil {
+				m.StartsAfter = &v1.Duration{}
+			}
+			if err := m.StartsAfter.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 2:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ExpiresAfter", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.ExpiresAfter == nil {
+				m.ExpiresAfter = &v1.Duration{}
+			}
+			if err := m.ExpiresAfter.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := skipGenerated(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
 func (m *GrantWindowStatus) Unmarshal(dAtA []byte) error {
 	l := len(dAtA)
 	iNdEx := 0
@@ -14532,6 +14748,42 @@ func (m *ResourceGrantTemplateSpec) Unmarshal(dAtA []byte) error {
 			}
 			m.Allowances = append(m.Allowances, GrantTemplateAllowance{})
 			if err := m.Allowances[len(m.Allowances)-1].Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Window", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Window == nil {
+				m.Window = &GrantTemplateWindow{}
+			}
+			if err := m.Window.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

@@ -425,6 +425,30 @@ type ResourceGrantTemplateSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
 	Allowances []GrantTemplateAllowance `json:"allowances" protobuf:"bytes,2,rep,name=allowances"`
+
+	// window, when set, gives every grant the policy writes a time window
+	// measured from its trigger's metadata.creationTimestamp, never from
+	// the current time, so that no reconcile moves a trial's end: a trial
+	// of 30 days for each new organization is expiresAfter: 720h.
+	// +optional
+	Window *GrantTemplateWindow `json:"window,omitempty" protobuf:"bytes,3,opt,name=window"`
+}
+
+// GrantTemplateWindow is a grant's time window, relative to its trigger's
+// creation.
+// +kubebuilder:validation:XValidation:rule="has(self.startsAfter) || has(self.expiresAfter)",message="a window needs startsAfter, expiresAfter or both; remove window for a grant that always counts"
+// +kubebuilder:validation:XValidation:rule="!has(self.startsAfter) || duration(self.startsAfter) >= duration('0s')",message="startsAfter must not be negative: a grant's start is at or after its trigger's creation",fieldPath=".startsAfter"
+// +kubebuilder:validation:XValidation:rule="!has(self.expiresAfter) || duration(self.expiresAfter) > duration(has(self.startsAfter) ? self.startsAfter : '0s')",message="expiresAfter must be later than startsAfter (and than the trigger's creation): a window ends after it starts",fieldPath=".expiresAfter"
+type GrantTemplateWindow struct {
+	// startsAfter is how long after the trigger's creation the grant
+	// starts to count (its spec.validFrom); absent: at once.
+	// +optional
+	StartsAfter *metav1.Duration `json:"startsAfter,omitempty" protobuf:"bytes,1,opt,name=startsAfter"`
+
+	// expiresAfter is how long after the trigger's creation the grant
+	// stops counting (its spec.expiresAt); absent: never.
+	// +optional
+	ExpiresAfter *metav1.Duration `json:"expiresAfter,omitempty" protobuf:"bytes,2,opt,name=expiresAfter"`
 }
 
 // ResourceGrantTemplate is the template of the grants a policy creates.

@@ -70,6 +70,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &quotav1alpha1.GrantTemplateAllowanceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("GrantTemplateBucket"):
 		return &quotav1alpha1.GrantTemplateBucketApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("GrantTemplateWindow"):
+		return &quotav1alpha1.GrantTemplateWindowApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("GrantWindowStatus"):
 		return &quotav1alpha1.GrantWindowStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ParentContext"):

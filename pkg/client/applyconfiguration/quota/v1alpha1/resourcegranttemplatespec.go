@@ -11,6 +11,11 @@ type ResourceGrantTemplateSpecApplyConfiguration struct {
 	ConsumerRef *TemplateConsumerRefApplyConfiguration `json:"consumerRef,omitempty"`
 	// allowances are the quotas granted.
 	Allowances []GrantTemplateAllowanceApplyConfiguration `json:"allowances,omitempty"`
+	// window, when set, gives every grant the policy writes a time window
+	// measured from its trigger's metadata.creationTimestamp, never from
+	// the current time, so that no reconcile moves a trial's end: a trial
+	// of 30 days for each new organization is expiresAfter: 720h.
+	Window *GrantTemplateWindowApplyConfiguration `json:"window,omitempty"`
 }
 
 // ResourceGrantTemplateSpecApplyConfiguration constructs a declarative configuration of the ResourceGrantTemplateSpec type for use with
@@ -37,5 +42,13 @@ func (b *ResourceGrantTemplateSpecApplyConfiguration) WithAllowances(values ...*
 		}
 		b.Allowances = append(b.Allowances, *values[i])
 	}
+	return b
+}
+
+// WithWindow sets the Window field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Window field is set to the value of the last call.
+func (b *ResourceGrantTemplateSpecApplyConfiguration) WithWindow(value *GrantTemplateWindowApplyConfiguration) *ResourceGrantTemplateSpecApplyConfiguration {
+	b.Window = value
 	return b
 }
