@@ -110,8 +110,16 @@ func (r *reconciler) decide(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 	if qr.Status.AtRequest != nil {
 		asked = qr.Status.AtRequest.Limit
 	}
-	if qr.Spec.RequestedLimit < asked && qr.Spec.RequestedLimit < b.Status.Limit {
-		plan, perr := quota.PlanLimitChange(b.Status.Limit, b.Status.Allocated, qr.Spec.RequestedLimit, grants)
+	l := limitsOf(b)
+	if refusal := temporaryDecreaseRefusal(qr, l); refusal != "" {
+		qr.Status.Decision = r.decision(qr, quotav1alpha1.VerdictDeny, DecidedByQuotaplane)
+		qr.Status.Decision.Reason = refusal
+		return 0, r.finish(ctx, qr, quotav1alpha1.QuotaRequestDenied, "Refused", "refused: "+refusal)
+	}
+	if !temporary(qr) && qr.Spec.RequestedLimit < asked && qr.Spec.RequestedLimit < l.permanent {
+		// Planned against the permanent limit: a decrease never lowers a
+		// windowed grant (bucket lists none of them).
+		plan, perr := quota.PlanLimitChange(l.permanent, b.Status.Allocated, qr.Spec.RequestedLimit, grants)
 		if perr != nil {
 			qr.Status.Decision = r.decision(qr, quotav1alpha1.VerdictDeny, DecidedByQuotaplane)
 			qr.Status.Decision.Reason = perr.Error()
@@ -119,7 +127,7 @@ func (r *reconciler) decide(ctx context.Context, qr *quotav1alpha1.QuotaRequest)
 		}
 		qr.Status.Decision = r.decision(qr, quotav1alpha1.VerdictApprove, DecidedByQuotaplane)
 		qr.Status.Decision.Reason = "a decrease is applied at once"
-		r.record(qr, b.Status.Limit, plan)
+		r.record(qr, l.permanent, plan, nil)
 		if err := r.client.Status().Update(ctx, qr); err != nil {
 			return 0, err
 		}
@@ -179,13 +187,15 @@ func (r *reconciler) apply(ctx context.Context, qr *quotav1alpha1.QuotaRequest) 
 		}
 		// An approval never lowers the limit: another approval may have
 		// raised it past this one since it was asked. (A decrease is
-		// planned where it is decided, in decide.)
-		target = max(target, b.Status.Limit)
-		plan, err := quota.PlanLimitChange(b.Status.Limit, b.Status.Allocated, target, grants)
+		// planned where it is decided, in decide.) A temporary one is an
+		// expiring grant on top of the limit now; a permanent one is
+		// planned against the limit without windowed grants.
+		l := limitsOf(b)
+		plan, until, err := planApproval(qr, l, target, grants, r.now())
 		if err != nil {
 			return 0, r.finish(ctx, qr, quotav1alpha1.QuotaRequestDenied, "Refused", "approved, but it cannot be applied: "+err.Error())
 		}
-		r.record(qr, b.Status.Limit, plan)
+		r.record(qr, l.base(qr), plan, until)
 		if err := r.client.Status().Update(ctx, qr); err != nil {
 			return 0, err
 		}
@@ -207,6 +217,9 @@ func (r *reconciler) apply(ctx context.Context, qr *quotav1alpha1.QuotaRequest) 
 	from, to := *qr.Status.LimitAtDecision, *qr.Status.GrantedLimit
 	var how string
 	switch {
+	case qr.Status.Grant != nil && qr.Status.Grant.ExpiresAt != nil:
+		how = fmt.Sprintf("limit %d -> %d until %s (ResourceGrant %s, +%d, expiring then)", from, to,
+			qr.Status.Grant.ExpiresAt.UTC().Format(time.RFC3339), qr.Status.Grant.Name, qr.Status.Grant.Amount)
 	case qr.Status.Grant != nil:
 		how = fmt.Sprintf("limit %d -> %d (ResourceGrant %s, +%d)", from, to, qr.Status.Grant.Name, qr.Status.Grant.Amount)
 	case len(qr.Status.ReducedGrants) > 0:
@@ -221,12 +234,12 @@ func (r *reconciler) apply(ctx context.Context, qr *quotav1alpha1.QuotaRequest) 
 }
 
 // record writes the plan into the status, before it is carried out.
-func (r *reconciler) record(qr *quotav1alpha1.QuotaRequest, limit int64, plan quota.LimitChange) {
+func (r *reconciler) record(qr *quotav1alpha1.QuotaRequest, limit int64, plan quota.LimitChange, until *metav1.Time) {
 	qr.Status.LimitAtDecision = &limit
 	target := plan.Target
 	qr.Status.GrantedLimit = &target
 	if plan.Grant > 0 {
-		qr.Status.Grant = &quotav1alpha1.QuotaRequestGrant{Name: GrantName(qr), Amount: plan.Grant}
+		qr.Status.Grant = &quotav1alpha1.QuotaRequestGrant{Name: GrantName(qr), Amount: plan.Grant, ExpiresAt: until}
 	}
 	for _, l := range plan.Lowered {
 		qr.Status.ReducedGrants = append(qr.Status.ReducedGrants, quotav1alpha1.QuotaRequestGrant{Name: l.Name, Amount: l.Amount})
@@ -318,7 +331,7 @@ func (r *reconciler) ensureGrant(ctx context.Context, qr *quotav1alpha1.QuotaReq
 		ObjectMeta: metav1.ObjectMeta{Namespace: qr.Namespace, Name: g.Name,
 			Labels:      map[string]string{quotav1alpha1.LabelQuotaRequest: qr.Name},
 			Annotations: map[string]string{quotav1alpha1.LabelQuotaRequest + "-uid": string(qr.UID)}},
-		Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: what.consumer, Allowances: []quotav1alpha1.Allowance{{
+		Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: what.consumer, ExpiresAt: g.ExpiresAt, Allowances: []quotav1alpha1.Allowance{{
 			ResourceType: what.resourceType,
 			Buckets:      []quotav1alpha1.GrantBucket{{Amount: g.Amount, Dimensions: what.dimensions}},
 		}}},
@@ -332,7 +345,7 @@ func (r *reconciler) ensureGrant(ctx context.Context, qr *quotav1alpha1.QuotaReq
 		return "", err
 	}
 	a := have.Spec.Allowances
-	if have.Annotations[quotav1alpha1.LabelQuotaRequest+"-uid"] != string(qr.UID) || have.Spec.ConsumerRef != what.consumer ||
+	if have.Annotations[quotav1alpha1.LabelQuotaRequest+"-uid"] != string(qr.UID) || have.Spec.ConsumerRef != what.consumer || !have.Spec.ExpiresAt.Equal(g.ExpiresAt) ||
 		len(a) != 1 || a[0].ResourceType != what.resourceType || len(a[0].Buckets) != 1 || dimsKey(a[0].Buckets[0].Dimensions) != dimsKey(what.dimensions) {
 		return fmt.Sprintf("approved, but ResourceGrant %s/%s exists and is not this request's grant of %s for %s %s: a cluster administrator (system:masters) may delete it, and the approval is applied",
 			qr.Namespace, g.Name, what.resourceType, what.consumer.Kind, what.consumer.Name), nil
@@ -392,9 +405,15 @@ func (r *reconciler) bucket(ctx context.Context, namespace string, what subject)
 			dimsKey(g.Spec.Allowances[0].Buckets[0].Dimensions) != id.Dims {
 			continue
 		}
+		if windowed(&g) && !counting(&g) {
+			continue // not yet started, or expired: not in the bucket
+		}
 		amount := g.Spec.Allowances[0].Buckets[0].Amount
 		if ref, ok := shown[g.Name]; amount > 0 && (!ok || ref.Amount != amount || ref.LastObservedGeneration < g.Generation) {
 			return nil, nil, nil
+		}
+		if windowed(&g) {
+			continue // a temporary increase: never lowered by a decrease
 		}
 		grants = append(grants, quota.RequestGrant{Name: g.Name, Amount: amount, Order: g.CreationTimestamp.UnixNano()})
 	}

@@ -42,6 +42,11 @@ type ContributingGrantRef struct {
 	// taken from.
 	// +optional
 	LastObservedGeneration int64 `json:"lastObservedGeneration" protobuf:"varint,4,opt,name=lastObservedGeneration"`
+
+	// expiresAt is when this grant stops counting (its spec.expiresAt);
+	// absent for a grant without an expiry.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty" protobuf:"bytes,5,opt,name=expiresAt"`
 }
 
 // ClusterUsage is what objects in one member cluster hold of a bucket.

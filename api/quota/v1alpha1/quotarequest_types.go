@@ -55,6 +55,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.requestedLimit == oldSelf.requestedLimit",message="spec.requestedLimit cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".requestedLimit"
 // +kubebuilder:validation:XValidation:rule="self.justification == oldSelf.justification",message="spec.justification cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".justification"
 // +kubebuilder:validation:XValidation:rule="has(self.contact) == has(oldSelf.contact) && (!has(self.contact) || self.contact == oldSelf.contact)",message="spec.contact cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".contact"
+// +kubebuilder:validation:XValidation:rule="has(self.for) == has(oldSelf.for) && (!has(self.for) || self.for == oldSelf.for)",message="spec.for cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".for"
+// +kubebuilder:validation:XValidation:rule="!has(self.for) || duration(self.for) > duration('0s')",message="spec.for is how long a temporary increase lasts and must be positive, for example 720h; remove it to ask for a permanent limit",fieldPath=".for"
 type QuotaRequestSpec struct {
 	// consumerRef is the consumer whose limit should change: the
 	// organization of the request's namespace, or one of its projects.
@@ -90,6 +92,13 @@ type QuotaRequestSpec struct {
 	// request back.
 	// +optional
 	Withdrawn bool `json:"withdrawn,omitempty" protobuf:"varint,7,opt,name=withdrawn"`
+	// for makes the request a temporary increase: once approved, its grant
+	// expires this long after the approval is applied ("720h" for 30 days),
+	// on top of the limit then. Without it the request sets the permanent
+	// limit, planned without the windowed grants counting now. A decrease
+	// cannot be temporary.
+	// +optional
+	For *metav1.Duration `json:"for,omitempty" protobuf:"bytes,8,opt,name=for"`
 }
 
 // QuotaRequestDecision is staff's decision (or an approval rule's), written
@@ -158,6 +167,10 @@ type QuotaRequestGrant struct {
 	// amount it grants: the difference between the limit approved and the
 	// limit when the request was decided.
 	Amount int64 `json:"amount" protobuf:"varint,2,opt,name=amount"`
+	// expiresAt, for a temporary increase (spec.for), is when its grant
+	// stops counting: spec.for after the approval was applied.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty" protobuf:"bytes,3,opt,name=expiresAt"`
 }
 
 // QuotaRequestStatus is where the request is, and what was decided.
@@ -214,6 +227,7 @@ type QuotaRequestStatus struct {
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
 // +kubebuilder:printcolumn:name="Requested",type=integer,JSONPath=`.spec.requestedLimit`
 // +kubebuilder:printcolumn:name="Granted",type=integer,JSONPath=`.status.grantedLimit`
+// +kubebuilder:printcolumn:name="For",type=string,JSONPath=`.spec.for`,priority=1
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Consumer Type",type=string,JSONPath=`.spec.consumerRef.kind`,priority=1
 // +kubebuilder:printcolumn:name="Requested By",type=string,JSONPath=`.status.requestedBy`,priority=1

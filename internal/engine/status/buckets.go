@@ -265,7 +265,11 @@ func bucketStatus(stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) 
 		out.Clusters = append(out.Clusters, quotav1alpha1.ClusterUsage{Name: name, Allocated: st.Clusters[name]})
 	}
 	for _, g := range st.Grants {
-		out.ContributingGrantRefs = append(out.ContributingGrantRefs, quotav1alpha1.ContributingGrantRef{Name: g.Name, Namespace: g.Namespace, Amount: g.Amount, LastObservedGeneration: g.Generation})
+		ref := quotav1alpha1.ContributingGrantRef{Name: g.Name, Namespace: g.Namespace, Amount: g.Amount, LastObservedGeneration: g.Generation}
+		if !g.ExpiresAt.IsZero() {
+			ref.ExpiresAt = &metav1.Time{Time: g.ExpiresAt}
+		}
+		out.ContributingGrantRefs = append(out.ContributingGrantRefs, ref)
 	}
 	cond := metav1.Condition{Type: quotav1alpha1.BucketConditionOverLimit, Status: metav1.ConditionFalse, Reason: "WithinLimit",
 		Message: fmt.Sprintf("%d of %d allocated", st.Allocated, st.Limit), ObservedGeneration: stored.Generation}
@@ -286,7 +290,8 @@ func bucketStatusEqual(a, b quotav1alpha1.AllowanceBucketStatus) bool {
 		return false
 	}
 	for i := range a.ContributingGrantRefs {
-		if a.ContributingGrantRefs[i] != b.ContributingGrantRefs[i] {
+		x, y := a.ContributingGrantRefs[i], b.ContributingGrantRefs[i]
+		if x.Name != y.Name || x.Namespace != y.Namespace || x.Amount != y.Amount || x.LastObservedGeneration != y.LastObservedGeneration || !x.ExpiresAt.Equal(y.ExpiresAt) {
 			return false
 		}
 	}

@@ -2,6 +2,10 @@
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // ContributingGrantRefApplyConfiguration represents a declarative configuration of the ContributingGrantRef type for use
 // with apply.
 //
@@ -16,6 +20,9 @@ type ContributingGrantRefApplyConfiguration struct {
 	// lastObservedGeneration is the grant's generation these numbers were
 	// taken from.
 	LastObservedGeneration *int64 `json:"lastObservedGeneration,omitempty"`
+	// expiresAt is when this grant stops counting (its spec.expiresAt);
+	// absent for a grant without an expiry.
+	ExpiresAt *v1.Time `json:"expiresAt,omitempty"`
 }
 
 // ContributingGrantRefApplyConfiguration constructs a declarative configuration of the ContributingGrantRef type for use with
@@ -53,5 +60,13 @@ func (b *ContributingGrantRefApplyConfiguration) WithAmount(value int64) *Contri
 // If called multiple times, the LastObservedGeneration field is set to the value of the last call.
 func (b *ContributingGrantRefApplyConfiguration) WithLastObservedGeneration(value int64) *ContributingGrantRefApplyConfiguration {
 	b.LastObservedGeneration = &value
+	return b
+}
+
+// WithExpiresAt sets the ExpiresAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ExpiresAt field is set to the value of the last call.
+func (b *ContributingGrantRefApplyConfiguration) WithExpiresAt(value v1.Time) *ContributingGrantRefApplyConfiguration {
+	b.ExpiresAt = &value
 	return b
 }

@@ -2,6 +2,10 @@
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // QuotaRequestGrantApplyConfiguration represents a declarative configuration of the QuotaRequestGrant type for use
 // with apply.
 //
@@ -12,6 +16,9 @@ type QuotaRequestGrantApplyConfiguration struct {
 	// amount it grants: the difference between the limit approved and the
 	// limit when the request was decided.
 	Amount *int64 `json:"amount,omitempty"`
+	// expiresAt, for a temporary increase (spec.for), is when its grant
+	// stops counting: spec.for after the approval was applied.
+	ExpiresAt *v1.Time `json:"expiresAt,omitempty"`
 }
 
 // QuotaRequestGrantApplyConfiguration constructs a declarative configuration of the QuotaRequestGrant type for use with
@@ -33,5 +40,13 @@ func (b *QuotaRequestGrantApplyConfiguration) WithName(value string) *QuotaReque
 // If called multiple times, the Amount field is set to the value of the last call.
 func (b *QuotaRequestGrantApplyConfiguration) WithAmount(value int64) *QuotaRequestGrantApplyConfiguration {
 	b.Amount = &value
+	return b
+}
+
+// WithExpiresAt sets the ExpiresAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ExpiresAt field is set to the value of the last call.
+func (b *QuotaRequestGrantApplyConfiguration) WithExpiresAt(value v1.Time) *QuotaRequestGrantApplyConfiguration {
+	b.ExpiresAt = &value
 	return b
 }

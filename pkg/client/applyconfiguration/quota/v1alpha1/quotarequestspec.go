@@ -4,6 +4,7 @@ package v1alpha1
 
 import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // QuotaRequestSpecApplyConfiguration represents a declarative configuration of the QuotaRequestSpec type for use
@@ -33,6 +34,12 @@ type QuotaRequestSpecApplyConfiguration struct {
 	// withdrawn, set by the tenant while the request is pending, takes the
 	// request back.
 	Withdrawn *bool `json:"withdrawn,omitempty"`
+	// for makes the request a temporary increase: once approved, its grant
+	// expires this long after the approval is applied ("720h" for 30 days),
+	// on top of the limit then. Without it the request sets the permanent
+	// limit, planned without the windowed grants counting now. A decrease
+	// cannot be temporary.
+	For *v1.Duration `json:"for,omitempty"`
 }
 
 // QuotaRequestSpecApplyConfiguration constructs a declarative configuration of the QuotaRequestSpec type for use with
@@ -99,5 +106,13 @@ func (b *QuotaRequestSpecApplyConfiguration) WithContact(value string) *QuotaReq
 // If called multiple times, the Withdrawn field is set to the value of the last call.
 func (b *QuotaRequestSpecApplyConfiguration) WithWithdrawn(value bool) *QuotaRequestSpecApplyConfiguration {
 	b.Withdrawn = &value
+	return b
+}
+
+// WithFor sets the For field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the For field is set to the value of the last call.
+func (b *QuotaRequestSpecApplyConfiguration) WithFor(value v1.Duration) *QuotaRequestSpecApplyConfiguration {
+	b.For = &value
 	return b
 }
