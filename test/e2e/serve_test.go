@@ -58,10 +58,10 @@ type serveProcess struct {
 }
 
 // startServe starts `quotaplane serve` and waits for its one-line banner.
-func startServe(t *testing.T, bin, dataDir string, port int) *serveProcess {
+func startServe(t *testing.T, bin, dataDir string, port int, args ...string) *serveProcess {
 	t.Helper()
 	p := &serveProcess{stderr: &bytes.Buffer{}, exitErr: make(chan error, 1)}
-	p.cmd = exec.Command(bin, "serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(port))
+	p.cmd = exec.Command(bin, append([]string{"serve", "--data-dir", dataDir, "--secure-port", strconv.Itoa(port)}, args...)...)
 	p.cmd.Stderr = p.stderr
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -358,8 +358,8 @@ func serveForKill(t *testing.T) *killTarget {
 	return k
 }
 
-// restart starts serve again after a kill.
-func (k *killTarget) restart(t *testing.T) {
+// restart starts serve again after a kill, with args added.
+func (k *killTarget) restart(t *testing.T, args ...string) {
 	t.Helper()
-	k.proc = startServe(t, k.bin, k.dataDir, k.port)
+	k.proc = startServe(t, k.bin, k.dataDir, k.port, args...)
 }
