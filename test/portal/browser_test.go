@@ -97,6 +97,25 @@ func signIn(t *testing.T, ctx context.Context, token, hash string) {
 // text waits until the first element sel matches holds want.
 func waitText(t *testing.T, ctx context.Context, sel, want string, timeout time.Duration) {
 	t.Helper()
+	waitTextThat(t, ctx, sel, fmt.Sprintf("%q", want), func(s string) bool { return s == want }, timeout)
+}
+
+// waitTextContaining waits until the first element sel matches holds every
+// one of parts.
+func waitTextContaining(t *testing.T, ctx context.Context, sel string, timeout time.Duration, parts ...string) {
+	t.Helper()
+	waitTextThat(t, ctx, sel, fmt.Sprintf("text containing %q", parts), func(s string) bool {
+		for _, p := range parts {
+			if !strings.Contains(s, p) {
+				return false
+			}
+		}
+		return true
+	}, timeout)
+}
+
+func waitTextThat(t *testing.T, ctx context.Context, sel, want string, ok func(string) bool, timeout time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var got string
 	for time.Now().Before(deadline) {
@@ -104,12 +123,12 @@ func waitText(t *testing.T, ctx context.Context, sel, want string, timeout time.
 		text, err := chromedp.Run(c, chromedp.Text(chromedp.CSS(sel)))
 		cancel()
 		got = text
-		if err == nil && strings.TrimSpace(got) == want {
+		if err == nil && ok(strings.TrimSpace(got)) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s shows %q, want %q (waited %s); the page:\n%.3000s", sel, got, want, timeout, pageText(ctx))
+	t.Fatalf("%s shows %q, want %s (waited %s); the page:\n%.3000s", sel, got, want, timeout, pageText(ctx))
 }
 
 // screenshot saves the page as name.png: in docs/images with

@@ -117,6 +117,11 @@ function BucketRow({ org, bucket, pending }) {
   const pct = percent(status.allocated, status.limit);
   const dims = dimsText(spec.dimensions);
   const unit = status.baseUnit ? ` ${status.baseUnit}` : '';
+  // What the engine says of the bucket's limit in time: over it (a grant
+  // lowered or expired under usage), or a grant about to expire.
+  const raised = (type) => (status.conditions || []).find((c) => c.type === type && c.status === 'True');
+  const over = raised('OverLimit');
+  const soon = raised('ExpiringSoon');
   return html`
     <div class="bucket" data-consumer=${consumerText(ref)} data-resource-type=${spec.resourceType}
          data-dimensions=${dims}>
@@ -140,6 +145,8 @@ function BucketRow({ org, bucket, pending }) {
           </span>`}
         ${pending.length > 0 && html`<span class="badge pending">${pending.length} pending request${pending.length > 1 ? 's' : ''}</span>`}
       </div>
+      ${over && html`<p class="bucket-warning over-limit" role="alert"><strong>Over its limit:</strong> ${over.message}</p>`}
+      ${soon && html`<p class="bucket-warning expiring-soon"><strong>Expiring soon:</strong> ${soon.message}</p>`}
       <a class="button request-increase"
          href=${requestHref({ org, kind: ref.kind, consumer: ref.name, resourceType: spec.resourceType, dimensions: spec.dimensions })}>
         Request increase
