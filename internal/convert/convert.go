@@ -78,6 +78,9 @@ func Grant(g *quotav1alpha1.ResourceGrant) quota.Grant {
 		out.Budget = &quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: org}
 	}
 	out.Window = GrantWindow(g.Spec.ValidFrom, g.Spec.ExpiresAt)
+	// The phase the grant itself records (the engine's cache also honours
+	// the ledger's records, which may be ahead of it).
+	out.Phase = out.Window.Honoured(RecordedPhase(g))
 	for _, a := range g.Spec.Allowances {
 		al := quota.Allowance{ResourceType: string(a.ResourceType)}
 		for _, b := range a.Buckets {
