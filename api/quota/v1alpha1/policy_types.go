@@ -443,11 +443,15 @@ type GrantTemplateWindow struct {
 	// startsAfter is how long after the trigger's creation the grant
 	// starts to count (its spec.validFrom); absent: at once.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	StartsAfter *metav1.Duration `json:"startsAfter,omitempty" protobuf:"bytes,1,opt,name=startsAfter"`
 
 	// expiresAfter is how long after the trigger's creation the grant
 	// stops counting (its spec.expiresAt); absent: never.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	ExpiresAfter *metav1.Duration `json:"expiresAfter,omitempty" protobuf:"bytes,2,opt,name=expiresAfter"`
 }
 

@@ -55,8 +55,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.requestedLimit == oldSelf.requestedLimit",message="spec.requestedLimit cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".requestedLimit"
 // +kubebuilder:validation:XValidation:rule="self.justification == oldSelf.justification",message="spec.justification cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".justification"
 // +kubebuilder:validation:XValidation:rule="has(self.contact) == has(oldSelf.contact) && (!has(self.contact) || self.contact == oldSelf.contact)",message="spec.contact cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".contact"
-// +kubebuilder:validation:XValidation:rule="has(self.for) == has(oldSelf.for) && (!has(self.for) || self.for == oldSelf.for)",message="spec.for cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".for"
-// +kubebuilder:validation:XValidation:rule="!has(self.for) || duration(self.for) > duration('0s')",message="spec.for is how long a temporary increase lasts and must be positive, for example 720h; remove it to ask for a permanent limit",fieldPath=".for"
+// +kubebuilder:validation:XValidation:rule="has(self.__for__) == has(oldSelf.__for__) && (!has(self.__for__) || self.__for__ == oldSelf.__for__)",message="spec.for cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".for"
+// +kubebuilder:validation:XValidation:rule="!has(self.__for__) || duration(self.__for__) > duration('0s')",message="spec.for is how long a temporary increase lasts and must be positive, for example 720h; remove it to ask for a permanent limit",fieldPath=".for"
 type QuotaRequestSpec struct {
 	// consumerRef is the consumer whose limit should change: the
 	// organization of the request's namespace, or one of its projects.
@@ -98,6 +98,8 @@ type QuotaRequestSpec struct {
 	// limit, planned without the windowed grants counting now. A decrease
 	// cannot be temporary.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	For *metav1.Duration `json:"for,omitempty" protobuf:"bytes,8,opt,name=for"`
 }
 
