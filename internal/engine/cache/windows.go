@@ -46,6 +46,12 @@ func (c *Cache) phaseOfLocked(g *quotav1alpha1.ResourceGrant, w quota.Window) qu
 		c.windows[uid] = st
 	}
 	st.onGrant = convert.RecordedPhase(g)
+	if _, writing := c.windowsDue[uid]; writing {
+		// Its record is being written to the ledger: it counts once that
+		// succeeded (ApplyWindows), not before.
+		c.windowCheck = time.Time{}
+		return st.honoured()
+	}
 	if r, ok := c.windowRecords[uid]; ok {
 		rw := quota.Window{From: r.From, Until: r.Until}
 		switch {

@@ -52,6 +52,12 @@ func TestAWindowCountsOnlyOnceRecorded(t *testing.T) {
 	if l := limit(c); l != 2 {
 		t.Fatalf("counted before ApplyWindows (the ledger's write): limit %d", l)
 	}
+	// The grant changes while its start is being written: still not
+	// counted until the write succeeded.
+	c.GrantChanged(windowed(&from, &until, ""))
+	if l := limit(c); l != 2 {
+		t.Fatalf("a grant changed while its start was being recorded counts before the record: limit %d", l)
+	}
 	c.ApplyWindows()
 	if l := limit(c); l != 7 {
 		t.Fatalf("after the start was recorded: limit %d, want 7", l)
