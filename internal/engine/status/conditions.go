@@ -155,16 +155,16 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) (time.Dura
 		(expires && !conditionChanged(g.Status.Conditions, soon) || !expires && meta.FindStatusCondition(g.Status.Conditions, quotav1alpha1.GrantConditionExpiringSoon) == nil) {
 		return requeue, nil
 	}
-	if expires && soon.Status == metav1.ConditionTrue && !meta.IsStatusConditionTrue(g.Status.Conditions, soon.Type) && w.Event != nil {
-		// Raised once: the stored condition is True from now on.
-		w.Event(g, corev1.EventTypeWarning, soon.Reason, soon.Message)
+	// The window's Events are recorded once the status that holds them is
+	// written, so a write that conflicts and is retried raises them once.
+	var windowEvents [][3]string
+	if expires && soon.Status == metav1.ConditionTrue && !meta.IsStatusConditionTrue(g.Status.Conditions, soon.Type) {
+		windowEvents = append(windowEvents, [3]string{corev1.EventTypeWarning, soon.Reason, soon.Message})
 	}
-	if expires && conditionChanged(g.Status.Conditions, soon) && w.ExpiryChanged != nil {
-		w.ExpiryChanged(qg)
+	if et, reason, msg, ok := windowEvent(g, window, c); ok {
+		windowEvents = append(windowEvents, [3]string{et, reason, msg})
 	}
-	if et, reason, msg, ok := windowEvent(g, window, c); ok && w.Event != nil {
-		w.Event(g, et, reason, msg)
-	}
+	soonChanged := expires && conditionChanged(g.Status.Conditions, soon)
 	if v.Cause == quota.CauseResourceTypeNotRegistered && w.Event != nil {
 		w.Event(g, corev1.EventTypeWarning, quota.CauseResourceTypeNotRegistered, c.Message)
 	}
@@ -183,7 +183,18 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) (time.Dura
 		}
 		meta.SetStatusCondition(&updated.Status.Conditions, found)
 	}
-	return requeue, w.UpdateStatus(ctx, updated)
+	if err := w.UpdateStatus(ctx, updated); err != nil {
+		return 0, err
+	}
+	for _, e := range windowEvents {
+		if w.Event != nil {
+			w.Event(g, e[0], e[1], e[2])
+		}
+	}
+	if soonChanged && w.ExpiryChanged != nil {
+		w.ExpiryChanged(qg)
+	}
+	return requeue, nil
 }
 
 // consumerCondition is the ConsumerFound condition of a grant naming an
