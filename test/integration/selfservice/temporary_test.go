@@ -107,3 +107,34 @@ func TestATemporaryIncreaseExpires(t *testing.T) {
 		t.Errorf("the temporary grant after its expiry: window %+v", grant.Status.Window)
 	}
 }
+
+// TestARuleApprovesShortTemporaryIncreases: an approval rule reads
+// spec.for (as string(request.spec['for']): for is a CEL reserved word, and
+// request is untyped) and
+// approves temporary increases of up to a week; a longer one, and a
+// permanent one, wait for staff.
+func TestARuleApprovesShortTemporaryIncreases(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	org := w.consumer("Organization", w.org)
+	rule := &quotav1alpha1.QuotaApprovalRule{ObjectMeta: metav1.ObjectMeta{Name: "a-week-" + w.org}, Spec: quotav1alpha1.QuotaApprovalRuleSpec{
+		ResourceTypes: []quotav1alpha1.ResourceType{quotav1alpha1.ResourceType(w.rt)},
+		Expression:    "'for' in request.spec && duration(string(request.spec['for'])) <= duration('168h')"}}
+	w.create(rule)
+	t.Cleanup(func() { _ = w.admin.Delete(ctx, rule) })
+	w.poll("the rule to compile", func() bool {
+		got := &quotav1alpha1.QuotaApprovalRule{}
+		return w.admin.Get(ctx, client.ObjectKeyFromObject(rule), got) == nil && len(got.Status.Conditions) == 1 &&
+			got.Status.Conditions[0].Status == metav1.ConditionTrue
+	})
+	short := w.state(w.ask(w.temporary(org, w.rt, 30, 72*time.Hour)), quotav1alpha1.QuotaRequestApproved)
+	if short.Status.Decision.Rule != rule.Name || short.Status.Grant == nil || short.Status.Grant.ExpiresAt == nil {
+		t.Fatalf("a 72 h increase under a rule for a week: decision %+v, grant %+v", short.Status.Decision, short.Status.Grant)
+	}
+	for _, qr := range []*quotav1alpha1.QuotaRequest{w.temporary(org, w.rt, 40, 720*time.Hour), w.request(org, w.rt, 40)} {
+		got := w.until(w.ask(qr), func(q *quotav1alpha1.QuotaRequest) bool { return strings.Contains(q.Status.Message, "waiting for staff") })
+		if got.Status.State != quotav1alpha1.QuotaRequestPending {
+			t.Fatalf("a request the rule does not cover (for %v): %+v", qr.Spec.For, got.Status)
+		}
+	}
+}
