@@ -132,7 +132,9 @@ func TestARuleApprovesShortTemporaryIncreases(t *testing.T) {
 		t.Fatalf("a 72 h increase under a rule for a week: decision %+v, grant %+v", short.Status.Decision, short.Status.Grant)
 	}
 	for _, qr := range []*quotav1alpha1.QuotaRequest{w.temporary(org, w.rt, 40, 720*time.Hour), w.request(org, w.rt, 40)} {
-		got := w.until(w.ask(qr), func(q *quotav1alpha1.QuotaRequest) bool { return strings.Contains(q.Status.Message, "waiting for staff") })
+		got := w.until(w.ask(qr), func(q *quotav1alpha1.QuotaRequest) bool {
+			return strings.Contains(q.Status.Message, "waiting for staff")
+		})
 		if got.Status.State != quotav1alpha1.QuotaRequestPending {
 			t.Fatalf("a request the rule does not cover (for %v): %+v", qr.Spec.For, got.Status)
 		}
