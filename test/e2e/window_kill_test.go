@@ -33,7 +33,7 @@ func TestGrantExpirySurvivesKill(t *testing.T) {
 	ctx := context.Background()
 	f := quotatest.NewFixture(t, k.c)
 	f.SecretsPolicy(1)
-	until := metav1.NewTime(time.Now().Add(8 * time.Second).Truncate(time.Second))
+	until := metav1.NewTime(time.Now().Add(12 * time.Second).Truncate(time.Second))
 	trial := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: "trial", Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{
 		ConsumerRef: f.Org, ExpiresAt: &until,
 		Allowances: []quotav1alpha1.Allowance{{ResourceType: f.RT("secrets"), Buckets: []quotav1alpha1.GrantBucket{{Amount: 2}}}}}}

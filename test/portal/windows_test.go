@@ -49,7 +49,7 @@ func TestThePortalShowsATrialEndingAndTheLimitBelowUsage(t *testing.T) {
 	must(wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return grant("platform", 2, nil) == nil, nil // the registration is active a moment after it is created
 	}))
-	until := metav1.NewTime(time.Now().Add(15 * time.Second).Truncate(time.Second))
+	until := metav1.NewTime(time.Now().Add(20 * time.Second).Truncate(time.Second))
 	must(grant("trial", 3, &until))
 	must(wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := admin.Create(ctx, &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "training", Namespace: ns}, Spec: quotav1alpha1.ResourceClaimSpec{
@@ -64,7 +64,7 @@ func TestThePortalShowsATrialEndingAndTheLimitBelowUsage(t *testing.T) {
 	waitTextContaining(t, tenant, bucketSel("Organization", org, rt, "expiring-soon"), 20*time.Second,
 		"Expiring soon", "ResourceGrant "+ns+"/trial (3)", "falls from 5 to 2")
 	if time.Now().After(until.Time) {
-		t.Fatal("the page showed the warning only after the expiry; the machine is too slow for this test's 15 s")
+		t.Fatal("the page showed the warning only after the expiry; the machine is too slow for this test's 20 s")
 	}
 	waitText(t, tenant, bucketSel("Organization", org, rt, "limit"), "2", 40*time.Second)
 	waitTextContaining(t, tenant, bucketSel("Organization", org, rt, "over-limit"), 20*time.Second,

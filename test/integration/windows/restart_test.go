@@ -40,7 +40,7 @@ func TestANewLeaderWithItsClockBehindHonoursTheRecords(t *testing.T) {
 	f := quotatest.NewFixture(t, quotatest.NewClient(t, s.Config))
 	f.SecretsPolicy(1)
 	now := time.Now().Truncate(time.Second)
-	from, until := metav1.NewTime(now.Add(3*time.Second)), metav1.NewTime(now.Add(6*time.Second))
+	from, until := metav1.NewTime(now.Add(8*time.Second)), metav1.NewTime(now.Add(12*time.Second))
 	boost := windowedGrant(t, f, "boost", 1, &from, nil)
 	trial := windowedGrant(t, f, "trial", 2, nil, &until)
 	f.WaitBucket(quotatest.N(3, 0, 3), "secrets")

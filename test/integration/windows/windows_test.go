@@ -81,7 +81,7 @@ func waitEvent(t *testing.T, f *quotatest.Fixture, ns, name, reason string) core
 func TestAGrantStartingLaterCountsFromItsStart(t *testing.T) {
 	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
 	f.SecretsPolicy(1)
-	from := metav1.NewTime(time.Now().Add(6 * time.Second).Truncate(time.Second))
+	from := metav1.NewTime(time.Now().Add(10 * time.Second).Truncate(time.Second))
 	g := windowedGrant(t, f, "launch-week", 2, &from, nil)
 	c := f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionFalse)
 	if c.Reason != quotav1alpha1.GrantReasonNotYetValid || !strings.Contains(c.Message, from.UTC().Format(time.RFC3339)) {
@@ -96,7 +96,7 @@ func TestAGrantStartingLaterCountsFromItsStart(t *testing.T) {
 		t.Fatalf("a create beyond the permanent limit before the grant starts: want 403, got %v", err)
 	}
 	if time.Now().After(from.Time) {
-		t.Fatal("the test reached the grant's start before checking it did not count yet; the machine is too slow for this test's 6 s")
+		t.Fatal("the test reached the grant's start before checking it did not count yet; the machine is too slow for this test's 10 s")
 	}
 
 	started := waitPhase(t, f, g, quotav1alpha1.GrantWindowActive, 30*time.Second)
@@ -132,7 +132,7 @@ func TestAGrantStartingLaterCountsFromItsStart(t *testing.T) {
 func TestAGrantExpiringBelowUsageRevokesNothing(t *testing.T) {
 	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
 	f.SecretsPolicy(1)
-	until := metav1.NewTime(time.Now().Add(8 * time.Second).Truncate(time.Second))
+	until := metav1.NewTime(time.Now().Add(12 * time.Second).Truncate(time.Second))
 	g := windowedGrant(t, f, "trial", 3, nil, &until)
 	c := f.WaitCondition(g, quotav1alpha1.GrantConditionActive, metav1.ConditionTrue)
 	if !strings.Contains(c.Message, until.UTC().Format(time.RFC3339)) {
@@ -158,7 +158,7 @@ func TestAGrantExpiringBelowUsageRevokesNothing(t *testing.T) {
 		t.Errorf("the bucket's ExpiringSoon does not name the grant and the limit after it: %q", bucketSoon.Message)
 	}
 	if time.Now().After(until.Time) {
-		t.Fatal("the test reached the expiry before checking the warning; the machine is too slow for this test's 8 s")
+		t.Fatal("the test reached the expiry before checking the warning; the machine is too slow for this test's 12 s")
 	}
 
 	expired := waitPhase(t, f, g, quotav1alpha1.GrantWindowExpired, 30*time.Second)
