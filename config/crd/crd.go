@@ -76,3 +76,21 @@ func StorageVersion(kind string) (string, error) {
 	}
 	return "", fmt.Errorf("no quota CRD has kind %s", kind)
 }
+
+// NeverStored is the file controller-gen writes for QuotaReview, a kind
+// answered by serve and never stored: no cluster gets its CRD, and
+// hack/update-generated.sh moves it from bases/ to review/, where serve
+// reads the kind's schema (Review).
+const NeverStored = "quota.miloapis.com_quotareviews.yaml"
+
+//go:embed review/quota.miloapis.com_quotareviews.yaml
+var review []byte
+
+// Review is QuotaReview's definition: its schema, never installed.
+func Review() (*apiextensionsv1.CustomResourceDefinition, error) {
+	c := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(review, c); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", NeverStored, err)
+	}
+	return c, nil
+}

@@ -3,6 +3,8 @@ package crdinstall
 import (
 	"context"
 	"fmt"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -138,6 +140,24 @@ func InstallRoles(ctx context.Context, cfg *rest.Config) error {
 		if err != nil {
 			return fmt.Errorf("installing ClusterRole %s: %w", want.Name, err)
 		}
+	}
+	return bindReviewers(ctx, client)
+}
+
+// ReviewerRole is the ClusterRole every authenticated user is bound to:
+// creating QuotaReviews, as system:basic-user creates
+// SelfSubjectAccessReviews.
+const ReviewerRole = "quotaplane-quota-reviewer"
+
+// bindReviewers binds ReviewerRole to system:authenticated, once: a binding
+// an administrator changed since is left as it is.
+func bindReviewers(ctx context.Context, client kubernetes.Interface) error {
+	b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ReviewerRole, Labels: map[string]string{"app.kubernetes.io/part-of": "quotaplane"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ReviewerRole},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: user.AllAuthenticated}}}
+	_, err := client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("binding ClusterRole %s to %s: %w", ReviewerRole, user.AllAuthenticated, err)
 	}
 	return nil
 }

@@ -63,6 +63,15 @@ func (c *Client) DecideUpdate(ctx context.Context, session string, obj admit.Obj
 	return resp.Update.result(), resp.Held, err
 }
 
+// Review asks the leader to decide a review's steps.
+func (c *Client) Review(ctx context.Context, steps []admit.ReviewStep) (admit.ReviewResult, error) {
+	resp, err := c.ask(ctx, ReviewPath, &ReviewRequest{Steps: steps})
+	if resp.Review == nil {
+		return admit.ReviewResult{}, err
+	}
+	return *resp.Review, err
+}
+
 // UndoEarlierAttempt asks the leader to undo what the session decided
 // before for the object.
 func (c *Client) UndoEarlierAttempt(ctx context.Context, session, objectUID string) error {

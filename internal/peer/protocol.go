@@ -15,6 +15,8 @@ const (
 	UpdatePath = prefix + "decide/update"
 	// BudgetPath decides a delegated grant's budget.
 	BudgetPath = prefix + "decide/budget"
+	// ReviewPath decides a QuotaReview's steps, taking nothing.
+	ReviewPath = prefix + "review"
 	// UndoPath undoes a session's earlier decision for an update that
 	// admission runs again.
 	UndoPath = prefix + "undo"
@@ -48,6 +50,12 @@ type BudgetRequest struct {
 	DryRun  bool                         `json:"dryRun,omitempty"`
 }
 
+// ReviewRequest is a review's steps, as the follower's admission rendered
+// them.
+type ReviewRequest struct {
+	Steps []admit.ReviewStep `json:"steps"`
+}
+
 // UndoRequest names the object whose earlier decision in the session is
 // undone.
 type UndoRequest struct {
@@ -69,6 +77,7 @@ type Response struct {
 	Create *admit.AdmitResult  `json:"create,omitempty"`
 	Update *updateResult       `json:"update,omitempty"`
 	Budget *quota.BudgetResult `json:"budget,omitempty"`
+	Review *admit.ReviewResult `json:"review,omitempty"`
 	Held   bool                `json:"held,omitempty"`
 	Error  *Error              `json:"error,omitempty"`
 }

@@ -19,8 +19,9 @@ import (
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
 
-// maxBody bounds a request: a create's rendered claims.
-const maxBody = 4 << 20
+// maxBody bounds a request: a create's rendered claims, or a review's
+// (1,000 objects' claims and changes).
+const maxBody = 32 << 20
 
 // Server answers the other replicas' requests with this replica's engine.
 type Server struct {
@@ -58,6 +59,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ctx = s.Handle.Session(ctx, req.Session)
 			res, err := s.Handle.DecideBudget(ctx, req.Grant, req.DryRun)
 			return Response{Budget: &res, Held: admit.Held(ctx), Error: errorOf(err)}
+		})
+	case ReviewPath:
+		var req ReviewRequest
+		serve(w, r, &req, func(ctx context.Context) Response {
+			res, err := s.Handle.Review(ctx, req.Steps)
+			return Response{Review: &res, Error: errorOf(err)}
 		})
 	case UndoPath:
 		var req UndoRequest

@@ -42,6 +42,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/portal"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/memberserve"
+	"github.com/quotaplane/quotaplane/internal/server/quotareview"
 	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
@@ -71,6 +72,8 @@ type Config struct {
 	collector *collect.Collector
 	// members decides member clusters' reviews (quotaplane webhook).
 	members *memberserve.Reviewer
+	// reviews answers QuotaReviews.
+	reviews *quotareview.REST
 	// portal serves /portal/ (nil with --no-portal).
 	portal *portal.Portal
 	// EtcdServers are the etcd endpoints the server uses (the embedded one's
@@ -98,6 +101,7 @@ type completedConfig struct {
 	planes    *planeserve.Registry
 	collector *collect.Collector
 	members   *memberserve.Reviewer
+	reviews   *quotareview.REST
 	portal    *portal.Portal
 
 	aggregator    aggregatorapiserver.CompletedConfig
@@ -251,9 +255,11 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 
 	ko := cpoptions.NewOptions()
 	c.members = &memberserve.Reviewer{}
+	c.reviews = &quotareview.REST{}
 	link := requestLink(opts.PortalURL)
 	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options, func(p *claimpolicy.Plugin) {
 		c.members.Use(p)
+		c.reviews.Use(p)
 		p.SetIncreaseLink(link)
 	})
 	if !opts.NoPortal {
@@ -342,6 +348,10 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	// review on the cluster (docs/clusters.md).
 	c.members.Authorizer = kubeAPIs.Generic.Authorization.Authorizer
 	planeAuthorizer := &planeserve.Authorizer{Root: kubeAPIs.Generic.Authorization.Authorizer, Registry: c.planes}
+	// A review asks RBAC of each object as its request would be asked (in
+	// a plane, the plane's), and of a claim's consumer as admission does.
+	c.reviews.Authorizer, c.reviews.RootAuthorizer = planeAuthorizer, kubeAPIs.Generic.Authorization.Authorizer
+	c.reviews.Loopback = kubeAPIs.Generic.LoopbackClientConfig
 	kubeAPIs.Generic.Authorization.Authorizer = planeAuthorizer
 	c.controlPlane = kubeAPIs
 	authInfoResolver := webhook.NewDefaultAuthenticationInfoResolverWrapper(kubeAPIs.ProxyTransport, kubeAPIs.Generic.EgressSelector, kubeAPIs.Generic.LoopbackClientConfig, kubeAPIs.Generic.TracerProvider)
@@ -403,6 +413,7 @@ func (c *Config) Complete() CompletedConfig {
 		planes:        c.planes,
 		collector:     c.collector,
 		members:       c.members,
+		reviews:       c.reviews,
 		portal:        c.portal,
 		aggregator:    c.aggregator.Complete(),
 		controlPlane:  c.controlPlane.Complete(),

@@ -88,7 +88,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 		return nil, fmt.Errorf("installing the built-in APIs: %w", err)
 	}
 	if !c.Options.CRDStorage {
-		groups, err := nativeapi.APIGroups(c.controlPlane.Generic.RESTOptionsGetter)
+		groups, err := nativeapi.APIGroups(c.controlPlane.Generic.RESTOptionsGetter, nativeapi.Answered{"quotareviews": c.reviews})
 		if err != nil {
 			return nil, err
 		}

@@ -34,6 +34,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&GrantCreationPolicy{}, &GrantCreationPolicyList{},
 		&QuotaRequest{}, &QuotaRequestList{},
 		&QuotaApprovalRule{}, &QuotaApprovalRuleList{},
+		&QuotaReview{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

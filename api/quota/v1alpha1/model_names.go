@@ -77,3 +77,6 @@ func (QuotaApprovalRule) OpenAPIModelName() string {
 func (QuotaApprovalRuleList) OpenAPIModelName() string {
 	return "com.miloapis.quota.v1alpha1.QuotaApprovalRuleList"
 }
+
+// OpenAPIModelName is the name of QuotaReview's OpenAPI definition.
+func (QuotaReview) OpenAPIModelName() string { return "com.miloapis.quota.v1alpha1.QuotaReview" }

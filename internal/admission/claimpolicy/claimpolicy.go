@@ -325,6 +325,10 @@ func (p *Plugin) validateCreate(ctx context.Context, a admission.Attributes, o a
 
 // decide asks the engine for the claims of one create and answers.
 func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.Object, applying []*inForce, claims []*quotav1alpha1.ResourceClaim) error {
+	if rs := reviewOf(ctx); rs != nil {
+		rs.Asked, rs.Step, rs.Policies = true, admit.ReviewStep{Claims: claims}, names(applying)
+		return nil
+	}
 	kind := a.GetKind()
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()

@@ -121,6 +121,10 @@ func sameCharge(a, b *policy.Rendered) bool {
 
 // decideUpdate asks the engine for the changes of one update and answers.
 func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg target, obj metav1.Object, ref admit.ObjectRef, applying []*inForce, changes []admit.PolicyChange) error {
+	if rs := reviewOf(ctx); rs != nil {
+		rs.Asked, rs.Step, rs.Policies = true, admit.ReviewStep{Update: &ref, Changes: changes}, names(applying)
+		return nil
+	}
 	kind := tg.kind.Kind
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()

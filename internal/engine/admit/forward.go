@@ -33,6 +33,9 @@ type Forwarder interface {
 	DecideUpdate(ctx context.Context, session string, obj ObjectRef, changes []PolicyChange, dryRun bool) (res UpdateResult, held bool, err error)
 	UndoEarlierAttempt(ctx context.Context, session, objectUID string) error
 	DecideBudget(ctx context.Context, session string, g *quotav1alpha1.ResourceGrant, dryRun bool) (res quota.BudgetResult, held bool, err error)
+	// Review decides a review's steps, taking nothing (no session: it
+	// holds nothing).
+	Review(ctx context.Context, steps []ReviewStep) (ReviewResult, error)
 	// Ended reports how the session's request ended (its HTTP status, 0
 	// when unclear); it does not wait for the leader.
 	Ended(session string, status int)

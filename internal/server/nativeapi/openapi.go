@@ -23,6 +23,9 @@ func OpenAPIDefinitions(base common.GetOpenAPIDefinitions) common.GetOpenAPIDefi
 		if err != nil {
 			return defs // the server fails to start on the same error when it installs the groups
 		}
+		if rk, err := reviewKind(); err == nil {
+			ks = append(ks[:len(ks):len(ks)], rk)
+		}
 		for _, k := range ks {
 			name := modelName(k.New())
 			s := k.schema.ToKubeOpenAPI()
@@ -36,6 +39,9 @@ func OpenAPIDefinitions(base common.GetOpenAPIDefinitions) common.GetOpenAPIDefi
 			}}
 			defs[name] = common.OpenAPIDefinition{Schema: *s, Dependencies: []string{objectMeta}}
 
+			if k.answered() {
+				continue // never listed
+			}
 			list := modelName(k.NewList())
 			defs[list] = common.OpenAPIDefinition{
 				Schema: spec.Schema{SchemaProps: spec.SchemaProps{

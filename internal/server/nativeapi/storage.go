@@ -100,8 +100,8 @@ func NewREST(k *Kind, optsGetter generic.RESTOptionsGetter) (*REST, *StatusREST,
 }
 
 // APIGroups builds the API group infos of the native groups, every kind
-// stored through optsGetter.
-func APIGroups(optsGetter generic.RESTOptionsGetter) ([]*genericapiserver.APIGroupInfo, error) {
+// stored through optsGetter; the answered resources served by their storage.
+func APIGroups(optsGetter generic.RESTOptionsGetter, answered Answered) ([]*genericapiserver.APIGroupInfo, error) {
 	ks, err := Kinds()
 	if err != nil {
 		return nil, err
@@ -129,6 +129,16 @@ func APIGroups(optsGetter generic.RESTOptionsGetter) ([]*genericapiserver.APIGro
 		v[k.Resource] = main
 		if status != nil {
 			v[k.Resource+"/status"] = status
+		}
+	}
+	if len(answered) > 0 {
+		rk, err := reviewKind()
+		if err != nil {
+			return nil, err
+		}
+		info := byGroup[rk.GVK.Group]
+		for resource, st := range answered {
+			info.VersionedResourcesStorageMap[rk.GVK.Version][resource] = st
 		}
 	}
 	return out, nil

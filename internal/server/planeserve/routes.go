@@ -21,6 +21,9 @@ const (
 	orgProjects
 	// refused: not served in planes.
 	refused
+	// answered: created and answered, never stored (QuotaReviews: a
+	// plane's review evaluates in the plane).
+	answered
 )
 
 // routeOf is the route of a resource.
@@ -36,6 +39,8 @@ func routeOf(gr schema.GroupResource) route {
 		switch gr.Resource {
 		case "resourceclaims", "resourcegrants", "allowancebuckets":
 			return mapped
+		case "quotareviews":
+			return answered
 		}
 		if notShared[gr.Resource] {
 			return refused

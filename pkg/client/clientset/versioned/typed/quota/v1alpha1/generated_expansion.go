@@ -12,6 +12,8 @@ type QuotaApprovalRuleExpansion interface{}
 
 type QuotaRequestExpansion interface{}
 
+type QuotaReviewExpansion interface{}
+
 type ResourceClaimExpansion interface{}
 
 type ResourceGrantExpansion interface{}

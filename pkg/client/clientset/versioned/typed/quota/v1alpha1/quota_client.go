@@ -17,6 +17,7 @@ type QuotaV1alpha1Interface interface {
 	GrantCreationPoliciesGetter
 	QuotaApprovalRulesGetter
 	QuotaRequestsGetter
+	QuotaReviewsGetter
 	ResourceClaimsGetter
 	ResourceGrantsGetter
 	ResourceRegistrationsGetter
@@ -45,6 +46,10 @@ func (c *QuotaV1alpha1Client) QuotaApprovalRules() QuotaApprovalRuleInterface {
 
 func (c *QuotaV1alpha1Client) QuotaRequests(namespace string) QuotaRequestInterface {
 	return newQuotaRequests(c, namespace)
+}
+
+func (c *QuotaV1alpha1Client) QuotaReviews() QuotaReviewInterface {
+	return newQuotaReviews(c)
 }
 
 func (c *QuotaV1alpha1Client) ResourceClaims(namespace string) ResourceClaimInterface {

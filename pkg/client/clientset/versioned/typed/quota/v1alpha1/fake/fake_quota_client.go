@@ -32,6 +32,10 @@ func (c *FakeQuotaV1alpha1) QuotaRequests(namespace string) v1alpha1.QuotaReques
 	return newFakeQuotaRequests(c, namespace)
 }
 
+func (c *FakeQuotaV1alpha1) QuotaReviews() v1alpha1.QuotaReviewInterface {
+	return newFakeQuotaReviews(c)
+}
+
 func (c *FakeQuotaV1alpha1) ResourceClaims(namespace string) v1alpha1.ResourceClaimInterface {
 	return newFakeResourceClaims(c, namespace)
 }

@@ -1,0 +1,183 @@
+package quotareview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
+)
+
+// decideTimeout bounds the engine's decision of a review, as admission's.
+const decideTimeout = 10 * time.Second
+
+// REST answers QuotaReviews: create only, nothing stored.
+type REST struct {
+	plugin atomic.Pointer[claimpolicy.Plugin]
+	// Authorizer decides, as for the request itself (in a plane, as the
+	// plane does), whether the reviewed user may read, create or patch each
+	// object, and whether the requester may impersonate spec.user. Set
+	// before the server serves.
+	Authorizer authorizer.Authorizer
+	// RootAuthorizer is the root's, which admission decides with: whether
+	// the reviewed user may charge a ResourceClaim's consumer.
+	RootAuthorizer authorizer.Authorizer
+	// Loopback reaches the server, and its planes through
+	// planes.ConfigFor, to read the objects that exist. Set before the
+	// server serves.
+	Loopback *restclient.Config
+
+	mapperOnce sync.Once
+	mapper     meta.ResettableRESTMapper
+	mapperErr  error
+}
+
+var (
+	_ rest.Creater              = &REST{}
+	_ rest.Scoper               = &REST{}
+	_ rest.SingularNameProvider = &REST{}
+	_ rest.Storage              = &REST{}
+)
+
+// Use makes p the plugin objects are reviewed with (claimpolicy.Register's
+// created callback).
+func (r *REST) Use(p *claimpolicy.Plugin) { r.plugin.Store(p) }
+
+// New implements rest.Storage.
+func (r *REST) New() runtime.Object { return &quotav1alpha1.QuotaReview{} }
+
+// Destroy implements rest.Storage.
+func (r *REST) Destroy() {}
+
+// NamespaceScoped implements rest.Scoper: a review is cluster-scoped, as a
+// SelfSubjectAccessReview; its objects name their namespaces.
+func (r *REST) NamespaceScoped() bool { return false }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (r *REST) GetSingularName() string { return "quotareview" }
+
+// Create answers a review: the object created is returned with its status,
+// and nothing is stored.
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
+	review, ok := obj.(*quotav1alpha1.QuotaReview)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a QuotaReview: %T", obj))
+	}
+	objs, errs := parse(review)
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(quotav1alpha1.SchemeGroupVersion.WithKind("QuotaReview").GroupKind(), review.Name, errs)
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, obj.DeepCopyObject()); err != nil {
+			return nil, err
+		}
+	}
+	p := r.plugin.Load()
+	if p == nil {
+		return nil, apierrors.NewServiceUnavailable("quota reviews need serve's quota engine and its ClaimCreationPolicy admission, which are not running (serve was started without its engine, or is starting); retry in a few seconds")
+	}
+	requester, ok := genericapirequest.UserFrom(ctx)
+	if !ok {
+		return nil, apierrors.NewUnauthorized("a quota review needs an authenticated user")
+	}
+	reviewed, err := r.reviewedUser(ctx, requester, review.Spec)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := r.restMapper()
+	if err != nil {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("reading the kinds the server serves: %v; retry", err))
+	}
+	rv := &reviewRun{r: r, p: p, user: reviewed, mapper: mapper, review: review, objects: objs}
+	if err := rv.run(ctx); err != nil {
+		return nil, err
+	}
+	out := review.DeepCopy()
+	out.Status = rv.status()
+	out.CreationTimestamp = metav1.Now()
+	return out, nil
+}
+
+// reviewedUser is who the review answers for: the requester, or spec.user
+// when the requester may impersonate it and each of its groups.
+func (r *REST) reviewedUser(ctx context.Context, requester user.Info, spec quotav1alpha1.QuotaReviewSpec) (user.Info, error) {
+	if spec.User == "" {
+		return requester, nil
+	}
+	ask := func(resource, name string) error {
+		d, reason, err := r.Authorizer.Authorize(ctx, authorizer.AttributesRecord{User: requester, Verb: "impersonate", Resource: resource, Name: name, ResourceRequest: true})
+		if d == authorizer.DecisionAllow {
+			return nil
+		}
+		why := reason
+		if err != nil {
+			why = err.Error()
+		}
+		return apierrors.NewForbidden(quotav1alpha1.Resource("quotareviews"), "", fmt.Errorf(
+			"user %q may not review as %s %q: it needs verb impersonate on %s named %q (%s); review as yourself by leaving spec.user empty, or ask an administrator for the binding",
+			requester.GetName(), singular(resource), name, resource, name, why))
+	}
+	if err := ask("users", spec.User); err != nil {
+		return nil, err
+	}
+	for _, g := range spec.Groups {
+		if err := ask("groups", g); err != nil {
+			return nil, err
+		}
+	}
+	groups := append([]string(nil), spec.Groups...)
+	groups = append(groups, user.AllAuthenticated)
+	return &user.DefaultInfo{Name: spec.User, Groups: groups}, nil
+}
+
+func singular(resource string) string { return resource[:len(resource)-1] }
+
+// restMapper maps the reviewed objects' kinds to their resources, from the
+// server's discovery (read once, and again for a kind not found).
+func (r *REST) restMapper() (meta.ResettableRESTMapper, error) {
+	r.mapperOnce.Do(func() {
+		if r.Loopback == nil {
+			r.mapperErr = errors.New("no loopback client")
+			return
+		}
+		d, err := discovery.NewDiscoveryClientForConfig(r.Loopback)
+		if err != nil {
+			r.mapperErr = err
+			return
+		}
+		r.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(d))
+	})
+	return r.mapper, r.mapperErr
+}
+
+// ask asks the engine for the steps of a review.
+func ask(ctx context.Context, h *admit.Handle, steps []admit.ReviewStep) (admit.ReviewResult, error) {
+	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
+	defer cancel()
+	res, err := h.Review(dctx, steps)
+	if err != nil {
+		if errors.Is(err, admit.ErrNotLeader) {
+			return res, apierrors.NewServiceUnavailable(fmt.Sprintf("the quota engine cannot review right now (%v); nothing was taken, retry in a few seconds", err))
+		}
+		return res, apierrors.NewTimeoutError(fmt.Sprintf("the quota engine did not answer the review within %s: %v; nothing was taken, retry", decideTimeout, err), 2)
+	}
+	return res, nil
+}

@@ -1,0 +1,315 @@
+package quotareview
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
+	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/planes"
+)
+
+// reviewRun is one review being answered.
+type reviewRun struct {
+	r       *REST
+	p       *claimpolicy.Plugin
+	user    user.Info
+	mapper  meta.ResettableRESTMapper
+	review  *quotav1alpha1.QuotaReview
+	objects []*unstructured.Unstructured
+
+	entries []*entry
+	result  admit.ReviewResult
+	notes   []string
+}
+
+// entry is one object of the review.
+type entry struct {
+	out      quotav1alpha1.QuotaReviewObject
+	obj      *unstructured.Unstructured
+	mapping  *meta.RESTMapping
+	existing *unstructured.Unstructured
+	// step is what admission would ask the engine, and stepIndex its
+	// place among the steps asked; nil when the object is decided before
+	// (refused, or not charged).
+	step      *claimpolicy.ReviewStep
+	stepIndex int
+	// generated: its name was made here from its generateName; it is
+	// always a create.
+	generated bool
+}
+
+var claimKind = quotav1alpha1.SchemeGroupVersion.WithKind("ResourceClaim").GroupKind()
+
+func (rv *reviewRun) run(ctx context.Context) error {
+	reset := false
+	seen := map[string]int{}
+	for i, obj := range rv.objects {
+		e := &entry{obj: obj, out: quotav1alpha1.QuotaReviewObject{Index: int32(i), APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind()}}
+		rv.entries = append(rv.entries, e)
+		gvk := obj.GroupVersionKind()
+		m, err := rv.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if meta.IsNoMatchError(err) && !reset {
+			rv.mapper.Reset() // a kind installed since discovery was read
+			reset = true
+			m, err = rv.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		}
+		if err != nil {
+			e.refuse(quotav1alpha1.ReviewReasonNotServed, fmt.Sprintf("no kind %q is served in version %q of group %q, so applying it would fail (no matches for kind); install its definition first, or fix apiVersion and kind", gvk.Kind, gvk.Version, gvk.Group))
+			continue
+		}
+		e.mapping = m
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			if obj.GetNamespace() == "" {
+				ns := rv.review.Spec.Namespace
+				if ns == "" {
+					ns = metav1.NamespaceDefault
+				}
+				obj.SetNamespace(ns)
+			}
+		} else {
+			obj.SetNamespace("")
+		}
+		e.out.Namespace = obj.GetNamespace()
+		if obj.GetName() == "" {
+			obj.SetName(obj.GetGenerateName() + rand.String(5))
+			e.out.Name, e.generated = obj.GetName(), true
+		} else {
+			e.out.Name = obj.GetName()
+			key := m.Resource.GroupResource().String() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+			if j, dup := seen[key]; dup {
+				e.refuse(quotav1alpha1.ReviewReasonDuplicate, fmt.Sprintf("objects[%d] is the same %s; applying both would apply this one as a change of that one: review each version apart, or keep one", j, obj.GetKind()))
+				continue
+			}
+			seen[key] = i
+			if err := rv.authorize(ctx, e, "get"); err != nil {
+				continue
+			}
+		}
+	}
+	if err := rv.lookUp(ctx); err != nil {
+		return err
+	}
+	var steps []admit.ReviewStep
+	for _, e := range rv.entries {
+		if e.out.Result != "" {
+			continue
+		}
+		e.out.Operation = "Create"
+		verb := "create"
+		if e.existing != nil {
+			e.out.Operation, verb = "Update", "patch"
+		}
+		if err := rv.authorize(ctx, e, verb); err != nil {
+			continue
+		}
+		if err := rv.admission(ctx, e); err != nil {
+			return err
+		}
+		if e.step != nil {
+			e.stepIndex = len(steps)
+			steps = append(steps, e.step.Step)
+		}
+	}
+	if len(steps) > 0 {
+		res, err := ask(ctx, rv.p.Handle(), steps)
+		if err != nil {
+			return err
+		}
+		rv.result = res
+	}
+	rv.decided()
+	return nil
+}
+
+func (e *entry) refuse(reason, msg string) {
+	e.out.Result, e.out.Reason, e.out.Message = quotav1alpha1.ReviewRefused, reason, msg
+}
+
+// authorize asks whether the reviewed user may verb the object, as its
+// apply would be asked; a denial refuses it with the API server's words.
+func (rv *reviewRun) authorize(ctx context.Context, e *entry, verb string) error {
+	gvr := e.mapping.Resource
+	attrs := authorizer.AttributesRecord{User: rv.user, Verb: verb, APIGroup: gvr.Group, APIVersion: gvr.Version, Resource: gvr.Resource,
+		Namespace: e.obj.GetNamespace(), Name: e.obj.GetName(), ResourceRequest: true}
+	if verb == "create" {
+		attrs.Name = ""
+	}
+	d, reason, err := rv.r.Authorizer.Authorize(ctx, attrs)
+	if d == authorizer.DecisionAllow {
+		return nil
+	}
+	where := ""
+	if e.obj.GetNamespace() != "" {
+		where = fmt.Sprintf(" in the namespace %q", e.obj.GetNamespace())
+	}
+	msg := fmt.Sprintf("User %q cannot %s resource %q in API group %q%s", rv.user.GetName(), verb, gvr.Resource, gvr.Group, where)
+	if reason != "" {
+		msg += ": " + reason
+	} else if err != nil {
+		msg += ": " + err.Error()
+	}
+	refusal := apierrors.NewForbidden(gvr.GroupResource(), e.obj.GetName(), fmt.Errorf("%s", msg))
+	e.refuse(quotav1alpha1.ReviewReasonForbidden, refusal.Error())
+	return refusal
+}
+
+// admission runs the server's ClaimCreationPolicy admission on one object
+// as its create or update, stopped before the engine.
+func (rv *reviewRun) admission(ctx context.Context, e *entry) error {
+	gvk := e.obj.GroupVersionKind()
+	gvr := e.mapping.Resource
+	obj, old := e.obj.DeepCopy(), (*unstructured.Unstructured)(nil)
+	op := admission.Create
+	var opts runtime.Object = &metav1.CreateOptions{}
+	if e.existing != nil {
+		op, old = admission.Update, e.existing
+		obj = applied(e.existing, e.obj)
+		opts = &metav1.PatchOptions{}
+	} else {
+		obj.SetUID(types.UID(uuid.NewUUID()))
+		obj.SetCreationTimestamp(metav1.NewTime(time.Now()))
+		obj.SetResourceVersion("")
+	}
+	var oldObj runtime.Object
+	if old != nil {
+		oldObj = old
+	}
+	attrs := admission.NewAttributesRecord(obj, oldObj, gvk, obj.GetNamespace(), obj.GetName(), gvr, "", op, opts, false, rv.user)
+	info := &genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIGroup: gvr.Group, APIVersion: gvr.Version,
+		Namespace: obj.GetNamespace(), Resource: gvr.Resource, Parts: []string{gvr.Resource}}
+	if op == admission.Update {
+		info.Verb, info.Name, info.Parts = "patch", obj.GetName(), []string{gvr.Resource, obj.GetName()}
+	}
+	actx, step := claimpolicy.WithReview(genericapirequest.WithRequestInfo(ctx, info))
+	if err := rv.p.Validate(actx, attrs, objectInterfaces()); err != nil {
+		return rv.refused(e, err)
+	}
+	if gvk.GroupKind() == claimKind && op == admission.Create {
+		return rv.claim(ctx, e, obj)
+	}
+	if !step.Asked {
+		e.out.Result = quotav1alpha1.ReviewNotCharged
+		return nil
+	}
+	e.step = step
+	return nil
+}
+
+// claim is a ResourceClaim of the review: it is decided as it is, once its
+// creator may charge its consumer (claimguard's check).
+func (rv *reviewRun) claim(ctx context.Context, e *entry, obj *unstructured.Unstructured) error {
+	c := &quotav1alpha1.ResourceClaim{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, c); err != nil {
+		e.refuse(quotav1alpha1.ReviewReasonInvalid, fmt.Sprintf("the ResourceClaim cannot be read: %v", err))
+		return nil
+	}
+	if plane, ok := planes.From(ctx); ok {
+		c.Namespace = plane.QuotaNamespace() // kept at the root, in the plane's quota namespace
+	}
+	az := rv.r.RootAuthorizer
+	if az == nil {
+		az = rv.r.Authorizer
+	}
+	if err := claimauthz.AuthorizeClaim(ctx, az, rv.user, c.Spec.ConsumerRef); err != nil {
+		e.refuse(quotav1alpha1.ReviewReasonForbidden, apierrors.NewForbidden(quotav1alpha1.Resource("resourceclaims"), c.Name, err).Error())
+		return nil
+	}
+	e.step = &claimpolicy.ReviewStep{Asked: true, Step: admit.ReviewStep{Claims: []*quotav1alpha1.ResourceClaim{c}}, Policies: []string{""}}
+	return nil
+}
+
+// refused records admission's refusal of an object; an error that is no
+// refusal of the object (the engine or a read not answering) fails the
+// review.
+func (rv *reviewRun) refused(e *entry, err error) error {
+	st, ok := err.(apierrors.APIStatus)
+	if !ok {
+		e.refuse(quotav1alpha1.ReviewReasonInvalid, err.Error())
+		return nil
+	}
+	switch st.Status().Code {
+	case 403:
+		e.refuse(quotav1alpha1.ReviewReasonForbidden, err.Error())
+	case 409:
+		e.refuse(quotav1alpha1.ReviewReasonNameTaken, err.Error())
+	case 429, 503, 504:
+		return err
+	default:
+		e.refuse(quotav1alpha1.ReviewReasonInvalid, err.Error())
+	}
+	return nil
+}
+
+// objectInterfaces are what admission is given: an empty scheme's (the
+// plugin reads the unstructured objects as they are).
+func objectInterfaces() admission.ObjectInterfaces {
+	return admission.NewObjectInterfacesFromScheme(runtime.NewScheme())
+}
+
+// applied is the object as applying manifest to existing would leave it:
+// the manifest's fields over the existing object's (maps merged, anything
+// else replaced), its identity and status the existing object's.
+func applied(existing, manifest *unstructured.Unstructured) *unstructured.Unstructured {
+	out := existing.DeepCopy()
+	for k, v := range manifest.Object {
+		if k == "status" {
+			continue
+		}
+		if k == "metadata" {
+			m, _ := v.(map[string]any)
+			for _, f := range []string{"labels", "annotations"} {
+				if add, ok := m[f].(map[string]any); ok {
+					cur, _, _ := unstructured.NestedMap(out.Object, "metadata", f)
+					_ = unstructured.SetNestedMap(out.Object, merge(cur, add), "metadata", f)
+				}
+			}
+			continue
+		}
+		out.Object[k] = mergeValue(out.Object[k], v)
+	}
+	return out
+}
+
+func mergeValue(cur, add any) any {
+	cm, ok1 := cur.(map[string]any)
+	am, ok2 := add.(map[string]any)
+	if ok1 && ok2 {
+		return merge(cm, am)
+	}
+	return runtime.DeepCopyJSONValue(add)
+}
+
+func merge(cur, add map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range cur {
+		out[k] = v
+	}
+	for k, v := range add {
+		out[k] = mergeValue(out[k], v)
+	}
+	return out
+}
+
+// groupKey groups the objects read together.
+type groupKey struct {
+	gvr schema.GroupVersionResource
+	ns  string
+}
