@@ -42,11 +42,11 @@ import (
 	"github.com/quotaplane/quotaplane/internal/portal"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/memberserve"
-	"github.com/quotaplane/quotaplane/internal/server/quotareview"
 	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve/collect"
+	"github.com/quotaplane/quotaplane/internal/server/quotareview"
 )
 
 // Component is started once the API server serves and the quota CRDs are
