@@ -94,3 +94,14 @@ func current(explicit string) (clientcmdapi.Config, *clientcmdapi.Context, *clie
 	}
 	return raw, cur, cluster, nil
 }
+
+// Namespace is the current context's namespace, "" when it names none.
+func Namespace(explicit string) string {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = explicit
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+	if err != nil {
+		return ""
+	}
+	return ns
+}
