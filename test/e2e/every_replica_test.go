@@ -15,11 +15,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -233,4 +235,34 @@ func TestEveryReplicaAdmits(t *testing.T) {
 	})
 	t.Run("plane creates", func(t *testing.T) { planeCreatesOnEveryReplica(t, replicas) })
 	t.Run("member reviews", func(t *testing.T) { memberReviewsOnEveryReplica(t, replicas) })
+	t.Run("quota reviews", func(t *testing.T) { quotaReviewsOnEveryReplica(t, replicas) })
+}
+
+// quotaReviewsOnEveryReplica: a QuotaReview of five Secrets against room
+// for three answers the same through every replica — the followers ask the
+// leader's engine — and takes nothing.
+func quotaReviewsOnEveryReplica(t *testing.T, replicas []*replica) {
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, replicas[0].Config))
+	f.SecretsPolicy(3)
+	r := &quotav1alpha1.QuotaReview{}
+	for i := range 5 {
+		raw := fmt.Sprintf(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s-%d","namespace":%q}}`, i, f.NS)
+		r.Spec.Objects = append(r.Spec.Objects, runtime.RawExtension{Raw: []byte(raw)})
+	}
+	for _, rep := range replicas {
+		got, err := versioned.NewForConfigOrDie(rep.Config).QuotaV1alpha1().QuotaReviews().Create(t.Context(), r, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("a review through replica %s: %v", rep.Name, err)
+		}
+		var fits []int32
+		for _, o := range got.Status.Objects {
+			if o.Result == quotav1alpha1.ReviewFits {
+				fits = append(fits, o.Index)
+			}
+		}
+		if got.Status.Refused != 2 || fmt.Sprint(fits) != "[0 1 2]" {
+			t.Errorf("through replica %s: %d refused, fits %v: %s", rep.Name, got.Status.Refused, fits, got.Status.Message)
+		}
+	}
+	f.WaitBucket(quotatest.N(3, 0, 3), "secrets")
 }
