@@ -84,12 +84,16 @@ func StorageVersion(kind string) (string, error) {
 const NeverStored = "quota.miloapis.com_quotareviews.yaml"
 
 //go:embed review/quota.miloapis.com_quotareviews.yaml
-var review []byte
+var review embed.FS
 
 // Review is QuotaReview's definition: its schema, never installed.
 func Review() (*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := review.ReadFile("review/" + NeverStored)
+	if err != nil {
+		return nil, err
+	}
 	c := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(review, c); err != nil {
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", NeverStored, err)
 	}
 	return c, nil

@@ -23,6 +23,7 @@ var protoKinds = []prototest.Object{
 	&quotav1alpha1.GrantCreationPolicy{}, &quotav1alpha1.GrantCreationPolicyList{},
 	&quotav1alpha1.QuotaRequest{}, &quotav1alpha1.QuotaRequestList{},
 	&quotav1alpha1.QuotaApprovalRule{}, &quotav1alpha1.QuotaApprovalRuleList{},
+	&quotav1alpha1.QuotaReview{},
 }
 
 func newScheme(t *testing.T) *runtime.Scheme {

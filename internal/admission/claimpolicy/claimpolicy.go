@@ -27,6 +27,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
+	"github.com/quotaplane/quotaplane/internal/admission/refusal"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/policy"
@@ -69,26 +70,6 @@ func (p *Plugin) SetIncreaseLink(link func(consumer quota.ConsumerID, resourceTy
 	p.increaseLink = link
 }
 
-// withIncreaseLink appends to a refusal where to ask for more of what ran
-// out, when the server has a portal.
-func (p *Plugin) withIncreaseLink(msg string, d []quota.RequestResult) string {
-	if p.increaseLink == nil {
-		return msg
-	}
-	for _, r := range d {
-		if r.Reason == quota.ReasonQuotaExceeded {
-			consumer := r.Bucket.Consumer
-			if r.Refused != nil { // the level that refused it
-				consumer = r.Refused.ID.Consumer
-			}
-			if url := p.increaseLink(consumer, r.ResourceType); url != "" {
-				return msg + "; to ask for a higher limit, open " + url
-			}
-		}
-	}
-	return msg
-}
-
 // Handle is the engine the plugin decides with.
 func (p *Plugin) Handle() *admit.Handle { return p.handle }
 
@@ -99,7 +80,7 @@ type Plugin struct {
 	systemNamespace string
 	// exemptions are the objects no policy charges.
 	exemptions      governed.Exemptions
-	increaseLink    func(quota.ConsumerID, string) string
+	increaseLink    refusal.Link
 	dynamic         dynamic.Interface
 	kube            kubernetes.Interface
 	schemasOnce     sync.Once
@@ -373,13 +354,7 @@ func (p *Plugin) decide(ctx context.Context, a admission.Attributes, obj metav1.
 		}
 	}
 	p.reports.resultAll(applying, resultDenied)
-	msg := denialMessage(kind.Kind, a.GetName(), res)
-	for _, d := range res.Decisions {
-		if linked := p.withIncreaseLink(msg, d.Requests); linked != msg {
-			msg = linked
-			break
-		}
-	}
+	msg := refusal.Create(kind.Kind, a.GetName(), res, p.increaseLink)
 	p.reports.denied(applying, msg)
 	p.recordRefusal(a, applying, claims, msg)
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), errors.New(msg))

@@ -15,12 +15,10 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/claims"
-	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // claimFor makes the claim a policy renders for one create, and checks it
@@ -138,25 +136,6 @@ func WithExistingObject(ctx context.Context) context.Context {
 func existingObject(ctx context.Context) bool {
 	v, _ := ctx.Value(existingKey{}).(bool)
 	return v
-}
-
-// denialMessage names the resource type, requested, available, limit and
-// consumer of the first denied request.
-func denialMessage(kind, name string, res admit.AdmitResult) string {
-	// The request that is short, not a claim undone because another was.
-	for _, d := range res.Decisions {
-		for _, r := range d.Requests {
-			if r.Reason == quota.ReasonQuotaExceeded {
-				return fmt.Sprintf("%s: %s", quota.RefusalPrefix, d.Message)
-			}
-		}
-	}
-	for _, d := range res.Decisions {
-		if d.Outcome != quota.Granted && d.Outcome != quota.Pending {
-			return fmt.Sprintf("%s: %s", quota.RefusalPrefix, d.Message)
-		}
-	}
-	return fmt.Sprintf("%s to create %s %s", quota.RefusalPrefix, kind, name)
 }
 
 func userMap(a admission.Attributes) map[string]any {

@@ -3,8 +3,8 @@ package claimpolicy
 import (
 	"context"
 
+	"github.com/quotaplane/quotaplane/internal/admission/refusal"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
-	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // Reviewing: a QuotaReview runs this plugin on each object it holds, as a
@@ -50,40 +50,5 @@ func names(applying []*inForce) []string {
 // given the engine's decision on its step: the same words, and the same
 // link to ask for more.
 func (p *Plugin) Refusal(kind, name string, step admit.ReviewStep, res admit.ReviewStepResult) string {
-	var msg string
-	var decisions []quota.Decision
-	if step.Update == nil {
-		msg = denialMessage(kind, name, admit.AdmitResult{Decisions: res.Decisions})
-		decisions = res.Decisions
-	} else {
-		ur := admit.UpdateResult{}
-		for _, ch := range step.Changes {
-			cr := admit.ChangeResult{Policy: ch.Policy, Old: map[quota.Cell]int64{}, New: map[quota.Cell]int64{}}
-			for _, c := range res.Charges {
-				if c.Policy == ch.Policy {
-					if c.Held != 0 {
-						cr.Old[c.Cell] = c.Held
-					}
-					if c.New != 0 {
-						cr.New[c.Cell] = c.New
-					}
-				}
-			}
-			for i, pol := range res.Policies {
-				if pol == ch.Policy && i < len(res.Decisions) {
-					d := res.Decisions[i]
-					cr.Decision = &d
-					decisions = append(decisions, d)
-				}
-			}
-			ur.Changes = append(ur.Changes, cr)
-		}
-		msg = updateDenialMessage(kind, name, ur)
-	}
-	for _, d := range decisions {
-		if linked := p.withIncreaseLink(msg, d.Requests); linked != msg {
-			return linked
-		}
-	}
-	return msg
+	return refusal.Review(kind, name, step, res, p.increaseLink)
 }

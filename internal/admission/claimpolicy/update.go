@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/admission/refusal"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -152,7 +152,7 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 		if a.IsDryRun() {
 			for _, c := range res.Changes {
 				warning.AddWarning(ctx, "", fmt.Sprintf("dry run: ClaimCreationPolicy %s would change the charge of this %s from %s to %s",
-					c.Policy, kind, holdingText(c.Old), holdingText(c.New)))
+					c.Policy, kind, refusal.Holding(c.Old), refusal.Holding(c.New)))
 			}
 		}
 		return nil
@@ -165,15 +165,7 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 		}
 	}
 	p.reports.resultAll(applying, resultDenied)
-	msg := updateDenialMessage(kind, a.GetName(), res)
-	for _, c := range res.Changes {
-		if c.Decision != nil {
-			if linked := p.withIncreaseLink(msg, c.Decision.Requests); linked != msg {
-				msg = linked
-				break
-			}
-		}
-	}
+	msg := refusal.Update(kind, a.GetName(), res, p.increaseLink)
 	p.reports.denied(applying, msg)
 	var refused []*inForce
 	var claims []*quotav1alpha1.ResourceClaim
@@ -184,54 +176,6 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 	}
 	p.recordRefusal(a, refused, claims, msg)
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), errors.New(msg))
-}
-
-// updateDenialMessage names, for the request that does not fit, the amount
-// before and after the update, and what is available of which limit.
-func updateDenialMessage(kind, name string, res admit.UpdateResult) string {
-	for _, c := range res.Changes {
-		if c.Decision == nil {
-			continue
-		}
-		for _, r := range c.Decision.Requests {
-			if r.Reason != quota.ReasonQuotaExceeded {
-				continue
-			}
-			cell := quota.Cell{Consumer: r.Bucket.Consumer, ResourceType: r.ResourceType}
-			before, after := amountOf(c.Old, cell), amountOf(c.New, cell)
-			return fmt.Sprintf("%s: to update %s %s, ClaimCreationPolicy %s would change %s of %s from %d to %d (%d more): %s; the update was not stored",
-				quota.RefusalPrefix, kind, name, c.Policy, r.ResourceType, consumerText(r.Bucket.Consumer), before, after, after-before, r.Message)
-		}
-	}
-	return fmt.Sprintf("%s to update %s %s", quota.RefusalPrefix, kind, name)
-}
-
-func amountOf(h map[quota.Cell]int64, c quota.Cell) int64 {
-	var n int64
-	for k, v := range h {
-		if k.Consumer == c.Consumer && k.ResourceType == c.ResourceType {
-			n += v
-		}
-	}
-	return n
-}
-
-func consumerText(c quota.ConsumerID) string {
-	if c.Namespace == "" {
-		return c.Kind + " " + c.Name
-	}
-	return c.Kind + " " + c.Namespace + "/" + c.Name
-}
-
-func holdingText(h map[quota.Cell]int64) string {
-	if len(h) == 0 {
-		return "nothing"
-	}
-	var parts []string
-	for _, c := range quota.Cells(h) {
-		parts = append(parts, fmt.Sprintf("%d of %s", h[c], c.ResourceType))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // updatedObjects returns the object charged and its content before and after
