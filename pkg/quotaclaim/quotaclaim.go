@@ -126,7 +126,7 @@ func (c *Claimer) Ensure(ctx context.Context, owner Owner, consumer quotav1alpha
 	if err := c.validate(owner); err != nil {
 		return Status{}, err
 	}
-	want := c.claimFor(owner, consumer, requests)
+	want := c.Claim(owner, consumer, requests)
 	claims := c.Client.QuotaV1alpha1().ResourceClaims(c.Namespace)
 	got, err := claims.Create(ctx, want, metav1.CreateOptions{FieldManager: c.Service})
 	if apierrors.IsAlreadyExists(err) {
@@ -186,7 +186,11 @@ func (c *Claimer) validate(owner Owner) error {
 	return nil
 }
 
-func (c *Claimer) claimFor(owner Owner, consumer quotav1alpha1.ConsumerRef, requests []quotav1alpha1.ResourceRequest) *quotav1alpha1.ResourceClaim {
+// Claim is the claim Ensure creates for owner's requests of consumer's
+// quota, and Check evaluates: a QuotaReview holding it (docs/what-if.md)
+// answers as Check does (test/integration/review TestCheckGivesTheReviewsAnswer),
+// alongside the other objects a change would create.
+func (c *Claimer) Claim(owner Owner, consumer quotav1alpha1.ConsumerRef, requests []quotav1alpha1.ResourceRequest) *quotav1alpha1.ResourceClaim {
 	gv, _ := schema.ParseGroupVersion(owner.APIVersion)
 	cl := &quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name(owner), Namespace: c.Namespace,
@@ -303,13 +307,14 @@ func WhoAmI(ctx context.Context, cfg *rest.Config) (string, error) {
 // dry-run create of the claim, which quotaplane serve's engine evaluates as
 // it would decide it (the same decision, the same refusal message). Granted
 // or Denied; the next decision can differ only if something changes in
-// between (another claim, a grant). It needs serve with its engine; another
-// server answers an error saying so.
+// between (another claim, a grant). A QuotaReview of Claim's claim gives
+// the same answer, with the numbers of every level. It needs serve with its
+// engine; another server answers an error saying so.
 func (c *Claimer) Check(ctx context.Context, owner Owner, consumer quotav1alpha1.ConsumerRef, requests []quotav1alpha1.ResourceRequest) (Status, error) {
 	if err := c.validate(owner); err != nil {
 		return Status{}, err
 	}
-	cl := c.claimFor(owner, consumer, requests)
+	cl := c.Claim(owner, consumer, requests)
 	cl.Name, cl.GenerateName = "", c.Service+"-check-"
 	res := c.Client.QuotaV1alpha1().RESTClient().Post().Namespace(c.Namespace).Resource("resourceclaims").
 		Param("dryRun", metav1.DryRunAll).Body(cl).Do(ctx)

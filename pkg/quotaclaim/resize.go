@@ -132,7 +132,7 @@ func (c *Claimer) Resize(ctx context.Context, owner Owner, consumer quotav1alpha
 		st.Phase, st.Message = Granted, "the owner's claims add up to what was asked"
 		return st, nil
 	}
-	next := c.claimFor(owner, consumer, requests)
+	next := c.Claim(owner, consumer, requests)
 	next.Name = fmt.Sprintf("%s-%d", c.Name(owner), c.indexOf(owner, last.Name)+1)
 	next.Annotations = map[string]string{AnnotationTotal: want}
 	if shrinks {

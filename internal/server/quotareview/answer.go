@@ -39,7 +39,13 @@ func (rv *reviewRun) decided() {
 			}
 		}
 		kind, name := e.obj.GetKind(), e.obj.GetName()
+		direct := e.obj.GroupVersionKind().GroupKind() == claimKind // a ResourceClaim of the review, no policy's
 		switch {
+		case direct && res.NameTaken != nil:
+			e.refuse(quotav1alpha1.ReviewReasonNameTaken, apierrors.NewAlreadyExists(claimsResource, name).Error())
+		case direct && !res.Granted && invalid(res.Decisions) != "":
+			e.refuse(quotav1alpha1.ReviewReasonInvalid, fmt.Sprintf(
+				"ResourceClaim %s would be stored and Denied (%s): %s; fix its consumerRef or requests, or the ResourceRegistration (this is not a quota denial)", name, quota.ValidationFailed, invalid(res.Decisions)))
 		case res.NameTaken != nil:
 			t := res.NameTaken
 			e.refuse(quotav1alpha1.ReviewReasonNameTaken, apierrors.NewConflict(claimsResource, t.Claim, fmt.Errorf(
