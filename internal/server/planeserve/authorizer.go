@@ -3,6 +3,7 @@ package planeserve
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,7 +21,8 @@ import (
 // there) or in its organization's namespace (organization owners), for an
 // organization's plane in its namespace. Whoever may use a plane may do
 // anything in it but what no plane allows (refusal): the platform's kinds
-// are read-only there, grants and buckets are written by the platform.
+// are read-only there, grants and buckets are written by the platform, and
+// only the root's RBAC grants impersonation.
 // Anyone else is decided by the RBAC objects stored in the plane, and may
 // read discovery, OpenAPI, the version and health when any of them binds
 // the user. No one is allowed a non-resource path a plane does not serve
@@ -51,6 +53,18 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 	p, ok := planes.From(ctx)
 	if !ok {
 		return a.Root.Authorize(ctx, attrs)
+	}
+	if strings.HasPrefix(attrs.GetVerb(), "impersonate") { // impersonate, and constrained impersonation's impersonate:<mode>, impersonate-on:<mode>:<verb>
+		// Whoever may use a plane may do anything in it, but not become
+		// someone else: admission asks the root, as the user, whom it may
+		// charge, so impersonating there would charge as the platform.
+		// Only the root's RBAC grants impersonation, in a plane as at the
+		// root.
+		if d, reason, err := a.Root.Authorize(ctx, attrs); d == authorizer.DecisionAllow || err != nil {
+			return d, reason, err
+		}
+		return authorizer.DecisionDeny, fmt.Sprintf("impersonating %s %q in the control plane of %s %s needs verb impersonate granted at the root (a plane's users and RBAC cannot grant it); act as yourself",
+			attrs.GetResource(), attrs.GetName(), p.OwnerKind(), p.Name), nil
 	}
 	if attrs.IsResourceRequest() {
 		gr := schema.GroupResource{Group: attrs.GetAPIGroup(), Resource: attrs.GetResource()}

@@ -24,6 +24,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/planes"
+	"github.com/quotaplane/quotaplane/internal/policy/governed"
 )
 
 // reviewRun is one review being answered.
@@ -222,7 +223,13 @@ func (rv *reviewRun) claim(ctx context.Context, e *entry, obj *unstructured.Unst
 		return nil
 	}
 	if plane, ok := planes.From(ctx); ok {
-		c.Namespace = plane.QuotaNamespace() // kept at the root, in the plane's quota namespace
+		c.Namespace = plane.QuotaNamespace()                                      // kept at the root, in the plane's quota namespace
+		if err := governed.PlaneConsumer(plane, c.Spec.ConsumerRef); err != nil { // claimpolicy's check of a plane's claim
+			e.refuse(quotav1alpha1.ReviewReasonForbidden, apierrors.NewForbidden(quotav1alpha1.Resource("resourceclaims"), c.Name, fmt.Errorf(
+				"this ResourceClaim, reviewed in the control plane of %s %s, charges %s, and %v: name the plane's owner (%s %s), an Organization or a Project",
+				plane.OwnerKind(), plane.Name, claimauthz.ConsumerName(c.Spec.ConsumerRef), err, plane.OwnerKind(), plane.Name)).Error())
+			return nil
+		}
 	}
 	az := rv.r.RootAuthorizer
 	if az == nil {
