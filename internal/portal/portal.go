@@ -25,6 +25,7 @@ import (
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/history"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
+	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
 )
 
 // Prefix is where the portal is served.
@@ -57,8 +58,9 @@ type Portal struct {
 	csp    string // the Content-Security-Policy of every answer
 
 	mu       sync.RWMutex
-	userBase *rest.Config    // how to reach the API server, without credentials
-	done     <-chan struct{} // closed when the server stops: streams end
+	userBase *rest.Config        // how to reach the API server, without credentials
+	reviews  versioned.Interface // the portal's own: QuotaReviews for the request form's sizing
+	done     <-chan struct{}     // closed when the server stops: streams end
 	informers
 	identities *identityCache
 
@@ -100,6 +102,10 @@ func (p *Portal) Start(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("creating the portal's client: %w", err)
 	}
+	reviews, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the portal's quota client: %w", err)
+	}
 	const resync = 10 * time.Hour
 	inf := informers{
 		buckets:      reconcile.NewInformer(cl, &quotav1alpha1.AllowanceBucket{}, &quotav1alpha1.AllowanceBucketList{}, "", "", resync),
@@ -122,6 +128,7 @@ func (p *Portal) Start(ctx context.Context, cfg *rest.Config) error {
 	}
 	p.mu.Lock()
 	p.userBase = rest.AnonymousClientConfig(cfg)
+	p.reviews = reviews
 	p.informers = inf
 	p.done = ctx.Done()
 	p.mu.Unlock()
@@ -182,8 +189,10 @@ func (p *Portal) serveAPI(w http.ResponseWriter, r *http.Request, what string) {
 		p.history(w, r, id)
 	case "locate":
 		p.locate(w, r, id)
+	case "size":
+		p.size(w, r, id)
 	default:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("%s is not part of the portal's API: it has whoami, overview, events, history and locate", r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s is not part of the portal's API: it has whoami, overview, events, history, locate and size", r.URL.Path))
 	}
 }
 

@@ -9,6 +9,7 @@ import {
   Breakable, Collapsible, ErrorBox, Linkified, Loading, UsageBar, age, consumerText, dimsText, fmt,
   html, int, navigate, orgHref, percent, requestHref, useTick, useWatch,
 } from './ui.js';
+import { Sizing } from './sizing.js';
 
 // The name of the request this tab just created, highlighted once in the list.
 let justCreated = '';
@@ -442,6 +443,9 @@ function RequestFormIn({ route, me, org }) {
             ${types.map((t) => html`<option value=${t}>${t}</option>`)}
           </select>
           ${dims.length > 0 && html`<p class="muted small">Dimensions: <span class="dims">${dimsText(dims)}</span></p>`}
+
+          <${Sizing} org=${org} kind=${kind} name=${name} resourceType=${resourceType} dims=${dims}
+                     baseUnit=${st.baseUnit || reg?.spec?.baseUnit || ''} onUse=${(n) => setLimit(String(n))} />
 
           <label for="req-limit">Requested limit${st.baseUnit || reg?.spec?.baseUnit ? ` (${st.baseUnit || reg.spec.baseUnit})` : ''}</label>
           <input id="req-limit" type="number" min="1" step="1" inputmode="numeric" required
