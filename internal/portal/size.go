@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/json"
@@ -100,6 +101,10 @@ func (p *Portal) size(w http.ResponseWriter, r *http.Request, id *identity) {
 	p.mu.RUnlock()
 	got, err := reviews.QuotaV1alpha1().QuotaReviews().Create(r.Context(), &quotav1alpha1.QuotaReview{
 		Spec: quotav1alpha1.QuotaReviewSpec{Objects: []runtime.RawExtension{{Raw: raw}}}}, metav1.CreateOptions{})
+	if apierrors.IsNotFound(err) {
+		writeError(w, http.StatusNotImplemented, fmt.Sprintf("sizing %d more of %s needs QuotaReviews, which quotaplane serve answers and this API server does not: compare with the numbers under Now instead", amount, rt))
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Sprintf("reviewing %d more of %s for %s %s (a QuotaReview): %v; retry in a moment", amount, rt, kind, name, err))
 		return
