@@ -27,7 +27,10 @@ func short(consumer quota.ConsumerID, refusedAt *quota.ConsumerID) quota.Decisio
 // organization's cap links to the organization's form, not the project's.
 func TestTheLinkNamesTheLevelThatRefused(t *testing.T) {
 	var asked quota.ConsumerID
-	link := func(c quota.ConsumerID, rt string) string { asked = c; return "https://portal/" + c.Kind + "/" + c.Name + "?type=" + rt }
+	link := func(c quota.ConsumerID, rt string) string {
+		asked = c
+		return "https://portal/" + c.Kind + "/" + c.Name + "?type=" + rt
+	}
 	msg := Create("Instance", "vm-1", admit.AdmitResult{Decisions: []quota.Decision{short(project, &org)}}, link)
 	if asked != org || !strings.HasSuffix(msg, "; to ask for a higher limit, open https://portal/Organization/acme?type=example.com/cpus") {
 		t.Fatalf("link asked for %v, message %q; want the organization's form", asked, msg)
