@@ -66,7 +66,7 @@ func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rende
 	if _, inPlane := planes.From(ctx); inPlane {
 		// The plane's quota namespace is its owner's; it exists while the
 		// plane is served.
-	} else if err := p.namespaceOpen(ns); err != nil && src.Cluster != "" && ns == members.Namespace(src.Cluster) {
+	} else if err := p.namespaceOpen(ctx, ns); err != nil && src.Cluster != "" && ns == members.Namespace(src.Cluster) {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf(
 			"the quota plane holds the claims of cluster %s in namespace %s, which %v; the %s was not created: start (or restart) quotaplane webhook --cluster-name=%s, which creates it, then retry",
 			src.Cluster, ns, err, kind.Kind, src.Cluster))
@@ -79,12 +79,18 @@ func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rende
 }
 
 // namespaceOpen refuses a namespace that does not exist or is terminating,
-// as the API server's namespace lifecycle check would.
-func (p *Plugin) namespaceOpen(ns string) error {
+// as the API server's namespace lifecycle check would. A namespace the
+// informer has not seen is looked up live before it is called missing, as
+// the lifecycle check does: one created a moment ago (quotaplane webhook
+// creates its cluster's, then forwards reviews) is not refused.
+func (p *Plugin) namespaceOpen(ctx context.Context, ns string) error {
 	if p.namespacesReady != nil && !p.namespacesReady() {
 		return nil // not known yet: the engine's write finds out
 	}
 	n, err := p.namespaces.Get(ns)
+	if apierrors.IsNotFound(err) && p.kube != nil {
+		n, err = p.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	}
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("does not exist")
 	}
