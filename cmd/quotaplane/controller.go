@@ -31,6 +31,7 @@ func newControllerCommand() *cobra.Command {
 	}
 	o.AddFlags(cmd.Flags())
 	engineOpts.AddFlags(cmd.Flags())
+	addEngineTestFlags(cmd.Flags(), &engineOpts) // none in the shipped binary (testhooks_off.go)
 	metricsOpts.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logOpts, cmd.Flags())
 	return cmd

@@ -75,6 +75,7 @@ func newServeCommand() *cobra.Command {
 	}
 	o.AddFlags(cmd.Flags())
 	engineOpts.AddFlags(cmd.Flags())
+	addEngineTestFlags(cmd.Flags(), &engineOpts) // none in the shipped binary (testhooks_off.go)
 	metricsOpts.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logOpts, cmd.Flags())
 	return cmd

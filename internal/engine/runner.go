@@ -68,7 +68,10 @@ type Options struct {
 	// and its buckets are ExpiringSoon (0: never).
 	ExpiryWarning time.Duration
 	// ClockOffset shifts the clock this replica judges grant windows by
-	// (tests: a leader whose clock is behind or ahead). Zero in production.
+	// (a leader whose clock is behind or ahead). Only test harnesses set it:
+	// the in-process server's options, or the hidden flag of a binary built
+	// with the quotaplane_testhooks tag (cmd/quotaplane/testhooks.go). No
+	// flag of the shipped binary sets it: zero in production.
 	ClockOffset time.Duration
 	// Handle, when set, lets in-process admission use this engine while it
 	// leads.
@@ -270,8 +273,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it stops deciding.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew leadership.")
 	fs.IntVar(&o.Workers, "quota-workers", o.Workers, "Parallel writers of claim decisions and buckets.")
-	fs.DurationVar(&o.ClockOffset, "grant-clock-offset", 0, "Shift the clock grant windows are judged by (tests only: a replica whose clock is behind or ahead).")
-	_ = fs.MarkHidden("grant-clock-offset")
 	fs.DurationVar(&o.ExpiryWarning, "grant-expiry-warning", o.ExpiryWarning, "How long before a ResourceGrant's spec.expiresAt the grant and the buckets it counts towards are ExpiringSoon (a condition and one Warning Event each); 0 turns the warning off.")
 	fs.StringArrayVar(&o.parentFlags, "consumer-parent", nil, "Where a consumer kind's parent is found, for registrations with spec.parentConsumerTypes: Kind.group=ParentKind.group:label-key, "+
 		"the child naming its parent in that label (repeat for more levels). Default: Project.resourcemanager.miloapis.com=Organization.resourcemanager.miloapis.com:"+rmv1alpha1.OrganizationNameLabel+".")

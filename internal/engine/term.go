@@ -340,6 +340,7 @@ func (t *term) admissionTerm() *admit.Term {
 		SettleLater: func(k string) { t.settler.Queue.AddAfter(k, settle.RecheckPeriod) },
 		BudgetEnded: t.settler.BudgetEnded,
 		BudgetMu:    &t.budgetMu,
+		Now:         t.r.now,
 	}
 	if t.recorder != nil {
 		at.RecordRefusal = t.recorder.Refusal

@@ -80,6 +80,39 @@ const ExistingObjectExtra = "quota.miloapis.com/existing-object"
 // VerbReview on the cluster.
 func ClusterUser(cluster string) string { return "quotaplane:cluster:" + cluster }
 
+// IdentitiesExtra, in a review's userInfo.extra, is how quotaplane webhook
+// says which names it sends. IdentitiesMember: the member's own names, as its
+// API server authenticated them; the quota plane maps them into the
+// cluster's names itself (MemberName). Webhooks before this mark sent names
+// they had prefixed themselves (--user-prefix, by default "<cluster>:"); the
+// quota plane maps those too, so that whatever a webhook or a raw post sends,
+// every identity of cluster C's reviews is one of C's names.
+const (
+	IdentitiesExtra  = "quota.miloapis.com/identities"
+	IdentitiesMember = "member"
+)
+
+// NamePrefix starts every name the quota plane gives an identity of member
+// cluster cluster: users and groups, service accounts included.
+func NamePrefix(cluster string) string { return cluster + ":" }
+
+// MemberName is the quota plane's name for a user or group name of member
+// cluster cluster, as a review sent it. native says the review sent the
+// member's own names (IdentitiesMember): each is prefixed, so member users
+// "bob" and "east:bob" stay two people (east:bob, east:east:bob). Without
+// the mark the names come from an earlier webhook, which prefixed them with
+// its --user-prefix ("<cluster>:" by default): a name already under the
+// cluster's prefix is kept (the webhook's own mapping, never
+// east:east:alice), and any other (a custom prefix, trusted names, a raw
+// post) is put under it. Either way the result is one of the cluster's names.
+func MemberName(cluster, name string, native bool) string {
+	prefix := NamePrefix(cluster)
+	if !native && strings.HasPrefix(name, prefix) {
+		return name
+	}
+	return prefix + name
+}
+
 // ReservedPrefix starts the quota plane's own user and group names
 // (system:masters, system:serviceaccount:..., system:authenticated): the
 // quota plane never takes them from a member cluster's review.

@@ -63,6 +63,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case ReviewPath:
 		var req ReviewRequest
 		serve(w, r, &req, func(ctx context.Context) Response {
+			// Decided here or refused, never forwarded again: during a
+			// failover a review must not bounce between replicas.
+			ctx = s.Handle.Session(ctx, "")
 			res, err := s.Handle.Review(ctx, req.Steps)
 			return Response{Review: &res, Error: errorOf(err)}
 		})

@@ -2,9 +2,17 @@ package peer
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,6 +79,12 @@ func TestOnlyReplicasReachThePeerListener(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a certificate of the peer CA without the replicas' Organization", func(t *testing.T) {
+		cert, key := signedByPeerCA(t, f, pkix.Name{CommonName: pki.PeerServerName, Organization: []string{"quotaplane:members"}})
+		if code, err := call(t, cert, key); err != nil || code != http.StatusForbidden {
+			t.Errorf("answered %d, %v; want 403 (the handshake succeeds: the CA signed it, but it is no replica's)", code, err)
+		}
+	})
 	t.Run("a replica", func(t *testing.T) {
 		if code, err := call(t, f.PeerCert, f.PeerKey); err != nil || code != http.StatusOK {
 			t.Fatalf("a replica's call: %d, %v; want 200", code, err)
@@ -131,4 +145,92 @@ func TestAReplicaIsReachedAtAnyAdvertisedAddress(t *testing.T) {
 	if err := c.post(t.Context(), addr.String(), EndedPath, []byte(`{"session":"s","status":201}`), &resp); err != nil {
 		t.Fatalf("a replica at %s, an address its certificate does not name: %v", addr, err)
 	}
+}
+
+// TestAForwardedCallIsNeverForwardedAgain: a replica that does not lead
+// answers a call another replica forwarded to it "not the leader" at once,
+// on every path, rather than forwarding it on. Here the replica's own
+// forwarder points back at itself, as two replicas that each believe the
+// other leads during a failover would: a call forwarded again would bounce
+// until its deadline.
+func TestAForwardedCallIsNeverForwardedAgain(t *testing.T) {
+	f, err := pki.Ensure(t.TempDir(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := TLS(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := admit.NewHandle()
+	addr, err := Listen(t.Context(), "127.0.0.1:0", cfg, &Server{Handle: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The resolver names this replica itself as the leader (seeded: no
+	// Lease is read within resolvedFor of it).
+	leader := &Resolver{Self: "other", address: addr.String(), at: time.Now().Add(time.Hour)}
+	c, err := NewClient(f, leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ForwardTo(c)
+	for path, body := range map[string]string{
+		CreatePath: `{"session":"s1","claims":[]}`,
+		UpdatePath: `{"session":"s2","object":{},"changes":[]}`,
+		BudgetPath: `{"session":"s3","grant":null}`,
+		ReviewPath: `{"steps":[]}`,
+	} {
+		t.Run(path, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*attemptTimeout)
+			defer cancel()
+			start := time.Now()
+			var resp Response
+			err := c.post(ctx, addr.String(), path, []byte(body), &resp)
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("after %s: %v; want the answer \"not the leader\"", took, err)
+			}
+			if resp.Error == nil || resp.Error.Kind != ErrorNotLeader {
+				t.Fatalf("after %s: answered %+v; want the error kind %q (decided here or refused, never forwarded again)", took, resp.Error, ErrorNotLeader)
+			}
+		})
+	}
+}
+
+// signedByPeerCA writes a client certificate with subject, signed by the
+// peer CA of f, and returns its certificate and key files.
+func signedByPeerCA(t *testing.T, f pki.Files, subject pkix.Name) (string, string) {
+	t.Helper()
+	ca, err := tls.LoadX509KeyPair(f.PeerCACert, f.PeerCAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(ca.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: subject, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, ca.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "c.crt"), filepath.Join(dir, "c.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }

@@ -28,8 +28,12 @@ import (
 // quotaPlugins are quotaplane's own admission plugins, run just before the
 // built-in ResourceQuota, after every other validating step. Tenancy comes
 // first: a Project's label and ownerReference are set before a
-// ClaimCreationPolicy renders its claims.
-var quotaPlugins = []string{nativeapi.PluginName, tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, policycheck.PluginName, quotarequest.PluginName, claimcreator.PluginName, claimguard.PluginName, claimpolicy.PluginName}
+// ClaimCreationPolicy renders its claims. The claim guard validates before
+// the claim creator: a dry-run claim is answered with the engine's numbers
+// (ClaimCreator's Validate) only once its requester may claim its consumer,
+// so a caller without verb claim gets the authorization refusal and nothing
+// else (TestADryRunClaimAnswersOnlyAfterAuthorization).
+var quotaPlugins = []string{nativeapi.PluginName, tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, policycheck.PluginName, quotarequest.PluginName, claimguard.PluginName, claimcreator.PluginName, claimpolicy.PluginName}
 
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not

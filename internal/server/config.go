@@ -21,6 +21,7 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/webhook"
@@ -254,7 +255,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	planeStorage.OnCollect(c.collector.Collect)
 
 	ko := cpoptions.NewOptions()
-	c.members = &memberserve.Reviewer{}
+	c.members = &memberserve.Reviewer{Trusted: sets.New(opts.TrustedMemberClusters...)}
 	c.reviews = &quotareview.REST{}
 	link := requestLink(opts.PortalURL)
 	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options, func(p *claimpolicy.Plugin) {

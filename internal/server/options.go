@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	"github.com/quotaplane/quotaplane/internal/etcdflags"
+	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/portal"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
 )
@@ -53,6 +54,12 @@ type Options struct {
 	// SystemNamespace holds claims for cluster-scoped objects and the Lease
 	// of the upstream controllers.
 	SystemNamespace string
+	// TrustedMemberClusters are the member clusters whose user and group
+	// names the quota plane takes as its own (clusters sharing its identity
+	// provider); every other cluster's names are mapped to <cluster>:<name>
+	// (docs/clusters.md). Only serve's flag sets it: a platform
+	// administrator's, never a webhook's.
+	TrustedMemberClusters []string
 	// PlatformNamespaces are, besides SystemNamespace, the namespaces whose
 	// ResourceGrants may name any consumer and only the platform writes.
 	PlatformNamespaces []string
@@ -111,6 +118,8 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.PlatformNamespaces, "platform-namespaces", o.PlatformNamespaces, "Namespaces, besides the system namespace and those labelled quota.miloapis.com/platform=true, "+
 		"whose ResourceGrants may name any consumer and that only the platform writes (milo-system: manifests written for the reference implementation work unchanged).")
+	fs.StringSliceVar(&o.TrustedMemberClusters, "trust-member-cluster-identities", o.TrustedMemberClusters, "Member clusters (by --cluster-name) whose user and group names the quota plane takes as its own, for clusters that share its identity provider; "+
+		"system: names are still never taken. Every other cluster's names are mapped to <cluster>:<name>, whatever its webhook sends (docs/clusters.md).")
 	fs.StringVar(&o.ReservedLabelPrefix, "reserved-label-prefix", o.ReservedLabelPrefix, "Label prefix on Organizations and Projects that only the platform may set; group grants (spec.consumerSelector) select only on it.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for etcd data (when embedded), certificates and admin.kubeconfig.")
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "IP address to serve the API on.")
@@ -195,6 +204,11 @@ func (o CompletedOptions) Validate() []error {
 	if a := o.PeerAdvertiseAddress; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
 			errs = append(errs, fmt.Errorf("--peer-advertise-address %q is not host:port; use for example 10.0.0.5:6444", a))
+		}
+	}
+	for _, c := range o.TrustedMemberClusters {
+		if err := members.ValidateName(c); err != nil {
+			errs = append(errs, fmt.Errorf("--trust-member-cluster-identities: %w", err))
 		}
 	}
 	errs = append(errs, o.Etcd.Validate()...)

@@ -41,6 +41,10 @@ type Options struct {
 	// CRDStorage serves quotaplane's kinds as CRDs, as serve did before it
 	// served them natively (to compare the two, and to test the upgrade).
 	CRDStorage bool
+	// Faults, when set with Engine, are injected into the engine's
+	// decisions (admit.HandleOptions): a *Faults lets the test switch them
+	// while the server runs.
+	Faults admit.Faults
 	// Fsync keeps etcd's fsync on. Off by default: tests stop servers
 	// gracefully, and fsync makes them slow on shared disks.
 	Fsync bool
@@ -104,7 +108,7 @@ func Start(o Options) (*Server, error) {
 	components := o.Components
 	if o.Engine != nil {
 		eo := *o.Engine
-		eo.Handle = admit.NewHandle()
+		eo.Handle = admit.NewHandleFor(admit.HandleOptions{Faults: o.Faults})
 		if eo.Identity == "" {
 			eo.Identity = engine.StableIdentity("serve", s.DataDir)
 		}

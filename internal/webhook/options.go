@@ -37,14 +37,14 @@ type Options struct {
 	// ChargeAfter is how long an object without a claim is left before the
 	// reconcile charges it (its claim may be being written).
 	ChargeAfter time.Duration
-	// UserPrefix and GroupPrefix map this cluster's identities to the quota
-	// plane's (docs/clusters.md); empty means "<ClusterName>:", so that no
-	// identity of this cluster is one of the quota plane's.
+	// UserPrefix, GroupPrefix and TrustClusterIdentities are what earlier
+	// versions mapped this cluster's identities with. They are accepted
+	// and ignored (deprecated): the quota plane maps every name of this
+	// cluster to "<cluster>:<name>" itself, and trusting a cluster's
+	// identities as its own is serve's --trust-member-cluster-identities
+	// (docs/clusters.md).
 	UserPrefix, GroupPrefix string
-	// TrustClusterIdentities passes this cluster's user and group names
-	// unprefixed: they are the quota plane's (one identity provider). The
-	// quota plane still refuses system: names.
-	TrustClusterIdentities bool
+	TrustClusterIdentities  bool
 	// Timeout bounds one decision by the quota plane.
 	Timeout time.Duration
 	// QuotaSyncTimeout bounds the start: the quota plane's policies and this
@@ -75,9 +75,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ReconcilePeriod, "reconcile-period", o.ReconcilePeriod, "How often the quota plane's claims for this cluster and the cluster's objects are compared.")
 	fs.DurationVar(&o.ReleaseAfter, "release-after", o.ReleaseAfter, "How long a claim may name an object that is not in this cluster before it is released; keep it above the API server's request timeout.")
 	fs.DurationVar(&o.ChargeAfter, "charge-after", o.ChargeAfter, "How long an object may exist without a claim before the reconcile charges it.")
-	fs.StringVar(&o.UserPrefix, "user-prefix", o.UserPrefix, "Prefix added to this cluster's user names, service accounts included, before the quota plane authorizes them (verb claim on the consumer). Default: the cluster name and a colon (east:).")
-	fs.StringVar(&o.GroupPrefix, "group-prefix", o.GroupPrefix, "Prefix added to this cluster's group names before the quota plane authorizes them; system:masters is never passed on. Default: the cluster name and a colon (east:).")
-	fs.BoolVar(&o.TrustClusterIdentities, "trust-cluster-identities", o.TrustClusterIdentities, "Trust this cluster's identities as the quota plane's: pass user and group names without a prefix, for clusters that share the quota plane's identity provider. The quota plane still refuses every system: name (system:masters, service accounts, system:authenticated).")
+	fs.StringVar(&o.UserPrefix, "user-prefix", o.UserPrefix, "Ignored: the quota plane maps this cluster's user names to <cluster>:<name> itself.")
+	fs.StringVar(&o.GroupPrefix, "group-prefix", o.GroupPrefix, "Ignored: the quota plane maps this cluster's group names to <cluster>:<name> itself.")
+	fs.BoolVar(&o.TrustClusterIdentities, "trust-cluster-identities", o.TrustClusterIdentities, "Ignored: trusting a cluster's identities as the quota plane's own is serve's --trust-member-cluster-identities.")
+	for _, f := range []string{"user-prefix", "group-prefix", "trust-cluster-identities"} {
+		_ = fs.MarkDeprecated(f, IgnoredIdentityFlags)
+	}
 	fs.StringSliceVar(&o.ExcludeNamespaces, "exclude-namespaces", o.ExcludeNamespaces, "Namespaces whose objects the reconcile never charges, besides kube-system, kube-public and kube-node-lease: the list given to print-config.")
 	fs.DurationVar(&o.Timeout, "decision-timeout", o.Timeout, "How long a create waits for the quota plane before it is refused as unavailable; keep it below the webhook configuration's timeoutSeconds.")
 	fs.DurationVar(&o.QuotaSyncTimeout, "quota-sync-timeout", o.QuotaSyncTimeout, "How long the webhook may take at start to read the quota plane's ClaimCreationPolicies and this cluster's ResourceClaims; past it, it exits with an error saying what to check.")
@@ -94,9 +97,6 @@ func (o *Options) Validate() error {
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together: give both, or neither to generate a self-signed certificate in --cert-dir"))
-	}
-	if o.TrustClusterIdentities && (o.UserPrefix != "" || o.GroupPrefix != "") {
-		errs = append(errs, errors.New("--trust-cluster-identities passes this cluster's names unprefixed: give it without --user-prefix and --group-prefix, or drop it to keep the prefixes"))
 	}
 	if o.ReconcilePeriod <= 0 || o.ReleaseAfter <= 0 || o.ChargeAfter <= 0 || o.Timeout <= 0 || o.QuotaSyncTimeout <= 0 {
 		errs = append(errs, errors.New("--reconcile-period, --release-after, --charge-after, --decision-timeout and --quota-sync-timeout must be positive durations, for example 1m"))
@@ -124,19 +124,14 @@ func (o *Options) memberConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// prefixes are what this cluster's user and group names are prefixed with
-// in the quota plane: "<cluster>:" unless given, none when the cluster's
-// identities are trusted.
-func (o *Options) prefixes() (userPrefix, groupPrefix string) {
-	if o.TrustClusterIdentities {
-		return "", ""
-	}
-	userPrefix, groupPrefix = o.UserPrefix, o.GroupPrefix
-	if userPrefix == "" {
-		userPrefix = o.ClusterName + ":"
-	}
-	if groupPrefix == "" {
-		groupPrefix = o.ClusterName + ":"
-	}
-	return userPrefix, groupPrefix
+// IgnoredIdentityFlags is what the webhook says of --user-prefix,
+// --group-prefix and --trust-cluster-identities, still passed by
+// deployments of earlier versions: they no longer change anything.
+const IgnoredIdentityFlags = "it is ignored: the quota plane maps every user and group name of this cluster to <cluster>:<name> itself, whatever the webhook sends; " +
+	"to take this cluster's names as the quota plane's own (one identity provider), a platform administrator starts serve with --trust-member-cluster-identities=<cluster> (docs/clusters.md)"
+
+// identityFlagsPassed says whether any of the ignored identity flags was
+// given a value.
+func (o *Options) identityFlagsPassed() bool {
+	return o.UserPrefix != "" || o.GroupPrefix != "" || o.TrustClusterIdentities
 }

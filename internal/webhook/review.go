@@ -117,19 +117,18 @@ func objectName(req *admissionv1.AdmissionRequest) string {
 	return req.Namespace + "/" + req.Name
 }
 
-// mapUser is the member's requester as the quota plane sees it: prefixed
-// names (unless the cluster's identities are trusted), never the member's
-// administrators' group and never quotaplane's own extras. The quota plane
-// enforces the same again (memberserve): this only keeps answers clear.
+// mapUser is the member's requester as it is sent to the quota plane: the
+// member's own names, marked as such (members.IdentitiesExtra) so that the
+// quota plane maps each to "<cluster>:<name>" itself; never the member's
+// administrators' group, and never quotaplane's own extras (only the
+// webhook's own reviews of existing objects say those). The quota plane
+// decides the names whatever this sends (memberserve).
 func (w *Webhook) mapUser(u authenticationv1.UserInfo) authenticationv1.UserInfo {
-	userPrefix, groupPrefix := w.opts.prefixes()
-	out := authenticationv1.UserInfo{Username: userPrefix + u.Username, UID: u.UID}
+	out := authenticationv1.UserInfo{Username: u.Username, UID: u.UID,
+		Extra: map[string]authenticationv1.ExtraValue{members.IdentitiesExtra: {members.IdentitiesMember}}}
 	for k, v := range u.Extra {
 		if strings.HasPrefix(k, members.ExtraPrefix) {
-			continue // only the webhook's own reviews of existing objects say this
-		}
-		if out.Extra == nil {
-			out.Extra = map[string]authenticationv1.ExtraValue{}
+			continue
 		}
 		out.Extra[k] = v
 	}
@@ -137,7 +136,7 @@ func (w *Webhook) mapUser(u authenticationv1.UserInfo) authenticationv1.UserInfo
 		if g == "system:masters" {
 			continue // a member's administrators are not the quota plane's
 		}
-		out.Groups = append(out.Groups, groupPrefix+g)
+		out.Groups = append(out.Groups, g)
 	}
 	return out
 }

@@ -78,6 +78,9 @@ func Run(ctx context.Context, o *Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	if o.identityFlagsPassed() {
+		klog.FromContext(ctx).Info("Ignoring --user-prefix, --group-prefix and --trust-cluster-identities: "+IgnoredIdentityFlags, "cluster", o.ClusterName)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := newWebhook(ctx, o)

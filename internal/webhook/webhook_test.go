@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/members"
 )
 
 func policy(name, apiVersion, kind string, ready bool, fp quotav1alpha1.FailurePolicy) quotav1alpha1.ClaimCreationPolicy {
@@ -50,30 +51,23 @@ func TestGoverningAndFailOpen(t *testing.T) {
 }
 
 // A member's administrators are not passed on as the quota plane's; names
-// are prefixed.
+// go as the member's own, marked so that the quota plane maps them, whatever
+// the ignored flags of earlier versions say.
 func TestMapUser(t *testing.T) {
-	w := &Webhook{opts: &Options{UserPrefix: "east:", GroupPrefix: "east:"}}
-	// A requester cannot pass for the webhook's review of an existing
-	// object (impersonation can set any extra).
-	got := w.mapUser(authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:masters", "devs"},
-		Extra: map[string]authenticationv1.ExtraValue{existingExtra: {"true"}, "team": {"a"}}})
-	want := authenticationv1.UserInfo{Username: "east:alice", Groups: []string{"east:devs"}, Extra: map[string]authenticationv1.ExtraValue{"team": {"a"}}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	bob := authenticationv1.UserInfo{Username: "system:serviceaccount:tenants:bob", Groups: []string{"system:serviceaccounts", "system:authenticated"}}
-	for name, tc := range map[string]struct {
-		opts *Options
-		want authenticationv1.UserInfo
-	}{
-		// No identity of the member is one of the quota plane's.
-		"default prefixes": {&Options{ClusterName: "east"}, authenticationv1.UserInfo{Username: "east:system:serviceaccount:tenants:bob",
-			Groups: []string{"east:system:serviceaccounts", "east:system:authenticated"}}},
-		// Passed as they are; the quota plane refuses system: names.
-		"trusted": {&Options{ClusterName: "east", TrustClusterIdentities: true}, bob},
+	mark := authenticationv1.ExtraValue{members.IdentitiesMember}
+	for name, opts := range map[string]*Options{
+		"default":                    {ClusterName: "east"},
+		"an earlier custom prefix":   {ClusterName: "east", UserPrefix: "corp:", GroupPrefix: "corp:"},
+		"earlier trusted identities": {ClusterName: "east", TrustClusterIdentities: true},
 	} {
-		w := &Webhook{opts: tc.opts}
-		if diff := cmp.Diff(tc.want, w.mapUser(bob)); diff != "" {
+		w := &Webhook{opts: opts}
+		// A requester cannot pass for the webhook's review of an existing
+		// object, nor say its names are mapped (impersonation can set any
+		// extra).
+		got := w.mapUser(authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:masters", "devs"},
+			Extra: map[string]authenticationv1.ExtraValue{existingExtra: {"true"}, members.IdentitiesExtra: {"mapped"}, "team": {"a"}}})
+		want := authenticationv1.UserInfo{Username: "alice", Groups: []string{"devs"}, Extra: map[string]authenticationv1.ExtraValue{members.IdentitiesExtra: mark, "team": {"a"}}}
+		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", name, diff)
 		}
 	}
@@ -91,11 +85,7 @@ func TestOptionsValidate(t *testing.T) {
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "go together") {
 		t.Errorf("a certificate without its key: %v", err)
 	}
-	o.TLSCertFile, o.TrustClusterIdentities, o.UserPrefix = "", true, "corp:"
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--trust-cluster-identities") {
-		t.Errorf("trusted identities with a prefix: %v", err)
-	}
-	o.TrustClusterIdentities, o.UserPrefix, o.QuotaSyncTimeout = false, "", 0
+	o.TLSCertFile, o.QuotaSyncTimeout = "", 0
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--quota-sync-timeout") {
 		t.Errorf("an unbounded start: %v", err)
 	}

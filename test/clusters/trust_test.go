@@ -15,6 +15,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -135,6 +136,95 @@ func (w *world) testReviewPathTrust(t *testing.T) {
 		}
 		w.expectNothingCharged(t, "forged-in-masters", "forged-existing", "forged-system-user")
 	})
+	t.Run("every name in east's reviews is east's, whatever the poster sends", func(t *testing.T) {
+		w.testNamesAreTheClusters(t, east)
+	})
+}
+
+// testNamesAreTheClusters posts raw reviews with cluster east's webhook
+// credential (quotaplane webhook bypassed): requesters named as quota-plane
+// identities allowed to charge the organization — a user, a user of east's
+// names in an allowed group, with and without the webhook's mark — are
+// each taken as one of east's names and refused; nothing is charged. As a
+// control, east's own administrator, as an earlier webhook names it
+// (east:quotaplane-admin) and as this one does (quotaplane-admin with the
+// mark), is allowed: both name the same person.
+func (w *world) testNamesAreTheClusters(t *testing.T, east *webhook) {
+	ctx := context.Background()
+	w.allowClaims(t, "carol")
+	group := "bob-admins-" + w.f.ID
+	w.allowGroupClaims(t, group)
+	ssar := func(u string, groups ...string) error {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: u, Groups: groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: w.f.Org.APIGroup, Resource: "organizations", Verb: "claim", Name: w.f.Org.Name}}}
+		got, err := w.quota.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if !got.Status.Allowed {
+			return fmt.Errorf("%s %v may not claim yet: %s", u, groups, got.Status.Reason)
+		}
+		return nil
+	}
+	eventually(t, 30*time.Second, "carol and the group allowed to claim in the quota plane", func(context.Context) error {
+		if err := ssar("carol"); err != nil {
+			return err
+		}
+		return ssar("nobody-"+w.f.ID, group)
+	})
+	mark := map[string]authenticationv1.ExtraValue{members.IdentitiesExtra: {members.IdentitiesMember}}
+	forged := map[string]struct {
+		requester authenticationv1.UserInfo
+		as        string
+	}{
+		"carol":                      {authenticationv1.UserInfo{Username: "carol"}, "east:carol"},
+		"carol-marked":               {authenticationv1.UserInfo{Username: "carol", Extra: mark}, "east:carol"},
+		"mallory-in-bob-admins":      {authenticationv1.UserInfo{Username: "east:mallory", Groups: []string{group}}, "east:mallory"},
+		"mallory-in-bob-admins-mark": {authenticationv1.UserInfo{Username: "mallory", Groups: []string{group}, Extra: mark}, "east:mallory"},
+		"carol-as-already-mapped":    {authenticationv1.UserInfo{Username: "carol", Groups: []string{group}, Extra: map[string]authenticationv1.ExtraValue{members.IdentitiesExtra: {"mapped"}}}, "east:carol"},
+		"west-name-on-east-path":     {authenticationv1.UserInfo{Username: "west:quotaplane-admin"}, "east:west:quotaplane-admin"},
+	}
+	var names []string
+	for name, tc := range forged {
+		for _, dryRun := range []bool{true, false} {
+			req := w.secretReview("names-"+name, tc.requester)
+			req.DryRun = &dryRun
+			code, resp, body := postReview(t, east.quotaKubeconfig, east.member.name, req)
+			if code != http.StatusOK || resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, fmt.Sprintf("%q may not charge quota", tc.as)) {
+				t.Errorf("requester %+v (dry run %t) posted with east's credential: %d %s; want refused as %s", tc.requester, dryRun, code, body, tc.as)
+			}
+		}
+		names = append(names, "names-"+name)
+	}
+	w.expectNothingCharged(t, names...)
+	for name, requester := range map[string]authenticationv1.UserInfo{
+		"as an earlier webhook names it": {Username: "east:quotaplane-admin"},
+		"as this webhook names it":       {Username: "quotaplane-admin", Extra: mark},
+	} {
+		req := w.secretReview("names-control", requester)
+		dryRun := true
+		req.DryRun = &dryRun
+		if code, resp, body := postReview(t, east.quotaKubeconfig, east.member.name, req); code != http.StatusOK || !resp.Allowed {
+			t.Errorf("east's administrator %s (%+v), a dry run: %d %s; want allowed", name, requester, code, body)
+		}
+	}
+}
+
+// allowGroupClaims lets group charge the fixture's organization in the
+// quota plane.
+func (w *world) allowGroupClaims(t testing.TB, group string) {
+	t.Helper()
+	ctx := context.Background()
+	name := "claim-group-" + group
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{w.f.Org.APIGroup}, Resources: []string{"organizations"}, Verbs: []string{"claim"}, ResourceNames: []string{w.f.Org.Name}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: group}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := w.quota.client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // testMemberIdentities: a member's service account is not the quota plane's

@@ -24,11 +24,15 @@ import (
 // with usage above the limit left after it, and started again with its
 // clock an hour behind, where the trial would still run. The new leader
 // honours the recorded expiry: the limit stays the permanent one, the
-// Secrets are counted once, and quota fills to exactly the limit.
+// Secrets are counted once, and quota fills to exactly the limit. The
+// shipped binary runs the trial; the restart is the same sources built with
+// the test hooks (quotatest.BuildHookedBinary), the only build with
+// --grant-clock-offset.
 func TestGrantExpirySurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	hooked := quotatest.BuildHookedBinary(t) // before the trial starts: its build takes a while
 	k := serveForKill(t)
 	ctx := context.Background()
 	f := quotatest.NewFixture(t, k.c)
@@ -70,6 +74,7 @@ func TestGrantExpirySurvivesKill(t *testing.T) {
 	<-k.proc.exitErr
 	t.Logf("SIGKILLed with the expiry first seen %s", seen)
 
+	k.bin = hooked
 	k.restart(t, "--grant-clock-offset=-1h")
 	var refusal error
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

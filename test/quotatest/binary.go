@@ -35,14 +35,47 @@ func BuildBinary(t testing.TB) string {
 
 func sharedBuild() (string, error) { return BuildShared("./cmd/quotaplane", "quotaplane") }
 
+// TestHooksTag is the build tag that compiles quotaplane's test hooks into
+// the binary (cmd/quotaplane/testhooks.go: the hidden --grant-clock-offset
+// of serve and controller). The shipped binary is built without it.
+const TestHooksTag = "quotaplane_testhooks"
+
+// builtHooked builds the hooked binary once per test process.
+var builtHooked = sync.OnceValues(func() (string, error) {
+	return buildShared("./cmd/quotaplane", "quotaplane-testhooks", []string{TestHooksTag})
+})
+
+// BuildHookedBinary builds the quotaplane binary with the test hooks
+// (-tags quotaplane_testhooks), for the tests that need a flag the shipped
+// binary does not have. It is built and shared like BuildBinary's, under
+// its own name, so the two never stand for each other.
+func BuildHookedBinary(t testing.TB) string {
+	t.Helper()
+	binPath, err := builtHooked()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return binPath
+}
+
 // BuildShared builds package pkg as the binary name, once for every test
 // process of a run (see BuildBinary); dirs are the directories besides
 // quotaplane's own whose sources it is built from.
 func BuildShared(pkg, name string, dirs ...string) (string, error) {
+	return buildShared(pkg, name, nil, dirs...)
+}
+
+// buildShared is BuildShared with build tags, which go into the binary's
+// key: a binary is reused only for the same sources and the same tags.
+func buildShared(pkg, name string, tags []string, dirs ...string) (string, error) {
 	root := moduleRoot()
 	key, err := sourceKey(root, dirs...)
 	if err != nil {
 		return "", err
+	}
+	if len(tags) > 0 {
+		sum := sha256.Sum256([]byte(key + " tags " + strings.Join(tags, ",")))
+		key = hex.EncodeToString(sum[:])[:20]
 	}
 	dir := filepath.Join(os.TempDir(), "quotaplane-test-bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -62,7 +95,11 @@ func BuildShared(pkg, name string, dirs ...string) (string, error) {
 		return bin, nil
 	}
 	removeStale(dir, bin)
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildvcs=auto", "-o", bin+".tmp", pkg)
+	args := []string{"build", "-buildvcs=auto"}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append(args, "-o", bin+".tmp", pkg)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)

@@ -56,7 +56,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.justification == oldSelf.justification",message="spec.justification cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".justification"
 // +kubebuilder:validation:XValidation:rule="has(self.contact) == has(oldSelf.contact) && (!has(self.contact) || self.contact == oldSelf.contact)",message="spec.contact cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".contact"
 // +kubebuilder:validation:XValidation:rule="has(self.__for__) == has(oldSelf.__for__) && (!has(self.__for__) || self.__for__ == oldSelf.__for__)",message="spec.for cannot change once the request is made: withdraw it (spec.withdrawn: true) and create a new request",fieldPath=".for"
-// +kubebuilder:validation:XValidation:rule="!has(self.__for__) || duration(self.__for__) > duration('0s')",message="spec.for is how long a temporary increase lasts and must be positive, for example 720h; remove it to ask for a permanent limit",fieldPath=".for"
+// +kubebuilder:validation:XValidation:rule="!has(self.__for__) || duration(self.__for__) >= duration('10s')",message="spec.for is how long a temporary increase lasts and must be at least 10s (a grant's window is kept in whole seconds, and a shorter one could end before its grant is written), for example 720h; remove it to ask for a permanent limit",fieldPath=".for"
 type QuotaRequestSpec struct {
 	// consumerRef is the consumer whose limit should change: the
 	// organization of the request's namespace, or one of its projects.

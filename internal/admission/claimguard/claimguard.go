@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -93,6 +94,8 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			return nil // a plane's namespaces hold no claims: they are kept at the root
 		}
 		return p.validateNamespaceDelete(ctx, a)
+	case gr == grantsResource && a.GetOperation() == admission.Create && a.GetSubresource() == "":
+		return emptyWindow(a, time.Now())
 	case !p.engineInProcess:
 		return nil
 	case gr == grantsResource && a.GetOperation() == admission.Update && a.GetSubresource() == "status" && !isServer(a.GetUserInfo()):

@@ -29,10 +29,8 @@ func (h *Handle) DecideBudget(ctx context.Context, g *quotav1alpha1.ResourceGran
 // decideBudget decides a delegated grant on this replica's engine.
 func (t *Term) decideBudget(ctx context.Context, g *quotav1alpha1.ResourceGrant, dryRun bool) (quota.BudgetResult, error) {
 	qg := convert.Grant(g)
-	t.Cache.Lock()
-	if t.Cache.StoppedLocked() {
-		t.Cache.Unlock()
-		return quota.BudgetResult{}, ErrNotLeader
+	if err := t.lockCurrent(ctx); err != nil {
+		return quota.BudgetResult{}, err
 	}
 	acc := t.Cache.AccountsLocked()
 	res := acc.CheckBudget(qg)

@@ -59,7 +59,7 @@ func (h *Handle) DecideCreate(ctx context.Context, claims []*quotav1alpha1.Resou
 			return AdmitResult{}, err
 		}
 		if dryRun {
-			return t.evaluate(claims), nil
+			return t.evaluate(ctx, claims)
 		}
 		return t.admit(ctx, claims)
 	}, func(f Forwarder) (AdmitResult, error) {
@@ -70,8 +70,10 @@ func (h *Handle) DecideCreate(ctx context.Context, claims []*quotav1alpha1.Resou
 }
 
 // evaluate decides claims without keeping anything.
-func (t *Term) evaluate(claims []*quotav1alpha1.ResourceClaim) AdmitResult {
-	t.Cache.Lock()
+func (t *Term) evaluate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (AdmitResult, error) {
+	if err := t.lockCurrent(ctx); err != nil {
+		return AdmitResult{}, err
+	}
 	defer t.Cache.Unlock()
 	acc := t.Cache.AccountsLocked()
 	uids := make([]string, len(claims))
@@ -90,17 +92,16 @@ func (t *Term) evaluate(claims []*quotav1alpha1.ResourceClaim) AdmitResult {
 		res.Decisions = append(res.Decisions, decisions[uid])
 		acc.RemoveClaim(uid)
 	}
-	return res
+	return res, nil
 }
 
 // lockWithRoom takes the cache's lock once fewer than maxPending admitted
-// claims wait to be written (back-pressure).
+// claims wait to be written (back-pressure), and the grants' windows are
+// current (lockCurrent).
 func (t *Term) lockWithRoom(ctx context.Context) error {
 	for {
-		t.Cache.Lock()
-		if t.Cache.StoppedLocked() {
-			t.Cache.Unlock()
-			return ErrNotLeader
+		if err := t.lockCurrent(ctx); err != nil {
+			return err
 		}
 		if t.Cache.PendingCountLocked() < maxPending {
 			return nil
@@ -112,6 +113,39 @@ func (t *Term) lockWithRoom(ctx context.Context) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// lockCurrent takes the cache's lock once every grant counts as its window
+// says now: a window that started or ended since the decide loop last looked
+// is first recorded there (the loop is woken, and this waits for it), so no
+// decision counts a grant past its end or before its recorded start,
+// whatever the loop's period (docs/exactly-once.md, "Grant windows").
+func (t *Term) lockCurrent(ctx context.Context) error {
+	for {
+		t.Cache.Lock()
+		if t.Cache.StoppedLocked() {
+			t.Cache.Unlock()
+			return ErrNotLeader
+		}
+		if t.Cache.WindowsCurrentLocked(t.now()) {
+			return nil
+		}
+		t.Cache.Unlock()
+		t.Cache.Notify()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: a grant's window started or ended and its new phase is still being recorded", ErrBusy)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// now is the clock grant windows are judged by.
+func (t *Term) now() time.Time {
+	if t.Now != nil {
+		return t.Now()
+	}
+	return time.Now()
 }
 
 // admit decides the claims of one create in memory and records the grant in

@@ -39,6 +39,9 @@ type Term struct {
 	BudgetMu *sync.Mutex
 	// RecordRefusal records an admission refusal in the decision history.
 	RecordRefusal func(Refusal)
+	// Now is the clock grant windows are judged by (the engine's); nil is
+	// time.Now.
+	Now func() time.Time
 }
 
 // Handle connects the engine to the API server it runs in: admission asks
@@ -53,57 +56,58 @@ type Handle struct {
 	sessions sessions
 	// holdPeriod bounds a forwarded request's session (SetHoldPeriod).
 	holdPeriod atomic.Int64
-	// failure, when set, answers every decision of a leading engine (fault
-	// tests: InjectFailure).
-	failure atomic.Pointer[error]
-	// delay, when set, holds a granted create between its admission and
-	// its storage (fault tests: InjectAdmittedDelay).
-	delay atomic.Pointer[func(claims []*quotav1alpha1.ResourceClaim) time.Duration]
+	// faults are the test harness's, nil in the shipped binary (HandleOptions).
+	faults Faults
 }
 
-// InjectFailure makes the leading engine answer every decision of a create
-// with err, as when its journal cannot be written; nil stops it. It is for
-// fault tests: a single replica's fail-open cannot be reached otherwise
-// without breaking its etcd, which also holds the fail-open record.
-func (h *Handle) InjectFailure(err error) {
-	if err == nil {
-		h.failure.Store(nil)
-		return
-	}
-	h.failure.Store(&err)
+// Faults are faults a test harness injects into a Handle's decisions
+// (internal/testserver's Options.Faults); the shipped binary sets none. A
+// single replica's fail-open, or the window between admission and storage,
+// cannot be reached otherwise: the first without breaking the etcd that also
+// holds the fail-open record, the second is too short to act in. Their
+// methods are called concurrently, on every decision.
+type Faults interface {
+	// Failure, when not nil, answers every decision of a create (and every
+	// review) a leading engine is asked for, as when its journal cannot be
+	// written.
+	Failure() error
+	// AdmittedDelay is how long a granted create of these claims waits after
+	// its grant is recorded and before admission lets it go on to storage,
+	// ignoring the request's deadline, as a slow admission step after
+	// quotaplane's (the built-in ResourceQuota's, say) would; 0 for none.
+	AdmittedDelay(claims []*quotav1alpha1.ResourceClaim) time.Duration
+}
+
+// HandleOptions configure a Handle when it is made; nothing changes them on
+// a running Handle.
+type HandleOptions struct {
+	// Faults, when set, are consulted on every decision (tests only).
+	Faults Faults
 }
 
 func (h *Handle) injected() error {
-	if e := h.failure.Load(); e != nil {
-		return *e
+	if h.faults == nil {
+		return nil
 	}
-	return nil
+	return h.faults.Failure()
 }
 
-// InjectAdmittedDelay makes every granted create whose claims delay names
-// wait that long after its grant is recorded and before admission lets it
-// go on to storage, ignoring the request's deadline, as a slow admission
-// step after quotaplane's (the built-in ResourceQuota's, say) would; nil
-// stops it. It is for fault tests: the window between admission and storage
-// is otherwise too short to act in.
-func (h *Handle) InjectAdmittedDelay(delay func(claims []*quotav1alpha1.ResourceClaim) time.Duration) {
-	if delay == nil {
-		h.delay.Store(nil)
+// WaitAdmitted holds a create that was granted for the delay the Handle's
+// Faults ask for these claims, if any. Admission calls it last.
+func (h *Handle) WaitAdmitted(claims []*quotav1alpha1.ResourceClaim) {
+	if h.faults == nil {
 		return
 	}
-	h.delay.Store(&delay)
-}
-
-// WaitAdmitted applies the delay InjectAdmittedDelay set for these claims,
-// if any, to a create that was granted. Admission calls it last.
-func (h *Handle) WaitAdmitted(claims []*quotav1alpha1.ResourceClaim) {
-	if d := h.delay.Load(); d != nil {
-		time.Sleep((*d)(claims))
+	if d := h.faults.AdmittedDelay(claims); d > 0 {
+		time.Sleep(d)
 	}
 }
 
 // NewHandle returns a handle; pass it in the engine's Options.
 func NewHandle() *Handle { return &Handle{} }
+
+// NewHandleFor returns a handle configured by o.
+func NewHandleFor(o HandleOptions) *Handle { return &Handle{faults: o.Faults} }
 
 // UseStorage gives the engine the server's etcd. Without it the engine
 // answers admission with ErrNotLeader (the create is refused as "retry").

@@ -65,14 +65,16 @@ func (h *Handle) Review(ctx context.Context, steps []ReviewStep) (ReviewResult, 
 		if err := h.injected(); err != nil {
 			return ReviewResult{}, err
 		}
-		return t.review(steps), nil
+		return t.review(ctx, steps)
 	}, func(f Forwarder) (ReviewResult, error) {
 		return f.Review(ctx, steps)
 	})
 }
 
-func (t *Term) review(steps []ReviewStep) ReviewResult {
-	t.Cache.Lock()
+func (t *Term) review(ctx context.Context, steps []ReviewStep) (ReviewResult, error) {
+	if err := t.lockCurrent(ctx); err != nil {
+		return ReviewResult{}, err
+	}
 	defer t.Cache.Unlock()
 	r := reviewer{t: t, w: t.Cache.AccountsLocked().WhatIf(), names: map[string]bool{}, now: time.Now()}
 	defer r.w.Undo()
@@ -85,7 +87,7 @@ func (t *Term) review(steps []ReviewStep) ReviewResult {
 		}
 	}
 	out.Buckets = r.w.Buckets()
-	return out
+	return out, nil
 }
 
 // reviewer is one review being decided; the cache's lock is held.

@@ -124,10 +124,8 @@ func (h *Handle) UndoEarlierAttempt(ctx context.Context, objectUID string) error
 func (t *Term) lockObject(ctx context.Context, objectUID string) ([]*record.PendingClaim, error) {
 	rec := recordOf(ctx)
 	for {
-		t.Cache.Lock()
-		if t.Cache.StoppedLocked() {
-			t.Cache.Unlock()
-			return nil, ErrNotLeader
+		if err := t.lockCurrent(ctx); err != nil {
+			return nil, err
 		}
 		mine, others := t.Cache.PendingOfObjectLocked(objectUID, rec.has)
 		if !others && !t.Cache.UpdatingLocked(objectUID) {

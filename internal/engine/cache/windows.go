@@ -80,6 +80,24 @@ func (c *Cache) forgetWindowLocked(uid string) {
 	}
 }
 
+// WindowsCurrentLocked reports whether the phases the books count are the
+// ones the clock (now) puts every windowed grant in, as far as they may
+// count: false when a window may have started or ended since the last
+// WindowsDue, or a phase it found is still being recorded. Admission decides
+// only when it is true (it asks the decide loop, which runs WindowsDue first,
+// and waits): a grant never counts past its window's end, however long
+// until the next round. It costs one comparison while nothing is due. The
+// lock is held.
+func (c *Cache) WindowsCurrentLocked(now time.Time) bool {
+	switch {
+	case len(c.windowsDue) > 0:
+		return false
+	case c.windowCheck.IsZero():
+		return len(c.windows) == 0
+	}
+	return now.Before(c.windowCheck)
+}
+
 // WindowsDue records, in the state the next ledger record holds, every
 // phase the clock (now) has moved a windowed grant to and no leader has
 // recorded yet. It reports whether there is any: the caller then records the

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -41,6 +42,11 @@ type Reviewer struct {
 	// cluster's review needs verb members.VerbReview on it. Set before the
 	// server serves; nil refuses every review.
 	Authorizer authorizer.Authorizer
+	// Trusted are the member clusters whose identities the quota plane
+	// takes as its own (serve's --trust-member-cluster-identities); every
+	// other cluster's are mapped into its names (requester). Set before the
+	// server serves.
+	Trusted sets.Set[string]
 }
 
 // Use makes p the plugin reviews are decided by (claimpolicy.Register's
@@ -107,7 +113,7 @@ func (r *Reviewer) Review(ctx context.Context, cluster string, req *admissionv1.
 	if p == nil {
 		return refuse(resp, apierrors.NewServiceUnavailable("the quota plane's ClaimCreationPolicy admission is not running (serve was started without its engine, or is starting); retry in a few seconds"))
 	}
-	attrs, existing, notes, err := attributes(cluster, req)
+	attrs, existing, notes, err := attributes(cluster, r.Trusted.Has(cluster), req)
 	if err != nil {
 		return refuse(resp, apierrors.NewBadRequest(err.Error()))
 	}
@@ -155,7 +161,7 @@ func refuse(resp *admissionv1.AdmissionResponse, err error) *admissionv1.Admissi
 // webhook's review of an existing object, and why a requester was taken as
 // nobody. Scale updates arrive as updates of the scaled object (the webhook
 // reads it in its cluster): this server cannot read it.
-func attributes(cluster string, req *admissionv1.AdmissionRequest) (*memberAttributes, bool, []string, error) {
+func attributes(cluster string, trusted bool, req *admissionv1.AdmissionRequest) (*memberAttributes, bool, []string, error) {
 	if req.SubResource != "" {
 		return nil, false, nil, fmt.Errorf("cluster %s sent a review of subresource %q of %s; quotaplane webhook sends scale updates as updates of the object they scale, and no other subresource is charged: update the webhook to this server's version", cluster, req.SubResource, req.Resource.Resource)
 	}
@@ -181,7 +187,7 @@ func attributes(cluster string, req *admissionv1.AdmissionRequest) (*memberAttri
 		}
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
-	u, existing, notes := requester(cluster, req.Operation, req.UserInfo)
+	u, existing, notes := requester(cluster, trusted, req.Operation, req.UserInfo)
 	a := &memberAttributes{Attributes: admission.NewAttributesRecord(obj, old, gvk, req.Namespace, req.Name, gvr, "", op, nil, dryRun, u)}
 	return a, existing, notes, nil
 }

@@ -39,13 +39,13 @@ func TestAttributesRefuseBadReviews(t *testing.T) {
 		"not an object": {func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte("[1]") }, "not a Kubernetes object"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, _, _, err := attributes("east", request(tc.mutate))
+			_, _, _, err := attributes("east", false, request(tc.mutate))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("attributes: %v; want %q", err, tc.want)
 			}
 		})
 	}
-	a, _, _, err := attributes("east", request(nil))
+	a, _, _, err := attributes("east", false, request(nil))
 	if err != nil || a.GetName() != "s" || a.GetKind().Kind != "Secret" {
 		t.Errorf("a good review: %v, %+v", err, a)
 	}

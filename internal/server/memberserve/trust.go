@@ -3,6 +3,7 @@ package memberserve
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -37,25 +38,45 @@ func mayReview(ctx context.Context, az authorizer.Authorizer, poster user.Info, 
 }
 
 // requester is a review's requester as the quota plane takes it from a
-// member cluster: never a name or group of the quota plane's own (system:,
-// which includes system:masters) and never one of quotaplane's signals in
-// its extras. A requester with a system: user name is nobody: no name, no
-// groups, so it may charge no consumer. existing reports a review of an
-// object the cluster stores already, sent by its webhook (ClusterUser with
+// member cluster. Unless the cluster is trusted (serve's
+// --trust-member-cluster-identities, a platform administrator's setting),
+// every user and group name is mapped into the cluster's names
+// (members.MemberName), whatever the client sent: a cluster's credential
+// speaks for that cluster's identities only. A trusted cluster's names are
+// taken as the quota plane's own, except every name of the quota plane's
+// own (system:, which includes system:masters): a system: user is nobody
+// (no name, no groups), who may charge no consumer. quotaplane's signals in
+// the extras are never passed on. existing reports a review of an object
+// the cluster stores already, sent by its webhook (ClusterUser with
 // ExistingObjectExtra, on a create); the poster's VerbReview allows it.
 // notes say why a requester was taken as nobody, for the answer's warnings.
-func requester(cluster string, op admissionv1.Operation, in authenticationv1.UserInfo) (u *user.DefaultInfo, existing bool, notes []string) {
+func requester(cluster string, trusted bool, op admissionv1.Operation, in authenticationv1.UserInfo) (u *user.DefaultInfo, existing bool, notes []string) {
 	_, marked := in.Extra[members.ExistingObjectExtra]
 	existing = marked && op == admissionv1.Create && in.Username == members.ClusterUser(cluster)
-	if strings.HasPrefix(in.Username, members.ReservedPrefix) {
+	native := slices.Contains(in.Extra[members.IdentitiesExtra], members.IdentitiesMember)
+	switch {
+	case in.Username == "":
+		return &user.DefaultInfo{}, existing, nil
+	case existing:
+		// The cluster's own identity, charging what it stores: no
+		// requester is authorized.
+		u = &user.DefaultInfo{Name: in.Username}
+	case !trusted:
+		u = &user.DefaultInfo{Name: members.MemberName(cluster, in.Username, native), UID: in.UID}
+		for _, g := range in.Groups {
+			u.Groups = append(u.Groups, members.MemberName(cluster, g, native))
+		}
+	case strings.HasPrefix(in.Username, members.ReservedPrefix):
 		return &user.DefaultInfo{}, existing, []string{fmt.Sprintf(
-			"the requester %q, sent by member cluster %s, is a name of the quota plane's own (%s...), which no member may assert: it was taken as nobody, who may charge no quota; the cluster's webhook adds --user-prefix (by default %q) to its names",
-			in.Username, cluster, members.ReservedPrefix, cluster+":")}
-	}
-	u = &user.DefaultInfo{Name: in.Username, UID: in.UID}
-	for _, g := range in.Groups {
-		if !strings.HasPrefix(g, members.ReservedPrefix) {
-			u.Groups = append(u.Groups, g)
+			"the requester %q, sent by member cluster %s, is a name of the quota plane's own (%s...), which no member may assert: it was taken as nobody, who may charge no quota; "+
+				"the quota plane trusts this cluster's identities as its own (serve's --trust-member-cluster-identities), so its service accounts and system: names charge nothing",
+			in.Username, cluster, members.ReservedPrefix)}
+	default:
+		u = &user.DefaultInfo{Name: in.Username, UID: in.UID}
+		for _, g := range in.Groups {
+			if !strings.HasPrefix(g, members.ReservedPrefix) {
+				u.Groups = append(u.Groups, g)
+			}
 		}
 	}
 	for k, v := range in.Extra {

@@ -3,6 +3,7 @@ package planeserve
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,18 +205,7 @@ func (r *router) Create(ctx context.Context, key string, obj, out runtime.Object
 			return err
 		}
 	case mapped:
-		if ns := r.view(key); r.claims && ns != r.systemNamespace {
-			// A claim created in a plane namespace is shown there.
-			if m, err := meta.Accessor(obj); err == nil {
-				l := m.GetLabels()
-				if l == nil {
-					l = map[string]string{}
-				}
-				l[quotav1alpha1.LabelPlaneNamespace] = ns
-				m.SetLabels(l)
-			}
-		}
-		setNamespace(obj, p.QuotaNamespace())
+		r.placeNew(*p, r.view(key), obj)
 		defer r.show(*p, out)
 	case local:
 		if err := s.Create(ctx, k, obj, out, ttl); err != nil {
@@ -238,7 +228,7 @@ func (r *router) Delete(ctx context.Context, key string, out runtime.Object, pre
 	case p == nil:
 		return s.Delete(ctx, k, out, pre, validate, cached, opts)
 	case s == nil:
-		return apierrors.NewNotFound(r.gr, key)
+		return r.notFound(key)
 	}
 	switch r.route {
 	case shared:
@@ -247,7 +237,7 @@ func (r *router) Delete(ctx context.Context, key string, out runtime.Object, pre
 		inner := validate
 		validate = func(ctx context.Context, obj runtime.Object) error {
 			if !r.ownProject(*p, obj) {
-				return apierrors.NewNotFound(r.gr, key)
+				return r.notFound(key)
 			}
 			return inner(ctx, obj)
 		}
@@ -256,7 +246,7 @@ func (r *router) Delete(ctx context.Context, key string, out runtime.Object, pre
 		validate = func(ctx context.Context, obj runtime.Object) error {
 			shown := r.shown(*p, obj)
 			if !inView(shown, ns) {
-				return apierrors.NewNotFound(r.gr, key)
+				return r.notFound(key)
 			}
 			return inner(ctx, shown)
 		}
@@ -381,8 +371,8 @@ func (r *router) GuaranteedUpdate(ctx context.Context, key string, dest runtime.
 	case orgProjects:
 		inner := try
 		try = func(in runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
-			if !r.ownProject(plane, in) {
-				return nil, nil, apierrors.NewNotFound(r.gr, key)
+			if !absent(in) && !r.ownProject(plane, in) {
+				return nil, nil, r.notFound(key)
 			}
 			out, ttl, err := inner(in, res)
 			if err == nil {
@@ -393,9 +383,20 @@ func (r *router) GuaranteedUpdate(ctx context.Context, key string, dest runtime.
 	case mapped:
 		inner, ns := try, r.view(key)
 		try = func(in runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+			if absent(in) {
+				// Nothing stored under the key and the update may create
+				// (server-side apply, a PUT of a new object): created in
+				// the plane's quota namespace, shown where it was made,
+				// as Create does.
+				out, ttl, err := inner(in, res)
+				if err == nil {
+					r.placeNew(plane, ns, out)
+				}
+				return out, ttl, err
+			}
 			shown := r.shown(plane, in)
 			if !inView(shown, ns) {
-				return nil, nil, apierrors.NewNotFound(r.gr, key)
+				return nil, nil, r.notFound(key)
 			}
 			out, ttl, err := inner(shown, res)
 			if err == nil {
@@ -442,4 +443,34 @@ func filterList(list runtime.Object, ns string) error {
 		}
 	}
 	return meta.SetList(list, kept)
+}
+
+// placeNew places obj, a quota object made in plane namespace ns of plane
+// p, at the root: in the plane's quota namespace, and a claim made outside
+// the plane's system namespace labelled to be shown where it was made.
+func (r *router) placeNew(p planes.Plane, ns string, obj runtime.Object) {
+	if r.claims && ns != "" && ns != r.systemNamespace {
+		if m, err := meta.Accessor(obj); err == nil {
+			l := m.GetLabels()
+			if l == nil {
+				l = map[string]string{}
+			}
+			l[quotav1alpha1.LabelPlaneNamespace] = ns
+			m.SetLabels(l)
+		}
+	}
+	setNamespace(obj, p.QuotaNamespace())
+}
+
+// absent reports whether in is what the storage gives an update for a key
+// that holds nothing: a new, empty object.
+func absent(in runtime.Object) bool {
+	m, err := meta.Accessor(in)
+	return err == nil && m.GetName() == "" && m.GetResourceVersion() == "" && m.GetUID() == ""
+}
+
+// notFound is the 404 of the object a storage key names: its name, as the
+// API answers any missing object, never the key itself.
+func (r *router) notFound(key string) error {
+	return apierrors.NewNotFound(r.gr, path.Base(key))
 }

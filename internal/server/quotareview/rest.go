@@ -48,6 +48,44 @@ type REST struct {
 	mapperOnce sync.Once
 	mapper     meta.ResettableRESTMapper
 	mapperErr  error
+
+	// running counts each requester's reviews being answered (PerUser).
+	mu      sync.Mutex
+	running map[string]int
+}
+
+// PerUser bounds the reviews one requester (the authenticated user that
+// posts them, whoever it reviews as) has answered at once on a replica; the
+// next is refused 429 with Retry-After (RetryAfterSeconds), as API Priority
+// and Fairness refuses a flow it cannot queue. A review of 1,000 objects is
+// a thousand creates' worth of reads and decisions: the bound keeps one
+// tenant's loop of them from crowding out everyone's creates.
+const (
+	PerUser           = 2
+	RetryAfterSeconds = 1
+)
+
+// begin takes one of name's review slots; false when all PerUser are taken.
+func (r *REST) begin(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running[name] >= PerUser {
+		return false
+	}
+	if r.running == nil {
+		r.running = map[string]int{}
+	}
+	r.running[name]++
+	return true
+}
+
+// end gives name's slot back.
+func (r *REST) end(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running[name]--; r.running[name] <= 0 {
+		delete(r.running, name)
+	}
 }
 
 var (
@@ -98,6 +136,12 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 	if !ok {
 		return nil, apierrors.NewUnauthorized("a quota review needs an authenticated user")
 	}
+	if !r.begin(requester.GetName()) {
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf(
+			"user %q has %d quota reviews being answered already, the most one user may have at once; nothing was taken: retry after this one ends, or review more objects in one review (up to %d)",
+			requester.GetName(), PerUser, quotav1alpha1.MaxReviewObjects), RetryAfterSeconds)
+	}
+	defer r.end(requester.GetName())
 	reviewed, err := r.reviewedUser(ctx, requester, review.Spec)
 	if err != nil {
 		return nil, err

@@ -33,7 +33,8 @@ import (
 // is reported: response warning, Event, metric, and a record.
 func TestUndecidedCreates(t *testing.T) {
 	o := quotatest.FastEngineOptions()
-	s, err := testserver.Start(testserver.Options{Engine: &o})
+	faults := &testserver.Faults{}
+	s, err := testserver.Start(testserver.Options{Engine: &o, Faults: faults})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +111,8 @@ func TestUndecidedCreates(t *testing.T) {
 	// takes its Lease back and every decision fails as if its journal could
 	// not be written (an injected fault).
 	quotatest.TakeEngineLease(t, kube, o.SystemNamespace, "another-replica", 1)
-	s.Handle.InjectFailure(errors.New("the journal cannot be written (injected)"))
-	defer s.Handle.InjectFailure(nil)
+	faults.SetFailure(errors.New("the journal cannot be written (injected)"))
+	defer faults.SetFailure(nil)
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		err := createOnce("leads-again")
 		if err == nil {

@@ -22,11 +22,16 @@ import (
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
-var srv *testserver.Server
+var (
+	srv *testserver.Server
+	// faults are injected into srv's engine; tests switch them
+	// (TestASlowCreateHoldsItsQuotaUntilStored).
+	faults = &testserver.Faults{}
+)
 
 func TestMain(m *testing.M) {
 	o := quotatest.FastEngineOptions()
-	testserver.Main(m, &srv, testserver.Options{Engine: &o})
+	testserver.Main(m, &srv, testserver.Options{Engine: &o, Faults: faults})
 }
 
 // world is one test's resource type "units" (claimed by ConfigMaps and

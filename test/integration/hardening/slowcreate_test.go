@@ -37,13 +37,13 @@ func TestASlowCreateHoldsItsQuotaUntilStored(t *testing.T) {
 		p.Spec.Target.ResourceClaimTemplate.Metadata.Name = "{{ trigger.metadata.name }}-units"
 	}), metav1.ConditionTrue)
 	const delay = 6 * time.Second // past the settler's recheck period and its 5 s grace
-	srv.Handle.InjectAdmittedDelay(func(claims []*quotav1alpha1.ResourceClaim) time.Duration {
+	faults.SetAdmittedDelay(func(claims []*quotav1alpha1.ResourceClaim) time.Duration {
 		if ref := claims[0].Spec.ResourceRef; ref != nil && ref.Namespace == w.NS && (ref.Name == "slow" || ref.Name == "gave-up") {
 			return delay
 		}
 		return 0
 	})
-	defer srv.Handle.InjectAdmittedDelay(nil)
+	defer faults.SetAdmittedDelay(nil)
 	tenant := impersonatedTenant(t, w, "tenant-"+w.ID)
 
 	var wg sync.WaitGroup

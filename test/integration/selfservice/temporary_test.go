@@ -108,6 +108,10 @@ func TestATemporaryIncreaseExpires(t *testing.T) {
 	}
 }
 
+// docsRule is docs/self-service.md's example rule for temporary increases:
+// up to a week, and at most double the limit.
+const docsRule = "'for' in request.spec && duration(string(request.spec['for'])) <= duration('168h') && request.spec.requestedLimit <= 2 * usage.limit"
+
 // TestARuleApprovesShortTemporaryIncreases: an approval rule reads
 // spec.for (as string(request.spec['for']): for is a CEL reserved word, and
 // request is untyped) and
@@ -119,7 +123,7 @@ func TestARuleApprovesShortTemporaryIncreases(t *testing.T) {
 	org := w.consumer("Organization", w.org)
 	rule := &quotav1alpha1.QuotaApprovalRule{ObjectMeta: metav1.ObjectMeta{Name: "a-week-" + w.org}, Spec: quotav1alpha1.QuotaApprovalRuleSpec{
 		ResourceTypes: []quotav1alpha1.ResourceType{quotav1alpha1.ResourceType(w.rt)},
-		Expression:    "'for' in request.spec && duration(string(request.spec['for'])) <= duration('168h')"}}
+		Expression:    docsRule}}
 	w.create(rule)
 	t.Cleanup(func() { _ = w.admin.Delete(ctx, rule) })
 	w.poll("the rule to compile", func() bool {
@@ -127,16 +131,37 @@ func TestARuleApprovesShortTemporaryIncreases(t *testing.T) {
 		return w.admin.Get(ctx, client.ObjectKeyFromObject(rule), got) == nil && len(got.Status.Conditions) == 1 &&
 			got.Status.Conditions[0].Status == metav1.ConditionTrue
 	})
-	short := w.state(w.ask(w.temporary(org, w.rt, 30, 72*time.Hour)), quotav1alpha1.QuotaRequestApproved)
+	short := w.state(w.ask(w.temporary(org, w.rt, 20, 72*time.Hour)), quotav1alpha1.QuotaRequestApproved)
 	if short.Status.Decision.Rule != rule.Name || short.Status.Grant == nil || short.Status.Grant.ExpiresAt == nil {
 		t.Fatalf("a 72 h increase under a rule for a week: decision %+v, grant %+v", short.Status.Decision, short.Status.Grant)
 	}
-	for _, qr := range []*quotav1alpha1.QuotaRequest{w.temporary(org, w.rt, 40, 720*time.Hour), w.request(org, w.rt, 40)} {
+	// Too long, permanent, or (the limit now 20) more than double the limit:
+	// each waits for staff.
+	for _, qr := range []*quotav1alpha1.QuotaRequest{w.temporary(org, w.rt, 40, 720*time.Hour), w.request(org, w.rt, 40), w.temporary(org, w.rt, 50, 72*time.Hour)} {
 		got := w.until(w.ask(qr), func(q *quotav1alpha1.QuotaRequest) bool {
 			return strings.Contains(q.Status.Message, "waiting for staff")
 		})
 		if got.Status.State != quotav1alpha1.QuotaRequestPending {
 			t.Fatalf("a request the rule does not cover (for %v): %+v", qr.Spec.For, got.Status)
 		}
+	}
+}
+
+// TestATemporaryIncreaseOfNoTimeIsRefused: spec.for under the stated
+// minimum (10s) is refused on spec.for, so that no rule can approve a
+// window that ends as its grant is written (for: 1ns once made a grant
+// whose expiresAt was its own creation second, counted until the engine's
+// next round); 10s is accepted.
+func TestATemporaryIncreaseOfNoTimeIsRefused(t *testing.T) {
+	w := newWorld(t)
+	org := w.consumer("Organization", w.org)
+	for _, d := range []time.Duration{time.Nanosecond, 999 * time.Millisecond, 9 * time.Second} {
+		err := w.tenant.Create(context.Background(), w.temporary(org, w.rt, 20, d))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.for") || !strings.Contains(err.Error(), "at least 10s") {
+			t.Errorf("a temporary increase for %s: want 422 on spec.for naming the minimum 10s, got %v", d, err)
+		}
+	}
+	if err := w.tenant.Create(context.Background(), w.temporary(org, w.rt, 20, 10*time.Second)); err != nil {
+		t.Errorf("a temporary increase for the minimum, 10s: %v", err)
 	}
 }

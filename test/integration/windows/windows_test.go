@@ -275,3 +275,51 @@ func eventCount(t *testing.T, f *quotatest.Fixture, ns, name string, reasons ...
 	}
 	return n
 }
+
+// TestAGrantNeverCountsPastItsEnd: from the moment a grant's window ends,
+// no create is decided against it, however long until the engine's next
+// round (it rounds once a second when idle): creates sent back to back from
+// the window's end are all refused against the permanent limit. A new grant
+// whose window has ended already is refused on spec.expiresAt.
+func TestAGrantNeverCountsPastItsEnd(t *testing.T) {
+	f := quotatest.NewFixture(t, quotatest.NewClient(t, srv.Config))
+	f.SecretsPolicy(1)
+	until := metav1.NewTime(time.Now().Add(6 * time.Second).Truncate(time.Second))
+	windowedGrant(t, f, "short", 20, nil, &until)
+	f.WaitBucket(quotatest.N(21, 0, 21), "secrets")
+	if err := secret(f, "within"); err != nil {
+		t.Fatalf("a create within the window: %v", err)
+	}
+	if time.Now().After(until.Time) {
+		t.Fatal("the window ended before the test could use it; the machine is too slow for this test's 6 s")
+	}
+	time.Sleep(time.Until(until.Time))
+	admitted, tried := []string{}, 0
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end) && tried < 200; tried++ {
+		name := fmt.Sprintf("after-%d", tried)
+		err := secret(f, name)
+		switch {
+		case err == nil:
+			admitted = append(admitted, fmt.Sprintf("%s at %s", name, time.Now().Format("15:04:05.000")))
+		case !apierrors.IsForbidden(err):
+			t.Fatalf("a create after the window's end: want 403 against the permanent limit, got %v", err)
+		}
+	}
+	if len(admitted) > 0 {
+		t.Fatalf("%d of %d creates after the window's end (%s) were admitted against the expired grant: %v",
+			len(admitted), tried, until.UTC().Format(time.RFC3339), admitted)
+	}
+	if tried < 5 {
+		t.Fatalf("only %d creates were tried in the 1.5 s after the window's end; the test proves nothing", tried)
+	}
+	f.WaitBucket(quotatest.N(1, 1, 0), "secrets")
+
+	past := metav1.NewTime(time.Now().Truncate(time.Second))
+	g := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: "ended", Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{
+		ConsumerRef: f.Org, ExpiresAt: &past,
+		Allowances: []quotav1alpha1.Allowance{{ResourceType: f.RT("secrets"), Buckets: []quotav1alpha1.GrantBucket{{Amount: 5}}}}}}
+	err := f.C.Create(context.Background(), g)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.expiresAt") || !strings.Contains(err.Error(), "would never count") {
+		t.Fatalf("a grant whose window ended before its creation: want 422 on spec.expiresAt, got %v", err)
+	}
+}

@@ -1,0 +1,106 @@
+package owning
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
+	"github.com/quotaplane/quotaplane/pkg/quotaclaim"
+)
+
+// warnings keeps the warnings a client was answered with.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, msg)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.msgs
+	w.msgs = nil
+	return out
+}
+
+// TestADryRunClaimAnswersOnlyAfterAuthorization: a user who may create
+// ResourceClaims in its namespace but has no verb claim on the consumer
+// gets, for a dry-run claim and for the claim library's Check, the
+// authorization refusal and nothing else — no numbers of the consumer's
+// quota in the refusal of a claim that would not fit, no "would be granted"
+// warning for one that would.
+func TestADryRunClaimAnswersOnlyAfterAuthorization(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, 3)
+	user := "mallory-" + s.f.ID
+	if _, err := s.kube.RbacV1().Roles(s.f.NS).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{quotav1alpha1.GroupName}, Resources: []string{"resourceclaims"}, Verbs: []string{"create", "get", "list"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.kube.RbacV1().RoleBindings(s.f.NS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for { // until RBAC's cache has the binding
+		sar, err := s.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: s.f.NS, Verb: "create", Group: quotav1alpha1.GroupName, Resource: "resourceclaims"}}}, metav1.CreateOptions{})
+		if err == nil && sar.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the binding of %s never took effect: %v %+v", user, err, sar)
+		}
+		waitBrief()
+	}
+	seen := &warnings{}
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	cfg.WarningHandler = seen
+	cs := versioned.NewForConfigOrDie(cfg)
+	claim := func(name string, amount int64) *quotav1alpha1.ResourceClaim {
+		return &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.f.NS}, Spec: quotav1alpha1.ResourceClaimSpec{
+			ConsumerRef: s.f.Org, Requests: s.cpu(amount)}}
+	}
+	for name, amount := range map[string]int64{"fits": 1, "does-not-fit": 100} {
+		_, err := cs.QuotaV1alpha1().ResourceClaims(s.f.NS).Create(ctx, claim(name, amount), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		got := seen.take()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `verb "claim"`) {
+			t.Errorf("a dry-run claim of %d (%s) by a user without verb claim: want 403 for the verb claim, got %v", amount, name, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "available") || strings.Contains(err.Error(), "would")) {
+			t.Errorf("the refusal of a dry-run claim of %d tells the consumer's quota: %v", amount, err)
+		}
+		for _, w := range got {
+			if strings.Contains(w, "would") || strings.Contains(w, "available") {
+				t.Errorf("a dry-run claim of %d by a user without verb claim was warned %q", amount, w)
+			}
+		}
+	}
+	checker := &quotaclaim.Claimer{Client: cs, Namespace: s.f.NS, Service: "compute", Identity: user}
+	for _, amount := range []int64{1, 100} {
+		_, err := checker.Check(ctx, s.resource(fmt.Sprintf("check-%d", amount)), s.f.Org, s.cpu(amount))
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `verb "claim"`) || strings.Contains(err.Error(), "available") || strings.Contains(err.Error(), "would") {
+			t.Errorf("Check of %d by a user without verb claim: want only the 403 for the verb claim, got %v", amount, err)
+		}
+		if got := seen.take(); len(got) > 0 {
+			t.Errorf("Check of %d by a user without verb claim was warned %q", amount, got)
+		}
+	}
+}
