@@ -39,11 +39,11 @@ func LeaseName(identity string) string {
 	return "quotaplane-replica-" + hex.EncodeToString(sum[:8])
 }
 
-// Announce keeps identity's replica Lease in namespace, naming address,
-// until ctx is done.
-func Announce(ctx context.Context, c kubernetes.Interface, namespace, identity, address string) {
+// Announce keeps identity's replica Lease in namespace, naming address and
+// ca (its fingerprints: CAAnnotation, TrustAnnotation), until ctx is done.
+func Announce(ctx context.Context, c kubernetes.Interface, namespace, identity, address string, ca CA) {
 	for {
-		if err := renew(ctx, c, namespace, identity, address); err != nil && ctx.Err() == nil {
+		if err := renew(ctx, c, namespace, identity, address, ca); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "Renewing this replica's Lease failed; other replicas cannot forward decisions here meanwhile", "lease", LeaseName(identity))
 		}
 		select {
@@ -54,13 +54,15 @@ func Announce(ctx context.Context, c kubernetes.Interface, namespace, identity, 
 	}
 }
 
-func renew(ctx context.Context, c kubernetes.Interface, namespace, identity, address string) error {
+func renew(ctx context.Context, c kubernetes.Interface, namespace, identity, address string, ca CA) error {
 	leases := c.CoordinationV1().Leases(namespace)
 	now := metav1.NewMicroTime(time.Now())
 	l, err := leases.Get(ctx, LeaseName(identity), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		annotations := map[string]string{AddressAnnotation: address}
+		ca.annotate(annotations)
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName(identity), Namespace: namespace,
-			Labels: map[string]string{LeaseLabel: "true"}, Annotations: map[string]string{AddressAnnotation: address}},
+			Labels: map[string]string{LeaseLabel: "true"}, Annotations: annotations},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(identity), LeaseDurationSeconds: ptr.To(int32(3 * renewEvery / time.Second)),
 				AcquireTime: &now, RenewTime: &now}}
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
@@ -73,6 +75,7 @@ func renew(ctx context.Context, c kubernetes.Interface, namespace, identity, add
 		l.Annotations = map[string]string{}
 	}
 	l.Annotations[AddressAnnotation] = address
+	ca.annotate(l.Annotations)
 	l.Spec.HolderIdentity, l.Spec.RenewTime = ptr.To(identity), &now
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(3 * renewEvery / time.Second))
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
@@ -104,20 +107,9 @@ func (r *Resolver) Address(ctx context.Context) (string, error) {
 		return a, nil
 	}
 	r.mu.Unlock()
-	engine, err := r.Client.CoordinationV1().Leases(r.Namespace).Get(ctx, r.EngineLease, metav1.GetOptions{})
+	holder, l, err := r.leaderLease(ctx)
 	if err != nil {
-		return "", fmt.Errorf("reading the engine's Lease %s/%s: %w", r.Namespace, r.EngineLease, err)
-	}
-	holder := ptr.Deref(engine.Spec.HolderIdentity, "")
-	switch {
-	case holder == "":
-		return "", fmt.Errorf("no replica holds the engine's Lease %s/%s", r.Namespace, r.EngineLease)
-	case holder == r.Self:
-		return "", ErrSelfLeads
-	}
-	l, err := r.Client.CoordinationV1().Leases(r.Namespace).Get(ctx, LeaseName(holder), metav1.GetOptions{})
-	if err != nil {
-		return "", fmt.Errorf("reading the Lease of the leading replica %s: %w", holder, err)
+		return "", err
 	}
 	addr := l.Annotations[AddressAnnotation]
 	if addr == "" {
@@ -127,6 +119,30 @@ func (r *Resolver) Address(ctx context.Context) (string, error) {
 	r.address, r.at = addr, time.Now()
 	r.mu.Unlock()
 	return addr, nil
+}
+
+// errNoLeader: the engine's Lease names no holder.
+var errNoLeader = errors.New("no replica holds the engine's Lease")
+
+// leaderLease is the replica Lease of the replica whose engine leads, and
+// that replica's identity.
+func (r *Resolver) leaderLease(ctx context.Context) (string, *coordinationv1.Lease, error) {
+	engine, err := r.Client.CoordinationV1().Leases(r.Namespace).Get(ctx, r.EngineLease, metav1.GetOptions{})
+	if err != nil {
+		return "", nil, fmt.Errorf("reading the engine's Lease %s/%s: %w", r.Namespace, r.EngineLease, err)
+	}
+	holder := ptr.Deref(engine.Spec.HolderIdentity, "")
+	switch {
+	case holder == "":
+		return "", nil, fmt.Errorf("%w %s/%s", errNoLeader, r.Namespace, r.EngineLease)
+	case holder == r.Self:
+		return holder, nil, ErrSelfLeads
+	}
+	l, err := r.Client.CoordinationV1().Leases(r.Namespace).Get(ctx, LeaseName(holder), metav1.GetOptions{})
+	if err != nil {
+		return holder, nil, fmt.Errorf("reading the Lease of the leading replica %s: %w", holder, err)
+	}
+	return holder, l, nil
 }
 
 // Forget drops the address found: the next call looks it up again.

@@ -15,16 +15,21 @@ import (
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
 
-// startPeers serves this replica's peer listener, announces it in the
-// replica's Lease, and makes admission ask the leading replica while this
-// replica's engine does not lead (docs/replicas.md).
-func startPeers(o CompletedOptions, files pki.Files) Component {
+// startPeers serves this replica's peer listener, announces it and its peer
+// CA in the replica's Lease, makes admission ask the leading replica while
+// this replica's engine does not lead (docs/replicas.md), and has caCheck
+// compare its peer CA with the leader's.
+func startPeers(o CompletedOptions, files pki.Files, caCheck *peer.CACheck) Component {
 	return func(ctx context.Context, loopback *rest.Config) error {
 		h := o.QuotaEngine
 		if h == nil {
 			return nil
 		}
 		cfg, err := peer.TLS(files)
+		if err != nil {
+			return err
+		}
+		ca, err := peer.ReadCA(files)
 		if err != nil {
 			return err
 		}
@@ -49,12 +54,16 @@ func startPeers(o CompletedOptions, files pki.Files) Component {
 		if err != nil {
 			return err
 		}
-		go peer.Announce(ctx, kube, o.SystemNamespace, o.Identity, advertise)
-		client, err := peer.NewClient(files, &peer.Resolver{Client: kube, Namespace: o.SystemNamespace, EngineLease: record.LeaseName, Self: o.Identity})
+		go peer.Announce(ctx, kube, o.SystemNamespace, o.Identity, advertise, ca)
+		leader := func() *peer.Resolver {
+			return &peer.Resolver{Client: kube, Namespace: o.SystemNamespace, EngineLease: record.LeaseName, Self: o.Identity}
+		}
+		client, err := peer.NewClient(files, leader())
 		if err != nil {
 			return err
 		}
 		h.ForwardTo(client)
+		caCheck.Start(ctx, leader(), ca, files)
 		return nil
 	}
 }

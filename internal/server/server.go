@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/util/notfoundhandler"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/crdinstall"
 	"github.com/quotaplane/quotaplane/internal/members"
+	"github.com/quotaplane/quotaplane/internal/peer"
 	"github.com/quotaplane/quotaplane/internal/requests"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/kubecontrollers"
@@ -108,6 +110,12 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 	mux.Handle("/metrics", c.Options.QuotaMetrics.Handler(legacyregistry.HandlerWithReset()))
 	// Member clusters' webhooks post their reviews here (docs/clusters.md).
 	mux.HandlePrefix(members.ReviewPrefix, c.members)
+	// A replica whose peer CA the leader does not share cannot get its
+	// decisions: it is not ready, and says which files to copy.
+	caCheck := &peer.CACheck{}
+	if err := s.chain.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck(peer.CACheckName, caCheck.Check)); err != nil {
+		return nil, err
+	}
 	le := c.Options.KubeControllers
 	cleaner := &cleanup.Cleaner{Registry: c.planes, Etcd: c.storage, Prefix: c.Options.EtcdPrefix}
 	components := append([]Component{
@@ -121,7 +129,7 @@ func (c CompletedConfig) New(ctx context.Context) (s *Server, err error) {
 			return c.collector.Start(ctx, loopback)
 		},
 		kubecontrollers.Start(le),
-		startPeers(c.Options, c.files),
+		startPeers(c.Options, c.files, caCheck),
 		tenancy.Start(tenancy.Options{Namespace: le.Namespace, Identity: le.Identity,
 			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}),
 		requests.Start(requests.Options{Namespace: le.Namespace, Identity: le.Identity,

@@ -147,8 +147,14 @@ func ensureCA(f Files) (*x509.Certificate, crypto.Signer, error) {
 	return ensureCAAt(f.Dir, f.CACert, f.CAKey, "quotaplane-ca")
 }
 
+// ensureCAAt returns the CA at certPath and keyPath, made when missing. The
+// certificate file may hold a bundle (Certificates): the first certificate
+// is the CA that signs, and keyPath must be its key.
 func ensureCAAt(dir, certPath, keyPath, commonName string) (*x509.Certificate, crypto.Signer, error) {
 	if cert, key, err := load(certPath, keyPath); err == nil {
+		if !matches(cert, key) {
+			return nil, nil, fmt.Errorf("%s is not the key of the first certificate in %s, the CA that signs: copy both files from one replica, or put the certificate of this key first", keyPath, certPath)
+		}
 		return cert, key, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("reading the CA in %s: %w (delete the pki directory to start over)", dir, err)
