@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
@@ -83,14 +82,7 @@ func TestABundleTrustsEachOfItsCAs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-			Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: pki.PeerServerName, MinVersion: tls.VersionTLS13}}}
-		resp, err := c.Post("https://"+addr.String()+CreatePath, "application/json", strings.NewReader(`{"claims":[]}`))
-		if err != nil {
-			return 0, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		return resp.StatusCode, nil
+		return createAs(addr.String(), &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: pki.PeerServerName, MinVersion: tls.VersionTLS13})
 	}
 	// A replica of the second CA that trusts the first one too.
 	secondTrustingFirst := second

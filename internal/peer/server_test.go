@@ -60,13 +60,7 @@ func TestOnlyReplicasReachThePeerListener(t *testing.T) {
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}
-		c := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 5 * time.Second}
-		resp, err := c.Post("https://"+addr.String()+CreatePath, "application/json", strings.NewReader(`{"claims":[]}`))
-		if err != nil {
-			return 0, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		return resp.StatusCode, nil
+		return createAs(addr.String(), tc)
 	}
 	for name, tc := range map[string][2]string{
 		"no certificate":                         {"", ""},
@@ -125,24 +119,13 @@ func TestAFollowerGetsTheLeadersErrors(t *testing.T) {
 // it advertises: a leader whose certificate names only loopback is reached
 // at another address of the host (here 127.0.0.2, which it does not name).
 func TestAReplicaIsReachedAtAnyAdvertisedAddress(t *testing.T) {
-	f, err := pki.Ensure(t.TempDir(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := TLS(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := Listen(t.Context(), "127.0.0.2:0", cfg, &Server{Handle: admit.NewHandle()})
-	if err != nil {
-		t.Fatalf("listening on 127.0.0.2 (loopback on Linux): %v", err)
-	}
+	f, _, addr := replica(t, "127.0.0.2")
 	c, err := NewClient(f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var resp Response
-	if err := c.post(t.Context(), addr.String(), EndedPath, []byte(`{"session":"s","status":201}`), &resp); err != nil {
+	if err := c.post(t.Context(), addr, EndedPath, []byte(`{"session":"s","status":201}`), &resp); err != nil {
 		t.Fatalf("a replica at %s, an address its certificate does not name: %v", addr, err)
 	}
 }
@@ -154,22 +137,10 @@ func TestAReplicaIsReachedAtAnyAdvertisedAddress(t *testing.T) {
 // other leads during a failover would: a call forwarded again would bounce
 // until its deadline.
 func TestAForwardedCallIsNeverForwardedAgain(t *testing.T) {
-	f, err := pki.Ensure(t.TempDir(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := TLS(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := admit.NewHandle()
-	addr, err := Listen(t.Context(), "127.0.0.1:0", cfg, &Server{Handle: h})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, h, addr := replica(t, "127.0.0.1")
 	// The resolver names this replica itself as the leader (seeded: no
 	// Lease is read within resolvedFor of it).
-	leader := &Resolver{Self: "other", address: addr.String(), at: time.Now().Add(time.Hour)}
+	leader := &Resolver{Self: "other", address: addr, at: time.Now().Add(time.Hour)}
 	c, err := NewClient(f, leader)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +157,7 @@ func TestAForwardedCallIsNeverForwardedAgain(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			var resp Response
-			err := c.post(ctx, addr.String(), path, []byte(body), &resp)
+			err := c.post(ctx, addr, path, []byte(body), &resp)
 			took := time.Since(start)
 			if err != nil {
 				t.Fatalf("after %s: %v; want the answer \"not the leader\"", took, err)
@@ -233,4 +204,37 @@ func signedByPeerCA(t *testing.T, f pki.Files, subject pkix.Name) (string, strin
 		t.Fatal(err)
 	}
 	return certFile, keyFile
+}
+
+// replica serves a peer listener on host with a PKI of its own and a
+// handle that leads nothing; it returns the PKI, the handle and the
+// listener's address.
+func replica(t *testing.T, host string) (pki.Files, *admit.Handle, string) {
+	t.Helper()
+	f, err := pki.Ensure(t.TempDir(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := TLS(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := admit.NewHandle()
+	addr, err := Listen(t.Context(), host+":0", cfg, &Server{Handle: h})
+	if err != nil {
+		t.Fatalf("listening on %s: %v", host, err)
+	}
+	return f, h, addr.String()
+}
+
+// createAs posts an empty create to the peer listener at addr with the TLS
+// configuration tc, and returns the answer's status.
+func createAs(addr string, tc *tls.Config) (int, error) {
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 5 * time.Second}
+	resp, err := c.Post("https://"+addr+CreatePath, "application/json", strings.NewReader(`{"claims":[]}`))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	return resp.StatusCode, nil
 }

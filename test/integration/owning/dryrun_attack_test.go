@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,27 +16,8 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
 	"github.com/quotaplane/quotaplane/pkg/quotaclaim"
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
-
-// warnings keeps the warnings a client was answered with.
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, msg string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, msg)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.msgs
-	w.msgs = nil
-	return out
-}
 
 // TestADryRunClaimAnswersOnlyAfterAuthorization: a user who may create
 // ResourceClaims in its namespace but has no verb claim on the consumer
@@ -69,7 +49,7 @@ func TestADryRunClaimAnswersOnlyAfterAuthorization(t *testing.T) {
 		}
 		waitBrief()
 	}
-	seen := &warnings{}
+	seen := &quotatest.Warnings{}
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
 	cfg.WarningHandler = seen
@@ -80,7 +60,8 @@ func TestADryRunClaimAnswersOnlyAfterAuthorization(t *testing.T) {
 	}
 	for name, amount := range map[string]int64{"fits": 1, "does-not-fit": 100} {
 		_, err := cs.QuotaV1alpha1().ResourceClaims(s.f.NS).Create(ctx, claim(name, amount), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		got := seen.take()
+		got := seen.All()
+		seen.Reset()
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `verb "claim"`) {
 			t.Errorf("a dry-run claim of %d (%s) by a user without verb claim: want 403 for the verb claim, got %v", amount, name, err)
 		}
@@ -99,7 +80,9 @@ func TestADryRunClaimAnswersOnlyAfterAuthorization(t *testing.T) {
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `verb "claim"`) || strings.Contains(err.Error(), "available") || strings.Contains(err.Error(), "would") {
 			t.Errorf("Check of %d by a user without verb claim: want only the 403 for the verb claim, got %v", amount, err)
 		}
-		if got := seen.take(); len(got) > 0 {
+		got := seen.All()
+		seen.Reset()
+		if len(got) > 0 {
 			t.Errorf("Check of %d by a user without verb claim was warned %q", amount, got)
 		}
 	}
