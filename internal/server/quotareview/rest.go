@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,9 +50,11 @@ type REST struct {
 	mapper     meta.ResettableRESTMapper
 	mapperErr  error
 
-	// running counts each requester's reviews being answered (PerUser).
+	// running counts each requester's reviews being answered (PerUser),
+	// total all of them (AtOnce).
 	mu      sync.Mutex
 	running map[string]int
+	total   int
 }
 
 // PerUser bounds the reviews one requester (the authenticated user that
@@ -65,13 +68,23 @@ const (
 	RetryAfterSeconds = 1
 )
 
-// begin takes one of name's review slots; false when all PerUser are taken.
+// AtOnce bounds the reviews a replica answers at once, whoever asks: half
+// its cores (GOMAXPROCS), at least one. A review of 1,000 objects is CPU-bound (its
+// reads, rendering, decisions); API Priority and Fairness shares the
+// server's seats, not its CPU, so without this bound reviews looping from
+// a few tenants fill every core and other tenants' creates wait behind
+// them (docs/benchmarks.md §21).
+func AtOnce() int { return max(1, goruntime.GOMAXPROCS(0)/2) }
+
+// begin takes one of name's review slots; false when all PerUser are
+// taken, or the replica answers AtOnce reviews already.
 func (r *REST) begin(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.running[name] >= PerUser {
+	if r.running[name] >= PerUser || r.total >= AtOnce() {
 		return false
 	}
+	r.total++
 	if r.running == nil {
 		r.running = map[string]int{}
 	}
@@ -83,6 +96,7 @@ func (r *REST) begin(name string) bool {
 func (r *REST) end(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.total--
 	if r.running[name]--; r.running[name] <= 0 {
 		delete(r.running, name)
 	}
@@ -138,8 +152,8 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 	}
 	if !r.begin(requester.GetName()) {
 		return nil, apierrors.NewTooManyRequests(fmt.Sprintf(
-			"user %q has %d quota reviews being answered already, the most one user may have at once; nothing was taken: retry after this one ends, or review more objects in one review (up to %d)",
-			requester.GetName(), PerUser, quotav1alpha1.MaxReviewObjects), RetryAfterSeconds)
+			"quota review by user %q not answered now: a user has at most %d reviews answered at once and this server at most %d, and that many are being answered; nothing was taken: retry after %d s (client-go does), or review more objects in one review (up to %d)",
+			requester.GetName(), PerUser, AtOnce(), RetryAfterSeconds, quotav1alpha1.MaxReviewObjects), RetryAfterSeconds)
 	}
 	defer r.end(requester.GetName())
 	reviewed, err := r.reviewedUser(ctx, requester, review.Spec)

@@ -168,7 +168,7 @@ func TestReviewsPerRequesterAreBounded(t *testing.T) {
 				switch code {
 				case http.StatusCreated:
 				case http.StatusTooManyRequests:
-					if retry != "1" || !strings.Contains(msg, "quota reviews being answered already") {
+					if retry != "1" || !strings.Contains(msg, "reviews answered at once") {
 						t.Errorf("a review over the bound: 429 with Retry-After %q, %s; want Retry-After 1 and the bound said", retry, msg)
 					}
 					refused = append(refused, msg)
