@@ -137,16 +137,20 @@ func memberReviewsOnEveryReplica(t *testing.T, replicas []*replica) {
 	f.SecretsPolicy(limit)
 	cluster := "rr-" + strings.ToLower(f.ID)
 	mustDo(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: members.Namespace(cluster)}}), "creating the cluster's namespace")
+	// The member's user charger is <cluster>:charger in the quota plane,
+	// whatever the review sends (members.MemberName): that name may charge
+	// the organization.
 	charger := cluster + "-charger"
+	inPlane := members.MemberName(cluster, charger, true)
 	mustDo(t, admin.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: charger}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{f.Org.APIGroup}, Resources: []string{"organizations"}, ResourceNames: []string{f.Org.Name}, Verbs: []string{"claim"}}}}), "a role charging %s", f.Org.Name)
 	mustDo(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: charger},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: charger}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: charger}}), "binding %s", charger)
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: inPlane}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: charger}}), "binding %s", inPlane)
 	// Each replica's RBAC cache has the binding, and its admission the
 	// policy, before the reviews.
 	for _, r := range replicas {
-		quotatest.WaitBound(t, r.Client, charger, nil, charger, "")
+		quotatest.WaitBound(t, r.Client, inPlane, nil, charger, "")
 	}
 	time.Sleep(time.Second)
 	review := func(name string) []byte {
@@ -155,7 +159,8 @@ func memberReviewsOnEveryReplica(t *testing.T, replicas []*replica) {
 			Request: &admissionv1.AdmissionRequest{UID: types.UID("uid-" + name), Operation: admissionv1.Create, Namespace: f.NS, Name: name,
 				Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Secret"},
 				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "secrets"},
-				UserInfo: authenticationv1.UserInfo{Username: charger, Groups: []string{"system:authenticated"}},
+				UserInfo: authenticationv1.UserInfo{Username: charger, Groups: []string{"system:authenticated"},
+					Extra: map[string]authenticationv1.ExtraValue{members.IdentitiesExtra: {members.IdentitiesMember}}},
 				Object:   runtime.RawExtension{Raw: secret}}})
 		return b
 	}

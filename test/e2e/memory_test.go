@@ -14,7 +14,7 @@ import (
 )
 
 // walkthroughRSSLimitMi bounds serve's idle resident size after the
-// walkthroughs (README, "Start-up time and memory"; docs/operations.md,
+// walkthroughs (docs/operations.md, "Start-up time and memory" and
 // "Memory"). The goal is 250 MiB; what the Kubernetes libraries
 // hold idle keeps it above that (measured, and why, there).
 const walkthroughRSSLimitMi = 320

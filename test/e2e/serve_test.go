@@ -31,7 +31,7 @@ import (
 
 const (
 	// readyLimit bounds start to ready (timed.Within). The goal, under 10 s,
-	// is measured by this test alone (README, "Start-up time and memory").
+	// is measured by this test alone (docs/operations.md, "Start-up time and memory").
 	// Bound 90 s (was 15 s), at least 5x the CI-load median (docs/benchmarks.md):
 	// a median of 3.05 s here alone (3 runs; 5.8-6.5 s on a slower day).
 	readyLimit = 90 * time.Second

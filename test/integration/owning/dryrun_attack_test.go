@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -19,8 +16,9 @@ import (
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
-// TestADryRunClaimAnswersOnlyAfterAuthorization: a user who may create
-// ResourceClaims in its namespace but has no verb claim on the consumer
+// TestADryRunClaimAnswersOnlyAfterAuthorization: a service account that may
+// create ResourceClaims in its namespace (the shipped quotaplane-quota-user,
+// a real token) but has no verb claim on the consumer
 // gets, for a dry-run claim and for the claim library's Check, the
 // authorization refusal and nothing else — no numbers of the consumer's
 // quota in the refusal of a claim that would not fit, no "would be granted"
@@ -28,30 +26,13 @@ import (
 func TestADryRunClaimAnswersOnlyAfterAuthorization(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t, 3)
-	user := "mallory-" + s.f.ID
-	if _, err := s.kube.RbacV1().Roles(s.f.NS).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{quotav1alpha1.GroupName}, Resources: []string{"resourceclaims"}, Verbs: []string{"create", "get", "list"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.kube.RbacV1().RoleBindings(s.f.NS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for { // until RBAC's cache has the binding
-		sar, err := s.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: s.f.NS, Verb: "create", Group: quotav1alpha1.GroupName, Resource: "resourceclaims"}}}, metav1.CreateOptions{})
-		if err == nil && sar.Status.Allowed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the binding of %s never took effect: %v %+v", user, err, sar)
-		}
-		waitBrief()
-	}
+	// A real token of a service account holding the shipped
+	// quotaplane-quota-user in the fixture's namespace: it may create
+	// claims there, and has no verb claim on the organization.
+	tok, user := quotatest.ServiceAccountToken(t, srv.Config, s.f.NS, "mallory", "quotaplane-quota-user", s.f.NS)
 	seen := &quotatest.Warnings{}
-	cfg := rest.CopyConfig(srv.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	cfg := rest.AnonymousClientConfig(srv.Config)
+	cfg.BearerToken = tok
 	cfg.WarningHandler = seen
 	cs := versioned.NewForConfigOrDie(cfg)
 	claim := func(name string, amount int64) *quotav1alpha1.ResourceClaim {

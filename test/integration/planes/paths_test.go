@@ -86,11 +86,14 @@ func TestRootEndpointsAreNotServedInPlanes(t *testing.T) {
 	const charger = "rootpath-charger"
 	must(t, admin.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: charger}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{f.Org.APIGroup}, Resources: []string{"organizations"}, ResourceNames: []string{f.Org.Name}, Verbs: []string{"claim"}}}}), "a role charging %s", f.Org.Name)
+	// The cluster's user charger is <cluster>:charger in the quota plane
+	// (members.MemberName), whatever the review sends.
+	inPlane := members.MemberName(cluster, charger, true)
 	must(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: charger},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: charger}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: charger}}), "binding %s", charger)
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: inPlane}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: charger}}), "binding %s", inPlane)
 	// The review is authorized by RBAC's cache: wait until it has the binding.
-	waitAllowed(t, charger, &authorizationv1.ResourceAttributes{Verb: "claim", Group: f.Org.APIGroup, Resource: "organizations", Name: f.Org.Name})
+	waitAllowed(t, inPlane, &authorizationv1.ResourceAttributes{Verb: "claim", Group: f.Org.APIGroup, Resource: "organizations", Name: f.Org.Name})
 	review := func(name string) []byte {
 		secret, err := json.Marshal(&corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}})
