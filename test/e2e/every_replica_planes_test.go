@@ -161,7 +161,7 @@ func memberReviewsOnEveryReplica(t *testing.T, replicas []*replica) {
 				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "secrets"},
 				UserInfo: authenticationv1.UserInfo{Username: charger, Groups: []string{"system:authenticated"},
 					Extra: map[string]authenticationv1.ExtraValue{members.IdentitiesExtra: {members.IdentitiesMember}}},
-				Object:   runtime.RawExtension{Raw: secret}}})
+				Object: runtime.RawExtension{Raw: secret}}})
 		return b
 	}
 	var allowed atomic.Int64
