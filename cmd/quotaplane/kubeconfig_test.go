@@ -92,6 +92,9 @@ func TestKubeconfigForAServiceAccount(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "tenants", Name: "robot"}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quotaplane-organization-owner"},
 	}))
+	// RBAC authorizes from a cache: act as the robot once it has the binding.
+	quotatest.WaitBound(t, admin, "system:serviceaccount:tenants:robot", []string{"system:serviceaccounts", "system:serviceaccounts:tenants"},
+		"quotaplane-organization-owner", "organization-kc-acme")
 	out, err = run("--service-account", "tenants/robot", "--organization", "kc-acme")
 	must(t, err)
 	plane := planes.Plane{Kind: planes.Organizations, Name: "kc-acme"}
