@@ -16,7 +16,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/klog/v2"
 
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
 
@@ -68,21 +67,12 @@ func TestABundleTrustsEachOfItsCAs(t *testing.T) {
 	// file.
 	call := func(t *testing.T, server, client pki.Files) (int, error) {
 		t.Helper()
-		cfg, err := TLS(server)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		addr, err := Listen(ctx, "127.0.0.1:0", cfg, &Server{Handle: admit.NewHandle()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, addr := listenWith(t, server, "127.0.0.1")
 		pool, cert, err := load(client)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return createAs(addr.String(), &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: pki.PeerServerName, MinVersion: tls.VersionTLS13})
+		return createAs(addr, &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: pki.PeerServerName, MinVersion: tls.VersionTLS13})
 	}
 	// A replica of the second CA that trusts the first one too.
 	secondTrustingFirst := second

@@ -37,16 +37,7 @@ func TestOnlyReplicasReachThePeerListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := TLS(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addr, err := Listen(ctx, "127.0.0.1:0", cfg, &Server{Handle: admit.NewHandle()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, addr := listenWith(t, f, "127.0.0.1")
 	call := func(t *testing.T, certFile, keyFile string) (int, error) {
 		pool, _, err := load(f)
 		if err != nil {
@@ -60,7 +51,7 @@ func TestOnlyReplicasReachThePeerListener(t *testing.T) {
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}
-		return createAs(addr.String(), tc)
+		return createAs(addr, tc)
 	}
 	for name, tc := range map[string][2]string{
 		"no certificate":                         {"", ""},
@@ -215,6 +206,14 @@ func replica(t *testing.T, host string) (pki.Files, *admit.Handle, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h, addr := listenWith(t, f, host)
+	return f, h, addr
+}
+
+// listenWith serves a peer listener on host with the PKI f until the test
+// ends, and returns its handle (leading nothing) and address.
+func listenWith(t *testing.T, f pki.Files, host string) (*admit.Handle, string) {
+	t.Helper()
 	cfg, err := TLS(f)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +223,7 @@ func replica(t *testing.T, host string) (pki.Files, *admit.Handle, string) {
 	if err != nil {
 		t.Fatalf("listening on %s: %v", host, err)
 	}
-	return f, h, addr.String()
+	return h, addr.String()
 }
 
 // createAs posts an empty create to the peer listener at addr with the TLS
