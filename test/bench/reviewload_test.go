@@ -87,6 +87,7 @@ func BenchmarkReviewLoadOnOthers(b *testing.B) {
 	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
+	quotatest.WaitBound(b, kube, other, nil, other, "") // RBAC authorizes from a cache
 	ocfg := rest.CopyConfig(srv.Config)
 	ocfg.Impersonate = rest.ImpersonationConfig{UserName: other, Groups: []string{"system:authenticated"}}
 	ocfg.QPS, ocfg.Burst = 1000, 2000

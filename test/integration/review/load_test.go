@@ -34,6 +34,8 @@ func (w *world) reviewer(name string) *rest.Config {
 	w.create(role)
 	w.create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}})
+	// RBAC authorizes from a cache: the reviewer acts once it has the binding.
+	quotatest.WaitBound(w.t, w.kube, name, nil, name, "")
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: []string{"system:authenticated"}}
 	cfg.QPS, cfg.Burst = 500, 1000
