@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/test/quotatest"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // TestGrantExpirySurvivesKill: serve is SIGKILLed the moment a trial
@@ -37,7 +38,9 @@ func TestGrantExpirySurvivesKill(t *testing.T) {
 	ctx := context.Background()
 	f := quotatest.NewFixture(t, k.c)
 	f.SecretsPolicy(1)
-	until := metav1.NewTime(time.Now().Add(12 * time.Second).Truncate(time.Second))
+	lead := 12 * time.Second
+	began := time.Now()
+	until := metav1.NewTime(began.Add(lead + time.Second).Truncate(time.Second)) // at least lead away
 	trial := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: "trial", Namespace: f.NS}, Spec: quotav1alpha1.ResourceGrantSpec{
 		ConsumerRef: f.Org, ExpiresAt: &until,
 		Allowances: []quotav1alpha1.Allowance{{ResourceType: f.RT("secrets"), Buckets: []quotav1alpha1.GrantBucket{{Amount: 2}}}}}}
@@ -47,8 +50,15 @@ func TestGrantExpirySurvivesKill(t *testing.T) {
 	f.WaitBucket(quotatest.N(3, 0, 3), "secrets")
 	for i := range 3 {
 		if err := k.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), Namespace: f.NS}}); err != nil {
+			timed.Within(t, "a trial's creates before its expiry", time.Since(began), lead) // says so if the trial ran out first
 			t.Fatalf("create %d within the trial: %v", i, err)
 		}
+	}
+	// Timed: the trial's creates must end before it expires. Bound 12 s (the
+	// trial's lead), at least 10 times the median measured alone;
+	// docs/benchmarks.md §16 (5x the CI-load median).
+	if !timed.Within(t, "a trial's creates before its expiry", time.Since(began), lead) {
+		t.FailNow()
 	}
 
 	// Kill at the first sign of the expiry: its ledger record, or the grant's status.

@@ -29,9 +29,13 @@ import (
 	"github.com/quotaplane/quotaplane/test/timed"
 )
 
+// soakDuration is how long TestSoak's traffic runs: 90 s, the leader
+// killed at 30 s and a minute of traffic after it, under the new leader and
+// the restarted replica; 3 minutes with QUOTAPLANE_FULL_SCALE set.
+func soakDuration() time.Duration { return quotatest.Scale(90*time.Second, 3*time.Minute) }
+
 const (
-	soakDuration = 3 * time.Minute
-	soakClients  = 8
+	soakClients = 8
 	// answerWithin bounds how long any request may take to be answered:
 	// the clients' timeout, and a timed assertion on the slowest answer.
 	// That is a 504 that waited out the admission decide timeout (10 s)
@@ -41,7 +45,7 @@ const (
 )
 
 // TestSoak runs the quota plane as production would — two serve replicas on
-// one external etcd — under 8 clients for 3 minutes: ConfigMaps and Secrets
+// one external etcd — under 8 clients for 90 s (3 minutes at full scale): ConfigMaps and Secrets
 // created, updated and deleted under three policies (one fail-open, one
 // placing its claims in a central namespace, one with a generated claim
 // name), claims created and deleted directly, a policy edited every few
@@ -51,7 +55,7 @@ const (
 // answered within its timeout (a non-leader's 504 counts as an answer).
 func TestSoak(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs for 3 minutes")
+		t.Skip("runs for 90 s")
 	}
 	quotatest.Exclusive(t)
 	bin := quotatest.BuildBinary(t)
@@ -143,7 +147,7 @@ func TestSoak(t *testing.T) {
 		}
 		slowestMu.Unlock()
 	}
-	deadline := time.Now().Add(soakDuration)
+	deadline := time.Now().Add(soakDuration())
 	var wg sync.WaitGroup
 	for w := range soakClients {
 		wg.Add(1)
@@ -205,7 +209,7 @@ func TestSoak(t *testing.T) {
 		}()
 	}
 
-	// A policy edited every 3 s; the engine's leader killed once, at 2 min.
+	// A policy edited every 3 s; the engine's leader killed once, a third in.
 	var edits atomic.Int64
 	wg.Add(1)
 	go func() {
@@ -225,7 +229,7 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(soakDuration / 3)
+	time.Sleep(soakDuration() / 3)
 	leader := engineLeader(t, replicas)
 	t.Logf("killing the engine's leader, replica %s", leader.Name)
 	_ = leader.Cmd.Process.Signal(syscall.SIGKILL)

@@ -23,24 +23,31 @@ import (
 	"github.com/quotaplane/quotaplane/test/timed"
 )
 
-const (
-	scaleOrgs  = 1000
-	scaleTypes = 10 // buckets per organization
-)
+// scale is TestStaffViewAtScale's organizations and resource types (one
+// bucket each): 600 and 5, 3,000 buckets, more organizations than the
+// overview's 500 rows; 1,000 and 10, the 10,000 buckets docs/benchmarks.md
+// §14 quotes, with QUOTAPLANE_FULL_SCALE set.
+func scale() (orgs, types int) {
+	if quotatest.FullScale() {
+		return 1000, 10
+	}
+	return 600, 5
+}
 
-// TestStaffViewAtScale: 1,000 organizations, each with a grant of 10
-// resource types, so 10,000 buckets the engine writes; the staff view's
-// page is loaded from a blank tab until its table is usable, three times.
-// The goal, a median under a second, is measured here and stated in
-// docs/benchmarks.md §14; the test fails only past a bound 5 times the
+// TestStaffViewAtScale: 600 organizations, each with a grant of 5 resource
+// types, so 3,000 buckets the engine writes (1,000 and 10,000 at full
+// scale, see scale); the staff view's page is loaded from a blank tab until
+// its table is usable, three times. The goal, a median under a second at
+// full scale, is measured here alone and stated in docs/benchmarks.md §14; the test fails only past a bound 5 times the
 // median under .ci/run's load (timed.Within).
 func TestStaffViewAtScale(t *testing.T) {
 	if testing.Short() {
-		t.Skip("creates 1,000 organizations and 10,000 buckets")
+		t.Skip("creates hundreds of organizations and thousands of buckets")
 	}
 	b := browser(t)
 	ctx := context.Background()
 	admin := quotatest.NewClient(t, srv.Config)
+	scaleOrgs, scaleTypes := scale()
 	began := time.Now()
 	var types []string
 	for i := range scaleTypes {
@@ -143,8 +150,10 @@ func TestStaffViewAtScale(t *testing.T) {
 		loads = append(loads, time.Since(start))
 	}
 	rows, err := chromedp.Run(staff, chromedp.Evaluate[int](`document.querySelectorAll('#orgs tr[data-org]').length`))
-	if err != nil || rows == 0 {
-		t.Fatalf("the staff table has %d rows (%v)", rows, err)
+	// The overview answers at most 500 organizations (the page asks with no
+	// limit); the rest are counted, not shown.
+	if want := min(scaleOrgs, 500); err != nil || rows != want {
+		t.Fatalf("the staff table has %d rows (%v); want %d of the %d organizations, the overview's page", rows, err, want, scaleOrgs)
 	}
 	slices.Sort(loads)
 	slices.Sort(api)

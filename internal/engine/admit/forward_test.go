@@ -11,6 +11,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
+	"github.com/quotaplane/quotaplane/test/timed"
 )
 
 // TestTheSameAttemptIsChargedOnce: a create forwarded again — after a
@@ -135,9 +136,10 @@ func TestAForwardedCreateIsDecidedHereOnceThisReplicaLeads(t *testing.T) {
 	if err != nil || !res.Granted {
 		t.Fatalf("a create forwarded while this replica took the Lease: %+v, %v; want it decided here", res, err)
 	}
-	if took := time.Since(began); took > 2*time.Second {
-		t.Errorf("decided after %s; want soon after this engine was ready (100 ms)", took)
-	}
+	// Timed: bound 2 s, 20 times the 100 ms the engine takes to be ready
+	// here and more than 10 times the median measured alone; listed in
+	// docs/benchmarks.md §16 (5x the CI-load median).
+	timed.Within(t, "a create forwarded while this replica took the Lease, decided here", time.Since(began), 2*time.Second)
 	if fw.calls.Load() == 0 {
 		t.Error("the create was never forwarded: the case was not reached")
 	}

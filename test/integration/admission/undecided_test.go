@@ -62,9 +62,10 @@ func TestUndecidedCreates(t *testing.T) {
 	}
 	hijacked := time.Now()
 	var refusal error
-	// That creates are refused at all is waited for up to 2 minutes (a
-	// correctness timeout); how soon is the timed assertion below.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	// That creates are refused at all is waited for up to 3 minutes (a
+	// correctness timeout, longer than the bound below); how soon is the
+	// timed assertion below.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		refusal = createOnce("undecided")
 		if refusal == nil {
 			// Admitted before the engine noticed; try another name.
@@ -74,14 +75,15 @@ func TestUndecidedCreates(t *testing.T) {
 		return true, nil
 	})
 	if err != nil {
-		t.Fatal("creates were still admitted 2 minutes after the engine lost its Lease")
+		t.Fatal("creates were still admitted 3 minutes after the engine lost its Lease")
 	}
 	// The goal, refused within about the renew deadline (3 s here) and the
 	// decide timeout (10 s) a replica spends looking for a leader to ask,
-	// is measured here alone (docs/admission.md). Bound 70 s (was 40 s), at
-	// least 5x the median (docs/benchmarks.md §16): 13.2 s here alone (2
-	// runs), the renew deadline and the 10 s decide timeout.
-	timed.Within(t, "creates refused after the engine's Lease was taken", time.Since(hijacked), 70*time.Second)
+	// is measured here alone (docs/admission.md). Bound 140 s (was 70 s), at
+	// least 10x the median measured alone and 5x the CI-load median
+	// (docs/benchmarks.md §16): 13.2 s here alone (2 runs), 13.6 s under
+	// .ci/run; the renew deadline and the 10 s decide timeout.
+	timed.Within(t, "creates refused after the engine's Lease was taken", time.Since(hijacked), 140*time.Second)
 	if !apierrors.IsTimeout(refusal) || !strings.Contains(refusal.Error(), "cannot be decided right now") || !strings.Contains(refusal.Error(), "retry") {
 		t.Fatalf("want a 504 saying quota cannot be decided now and to retry, got %v", refusal)
 	}
