@@ -64,6 +64,7 @@ func BenchmarkApprovedIncreaseToRunning(b *testing.B) {
 		Subjects: []rbacv1.Subject{{Kind: "User", Name: "alice"}}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quotaplane-organization-owner"}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
+	quotatest.WaitBound(b, kube, "alice", nil, "quotaplane-organization-owner", "organization-"+org) // RBAC authorizes from a cache
 	aliceCfg := rest.CopyConfig(srv.Config)
 	aliceCfg.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:authenticated"}}
 	alice := versioned.NewForConfigOrDie(aliceCfg)

@@ -14,6 +14,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
+	"github.com/quotaplane/quotaplane/test/promtest"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 	"github.com/quotaplane/quotaplane/test/tools"
 )
@@ -29,7 +30,7 @@ func BenchmarkObservabilityCost(b *testing.B) {
 	bin := tools.Require(b, tools.Prometheus)
 	quotatest.Exclusive(b)
 	c := quotatest.NewClient(b, srv.Config)
-	prom := quotatest.StartPrometheus(b, bin, b.TempDir(), 5*time.Second, "", quotatest.PromTarget{Name: "serve", Config: srv.Config})
+	prom := promtest.Start(b, bin, b.TempDir(), 5*time.Second, "", promtest.Target{Name: "serve", Config: srv.Config})
 	prom.WaitTargetsUp(b, 1)
 
 	// 1,000 buckets for every scrape to write: one per zone.

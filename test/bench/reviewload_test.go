@@ -334,13 +334,14 @@ func setUpReviewLoad(b *testing.B, kube kubernetes.Interface) {
 		if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
+		quotatest.WaitBound(b, kube, name, nil, role.Name, "") // RBAC authorizes from a cache
 		cfg := rest.CopyConfig(srv.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: []string{"system:authenticated"}}
 		ownConnection(cfg)
 		tenants = append(tenants, cfg)
 	}
-	// Until every tenant's binding is in force: a review of one object
-	// answered, as that object's update.
+	// Until every tenant's review is answered: a review of one object, as
+	// that object's update.
 	one, err := json.Marshal(&quotav1alpha1.QuotaReview{TypeMeta: review.TypeMeta, Spec: quotav1alpha1.QuotaReviewSpec{Objects: review.Spec.Objects[:1]}})
 	must(b, err)
 	for i, cfg := range tenants {

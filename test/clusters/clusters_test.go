@@ -14,6 +14,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,6 +108,13 @@ func (w *world) allowClaims(t testing.TB, user string) {
 			t.Fatal(err)
 		}
 	}
+	quotatest.WaitAllowed(t, []kubernetes.Interface{w.quota.kube}, user, nil, w.claimAttributes())
+}
+
+// claimAttributes are the quota plane's question for charging the
+// fixture's organization.
+func (w *world) claimAttributes() *authorizationv1.ResourceAttributes {
+	return &authorizationv1.ResourceAttributes{Verb: "claim", Group: w.f.Org.APIGroup, Resource: "organizations", Name: w.f.Org.Name}
 }
 
 func (w *world) deployment(name string, replicas int32) *appsv1.Deployment {

@@ -169,6 +169,10 @@ func webhookKubeconfig(t testing.TB, quota *cluster, member string) string {
 	if _, err := quota.kube.RbacV1().RoleBindings(clusterNS).Create(ctx, roleBinding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// RBAC authorizes from a cache: the webhook acts once it has both.
+	user, groups := quotatest.ServiceAccountUser(ns, sa.Name)
+	quotatest.WaitBound(t, quota.kube, user, groups, "quotaplane-member-webhook", "")
+	quotatest.WaitBound(t, quota.kube, user, groups, "quotaplane-member-cluster", clusterNS)
 	tok, err := quota.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -150,28 +151,9 @@ func (w *world) testReviewPathTrust(t *testing.T) {
 // (east:quotaplane-admin) and as this one does (quotaplane-admin with the
 // mark), is allowed: both name the same person.
 func (w *world) testNamesAreTheClusters(t *testing.T, east *webhook) {
-	ctx := context.Background()
 	w.allowClaims(t, "carol")
 	group := "bob-admins-" + w.f.ID
 	w.allowGroupClaims(t, group)
-	ssar := func(u string, groups ...string) error {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: u, Groups: groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: w.f.Org.APIGroup, Resource: "organizations", Verb: "claim", Name: w.f.Org.Name}}}
-		got, err := w.quota.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-		if err != nil {
-			return err
-		}
-		if !got.Status.Allowed {
-			return fmt.Errorf("%s %v may not claim yet: %s", u, groups, got.Status.Reason)
-		}
-		return nil
-	}
-	eventually(t, 30*time.Second, "carol and the group allowed to claim in the quota plane", func(context.Context) error {
-		if err := ssar("carol"); err != nil {
-			return err
-		}
-		return ssar("nobody-"+w.f.ID, group)
-	})
 	mark := map[string]authenticationv1.ExtraValue{members.IdentitiesExtra: {members.IdentitiesMember}}
 	forged := map[string]struct {
 		requester authenticationv1.UserInfo
@@ -225,6 +207,7 @@ func (w *world) allowGroupClaims(t testing.TB, group string) {
 			t.Fatal(err)
 		}
 	}
+	quotatest.WaitAllowed(t, []kubernetes.Interface{w.quota.kube}, "a-member-of-"+group, []string{group}, w.claimAttributes())
 }
 
 // testMemberIdentities: a member's service account is not the quota plane's
@@ -346,6 +329,10 @@ func (w *world) testWorkloadsPolicy(t *testing.T) {
 		if err := w.quota.client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, s := range binding.Subjects {
+		quotatest.WaitAllowed(t, []kubernetes.Interface{w.quota.kube}, s.Name, nil,
+			&authorizationv1.ResourceAttributes{Verb: "claim", Resource: "namespaces", Name: "team-a"})
 	}
 	policy := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "pods-charge-their-namespace"}}
 	f := *w.f

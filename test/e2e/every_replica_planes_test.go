@@ -149,9 +149,11 @@ func memberReviewsOnEveryReplica(t *testing.T, replicas []*replica) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: charger}}), "binding %s", inPlane)
 	// Each replica's RBAC cache has the binding, and its admission the
 	// policy, before the reviews.
+	var kubes []kubernetes.Interface
 	for _, r := range replicas {
-		quotatest.WaitBound(t, r.Client, inPlane, nil, charger, "")
+		kubes = append(kubes, r.Client)
 	}
+	quotatest.WaitBoundOn(t, kubes, inPlane, nil, charger, "")
 	time.Sleep(time.Second)
 	review := func(name string) []byte {
 		secret, _ := json.Marshal(&corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}})

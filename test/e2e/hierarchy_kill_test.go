@@ -8,17 +8,13 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -174,7 +170,7 @@ func TestDelegatedGrantsSurviveKill(t *testing.T) {
 			Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(rt), Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}}}}}}
 	}
 	create(grant("org", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Organization", Name: org}, budget))
-	owner := ownerOf(t, c, k.cfg, ns)
+	owner := ownerOf(t, k.cfg, ns)
 	// The organization's grant counts before the burst.
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		return owner.Create(ctx, grant("probe", quotav1alpha1.ConsumerRef{APIGroup: rmv1alpha1.GroupName, Kind: "Project", Name: project}, 1)) == nil, nil
@@ -229,27 +225,12 @@ func TestDelegatedGrantsSurviveKill(t *testing.T) {
 }
 
 // ownerOf is a service account of an organization's namespace bound to the
-// shipped organization-owner role, authenticated by a token.
-func ownerOf(t *testing.T, c client.Client, admin *rest.Config, ns string) client.Client {
+// shipped organization-owner role, authenticated by a token, once the RBAC
+// cache of the replica at admin has the binding.
+func ownerOf(t *testing.T, admin *rest.Config, ns string) client.Client {
 	t.Helper()
-	ctx := context.Background()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "owner", Namespace: ns}}
-	if err := c.Create(ctx, sa); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "owner-sa", Namespace: ns},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: ns}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: rmv1alpha1.OrganizationOwnerRole}}); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := kubernetes.NewForConfigOrDie(admin).CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.AnonymousClientConfig(admin)
-	cfg.BearerToken = tok.Status.Token
-	return quotatest.NewClient(t, cfg)
+	tok, _ := quotatest.ServiceAccountToken(t, admin, ns, "owner", rmv1alpha1.OrganizationOwnerRole, ns)
+	return quotatest.NewClient(t, quotatest.TokenConfig(admin, tok))
 }
 
 // killOrganization creates, for a kill test, an Organization (prefix plus

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/quotaplane/quotaplane/test/promtest"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 	"github.com/quotaplane/quotaplane/test/tools"
 )
@@ -69,11 +70,11 @@ func TestPrometheusScrapesServe(t *testing.T) {
 	if err := os.WriteFile(rulesFile, forLine.ReplaceAll(rules, []byte("${1}1s")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var targets []quotatest.PromTarget
+	var targets []promtest.Target
 	for _, r := range replicas {
-		targets = append(targets, quotatest.PromTarget{Name: r.Name, Config: r.Config})
+		targets = append(targets, promtest.Target{Name: r.Name, Config: r.Config})
 	}
-	prom := quotatest.StartPrometheus(t, prometheus, dir, time.Second, rulesFile, targets...)
+	prom := promtest.Start(t, prometheus, dir, time.Second, rulesFile, targets...)
 	prom.WaitTargetsUp(t, len(replicas))
 
 	// Quota: a bucket at 91 of 100 (past 90 %, over the default warning
@@ -127,7 +128,7 @@ func TestPrometheusScrapesServe(t *testing.T) {
 			prom.Query(t, expr)
 			continue
 		}
-		var got []quotatest.PromSample
+		var got []promtest.Sample
 		err := wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(context.Context) (bool, error) {
 			got = prom.Query(t, expr)
 			return len(got) > 0, nil
@@ -141,7 +142,7 @@ func TestPrometheusScrapesServe(t *testing.T) {
 }
 
 func instanceOf(r *quotatest.Replica) string {
-	return quotatest.PromTarget{Config: r.Config}.Instance()
+	return promtest.Target{Config: r.Config}.Instance()
 }
 
 type dashboardQuery struct{ panel, expr string }

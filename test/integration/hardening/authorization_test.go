@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	authorizationv1 "k8s.io/api/authorization/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"strings"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,19 +73,11 @@ func newTenant(t *testing.T, admin client.Client, kube kubernetes.Interface, org
 	}
 	// RBAC authorizes from its cache: wait until it has the bindings, or a
 	// tenant's own charge could be refused for a moment.
-	user := "system:serviceaccount:" + ns + ":" + sa.Name
-	for _, attrs := range []*authorizationv1.ResourceAttributes{
-		{Verb: "claim", Group: quota.OrganizationGroup, Resource: "organizations", Name: org},
-		{Verb: "create", Resource: "secrets", Namespace: ns},
-	} {
-		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}, ResourceAttributes: attrs}}, metav1.CreateOptions{})
-			return err == nil && sar.Status.Allowed, nil
-		}); err != nil {
-			t.Fatalf("RBAC does not allow %s %+v 30 s after its binding was created", user, attrs)
-		}
-	}
+	user, groups := quotatest.ServiceAccountUser(ns, sa.Name)
+	quotatest.WaitAllowed(t, []kubernetes.Interface{kube}, user, groups,
+		&authorizationv1.ResourceAttributes{Verb: "claim", Group: quota.OrganizationGroup, Resource: "organizations", Name: org},
+		&authorizationv1.ResourceAttributes{Verb: "create", Resource: "secrets", Namespace: ns},
+		&authorizationv1.ResourceAttributes{Verb: "create", Group: quotav1alpha1.GroupName, Resource: "resourceclaims", Namespace: ns})
 	tok, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {

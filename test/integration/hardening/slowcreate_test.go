@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -161,12 +162,11 @@ func impersonatedTenant(t *testing.T, w *world, user string) client.Client {
 	}
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	c := quotatest.NewClient(t, cfg)
-	// RBAC authorizes from its cache: wait until it has the binding.
-	eventually(t, 30*time.Second, "RBAC allowing "+user+" to list claims", func() bool {
-		return c.List(ctx, &quotav1alpha1.ResourceClaimList{}, client.InNamespace(w.NS)) == nil
-	})
-	return c
+	// RBAC authorizes from its cache: act as user once it has both bindings.
+	quotatest.WaitAllowed(t, []kubernetes.Interface{kubernetes.NewForConfigOrDie(srv.Config)}, user, nil,
+		&authorizationv1.ResourceAttributes{Verb: "create", Resource: "configmaps", Namespace: w.NS},
+		&authorizationv1.ResourceAttributes{Verb: "list", Group: quotav1alpha1.GroupName, Resource: "resourceclaims", Namespace: w.NS})
+	return quotatest.NewClient(t, cfg)
 }
 
 // gcCanary creates a Secret (not charged) owned by an object that does not exist and

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -128,8 +129,17 @@ func (w *world) ownerClient() client.Client {
 	cfg.BearerToken = tok.Status.Token
 	w.ownerCfg = cfg
 	c := quotatest.NewClient(w.t, cfg)
-	// RBAC's cache sees the bindings a moment later.
-	w.poll("the owner's role", func() bool {
+	// RBAC authorizes from a cache: act as the owner once it has both
+	// bindings; and once the server's cache of service accounts has this
+	// one, which its token is authenticated by.
+	user, groups := quotatest.ServiceAccountUser(w.ns, sa.Name)
+	edit := &authorizationv1.ResourceAttributes{Verb: "update", Group: rmv1alpha1.GroupName, Resource: "projects"}
+	if len(w.projects) > 0 {
+		edit.Name = w.projects[0]
+	}
+	quotatest.WaitAllowed(w.t, []kubernetes.Interface{w.kube}, user, groups,
+		&authorizationv1.ResourceAttributes{Verb: "list", Group: quotav1alpha1.GroupName, Resource: "allowancebuckets", Namespace: w.ns}, edit)
+	w.poll("the owner's token", func() bool {
 		return c.List(ctx, &quotav1alpha1.AllowanceBucketList{}, client.InNamespace(w.ns)) == nil
 	})
 	return c

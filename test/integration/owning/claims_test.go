@@ -2,7 +2,6 @@ package owning
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -260,18 +259,10 @@ func tenant(t *testing.T, f *quotatest.Fixture, name string) versioned.Interface
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, attrs := range []*authorizationv1.ResourceAttributes{
-		{Verb: "claim", Group: quota.OrganizationGroup, Resource: "organizations", Name: f.Org.Name},
-		{Verb: "create", Group: quotav1alpha1.GroupName, Resource: "resourceclaims", Namespace: f.NS},
-	} {
-		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			sar, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: name, Groups: []string{"system:authenticated"}, ResourceAttributes: attrs}}, metav1.CreateOptions{})
-			return err == nil && sar.Status.Allowed, nil
-		}); err != nil {
-			t.Fatalf("RBAC does not allow %s %+v", name, attrs)
-		}
-	}
+	// RBAC authorizes from a cache: act as name once it has both bindings.
+	quotatest.WaitAllowed(t, []kubernetes.Interface{kube}, name, nil,
+		&authorizationv1.ResourceAttributes{Verb: "claim", Group: quota.OrganizationGroup, Resource: "organizations", Name: f.Org.Name},
+		&authorizationv1.ResourceAttributes{Verb: "create", Group: quotav1alpha1.GroupName, Resource: "resourceclaims", Namespace: f.NS})
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: []string{"system:authenticated"}}
 	return versioned.NewForConfigOrDie(cfg)
@@ -358,17 +349,14 @@ func TestCheckNeedsTheVerbClaim(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: "User", Name: "eve"}}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// RBAC authorizes from a cache: once it has the binding, the refusal is
+	// the verb claim's.
+	quotatest.WaitAllowed(t, []kubernetes.Interface{kube}, "eve", nil,
+		&authorizationv1.ResourceAttributes{Verb: "create", Group: quotav1alpha1.GroupName, Resource: "resourceclaims", Namespace: s.f.NS})
 	cfg := rest.CopyConfig(srv.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "eve", Groups: []string{"system:authenticated"}}
 	eve := &quotaclaim.Claimer{Client: versioned.NewForConfigOrDie(cfg), Namespace: s.f.NS, Service: "compute", Identity: "eve"}
-	var err error
-	for range 100 { // until RBAC's cache has the binding: then the refusal is the verb claim's
-		_, err = eve.Check(ctx, s.resource(fmt.Sprintf("eve-%d", time.Now().UnixNano()%1e6)), s.f.Org, s.cpu(1))
-		if err != nil && strings.Contains(err.Error(), "claim") && !strings.Contains(err.Error(), "cannot create resource") {
-			break
-		}
-		waitBrief()
-	}
+	_, err := eve.Check(ctx, s.resource("eve"), s.f.Org, s.cpu(1))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `verb "claim"`) || strings.Contains(err.Error(), "would") {
 		t.Fatalf("Check by a user who may not claim the organization: want 403 for the verb claim, got %v", err)
 	}

@@ -43,11 +43,15 @@ func tokenFor(t *testing.T, ns, name string) *rest.Config {
 	return cfg
 }
 
+// bind binds service account subject to ClusterRole role in namespace ns
+// (RoleBinding name), once RBAC's cache at the root has the binding.
 func bind(t *testing.T, ns, name, role string, subject rbacv1.Subject) {
 	t.Helper()
 	admin := quotatest.NewClient(t, srv.Config)
 	must(t, admin.Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Subjects: []rbacv1.Subject{subject}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}}), "binding %s", role)
+	user, groups := quotatest.ServiceAccountUser(subject.Namespace, subject.Name)
+	quotatest.WaitBound(t, kubernetes.NewForConfigOrDie(srv.Config), user, groups, role, ns)
 }
 
 // canUse reports whether cfg may list namespaces in plane p.
@@ -96,6 +100,7 @@ func TestWhoMayEnterAPlane(t *testing.T) {
 	}
 	// Anyone else is decided by the plane's own RBAC objects: the owner
 	// lets a guest read ConfigMaps in one namespace of one plane.
+	// rbac: no wait for the guest's binding: a plane's RBAC reads its bindings through the plane's API, no cache (planeserve.planeRBAC).
 	guestCfg := tokenFor(t, "organization-acc-a", "guest")
 	web := kubernetes.NewForConfigOrDie(planeConfig(ownerCfg, projectPlane("acc-a-web")))
 	_, err := web.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "read-config"},

@@ -89,22 +89,10 @@ func allowCreatingOrganizations(t *testing.T, admin client.Client, user string) 
 			t.Fatal(err)
 		}
 	}
-	waitAllowed(t, user, &authorizationv1.ResourceAttributes{Verb: "create", Group: rmv1alpha1.GroupName, Resource: "organizations"})
+	// RBAC authorizes from a cache: act as user once it has the binding.
+	quotatest.WaitAllowed(t, []kubernetes.Interface{kubernetes.NewForConfigOrDie(srv.Config)}, user, nil,
+		&authorizationv1.ResourceAttributes{Verb: "create", Group: rmv1alpha1.GroupName, Resource: "organizations"})
 	allowed[user] = true
-}
-
-// waitAllowed waits until RBAC's cache allows user attrs.
-func waitAllowed(t *testing.T, user string, attrs *authorizationv1.ResourceAttributes) {
-	t.Helper()
-	kube := kubernetes.NewForConfigOrDie(srv.Config)
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:authenticated"}, ResourceAttributes: attrs}}
-		got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-		return err == nil && got.Status.Allowed, nil
-	})
-	if err != nil {
-		t.Fatalf("%s is not allowed %+v 10s after being bound", user, attrs)
-	}
 }
 
 // waitReady waits until obj (an Organization or a Project) is Ready.

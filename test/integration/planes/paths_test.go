@@ -93,7 +93,8 @@ func TestRootEndpointsAreNotServedInPlanes(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: inPlane}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: charger}}), "binding %s", inPlane)
 	// The review is authorized by RBAC's cache: wait until it has the binding.
-	waitAllowed(t, inPlane, &authorizationv1.ResourceAttributes{Verb: "claim", Group: f.Org.APIGroup, Resource: "organizations", Name: f.Org.Name})
+	quotatest.WaitAllowed(t, []kubernetes.Interface{kubernetes.NewForConfigOrDie(srv.Config)}, inPlane, nil,
+		&authorizationv1.ResourceAttributes{Verb: "claim", Group: f.Org.APIGroup, Resource: "organizations", Name: f.Org.Name})
 	review := func(name string) []byte {
 		secret, err := json.Marshal(&corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}})
@@ -151,6 +152,7 @@ func TestPlaneServesDiscoveryVersionAndHealth(t *testing.T) {
 	member := memberConfig(t, "disco", "disco-web", "dev")
 
 	// A guest, bound by a Role of the plane only.
+	// rbac: no wait: a plane's RBAC reads its bindings through the plane's API, no cache (planeserve.planeRBAC).
 	guest := tokenFor(t, "organization-disco", "guest")
 	web := kubernetes.NewForConfigOrDie(planeConfig(srv.Config, plane))
 	_, err := web.RbacV1().Roles("default").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "read-config"},

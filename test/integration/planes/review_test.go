@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,8 +20,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
-	authorizationv1 "k8s.io/api/authorization/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
 func review(t *testing.T, objs ...runtime.Object) *quotav1alpha1.QuotaReview {
@@ -150,7 +151,8 @@ func TestAReviewInAPlaneIsDecidedThere(t *testing.T) {
 	must(t, w.admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: platformUser},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: platformUser}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"}}), "binding cluster-admin")
-	waitAllowed(t, platformUser, &authorizationv1.ResourceAttributes{Verb: "create", Group: quotav1alpha1.GroupName, Resource: "resourceclaims"})
+	quotatest.WaitAllowed(t, []kubernetes.Interface{kubernetes.NewForConfigOrDie(srv.Config)}, platformUser, nil,
+		&authorizationv1.ResourceAttributes{Verb: "create", Group: quotav1alpha1.GroupName, Resource: "resourceclaims"})
 	maskCfg := rest.CopyConfig(memberCfg)
 	maskCfg.Impersonate = rest.ImpersonationConfig{UserName: platformUser}
 	if _, err := versioned.NewForConfigOrDie(maskCfg).QuotaV1alpha1().QuotaReviews().Create(ctx, review(t, foreign), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {

@@ -5,16 +5,19 @@ import (
 	"strings"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
 // tenant is an owner of the world's organization who may also write
@@ -32,6 +35,11 @@ func (w *world) tenant() *rest.Config {
 		{APIGroups: []string{rmv1alpha1.GroupName}, Resources: []string{"projects"}, Verbs: []string{"claim"}, ResourceNames: w.projects}}})
 	w.create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: w.org + "-claim"}, Subjects: []rbacv1.Subject{sa},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: w.org + "-claim"}})
+	// RBAC authorizes from a cache: act as the pipeline once it has both.
+	user, groups := quotatest.ServiceAccountUser(w.orgNS, "pipeline")
+	quotatest.WaitAllowed(w.t, []kubernetes.Interface{w.kube}, user, groups,
+		&authorizationv1.ResourceAttributes{Verb: "create", Resource: "configmaps", Namespace: w.ns},
+		&authorizationv1.ResourceAttributes{Verb: "claim", Group: rmv1alpha1.GroupName, Resource: "projects", Name: w.projects[0]})
 	return cfg
 }
 

@@ -11,16 +11,13 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -171,23 +168,12 @@ func (w *world) claims() []quotav1alpha1.ResourceClaim {
 }
 
 // token is a service account of namespace ns, bound to role there (a
-// ClusterRole), authenticated by a real token.
+// ClusterRole), authenticated by a real token, once RBAC's cache has the
+// binding.
 func (w *world) token(ns, name, role string) *rest.Config {
 	w.t.Helper()
-	ctx := context.Background()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-	w.create(sa)
-	w.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + role, Namespace: ns},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}})
-	tok, err := w.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	cfg := rest.AnonymousClientConfig(srv.Config)
-	cfg.BearerToken = tok.Status.Token
-	return cfg
+	tok, _ := quotatest.ServiceAccountToken(w.t, srv.Config, ns, name, role, ns)
+	return quotatest.TokenConfig(srv.Config, tok)
 }
 
 func mustContain(t *testing.T, s string, parts ...string) {

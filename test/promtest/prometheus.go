@@ -1,4 +1,4 @@
-package quotatest
+package promtest
 
 import (
 	"context"
@@ -17,28 +17,30 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
-// PromTarget is an API server for Prometheus to scrape, with the client
+// Target is an API server for Prometheus to scrape, with the client
 // certificate of its configuration.
-type PromTarget struct {
+type Target struct {
 	Name   string
 	Config *rest.Config
 }
 
 // Instance is the target's address, Prometheus' instance label.
-func (p PromTarget) Instance() string {
+func (p Target) Instance() string {
 	u, _ := url.Parse(p.Config.Host)
 	return u.Host
 }
 
-// Prometheus is a running Prometheus server.
-type Prometheus struct{ base string }
+// Server is a running Prometheus server.
+type Server struct{ base string }
 
-// StartPrometheus runs Prometheus (bin, Debian's package) on a free port of
+// Start runs Prometheus (bin, Debian's package) on a free port of
 // 127.0.0.1 with its data in dir, scraping every target each interval and
 // evaluating rulesFile (when set) as often. It is killed when the test ends.
-func StartPrometheus(t testing.TB, bin, dir string, interval time.Duration, rulesFile string, targets ...PromTarget) *Prometheus {
+func Start(t testing.TB, bin, dir string, interval time.Duration, rulesFile string, targets ...Target) *Server {
 	t.Helper()
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "global:\n  scrape_interval: %[1]s\n  scrape_timeout: %[1]s\n  evaluation_interval: %[1]s\n", interval)
@@ -71,10 +73,10 @@ func StartPrometheus(t testing.TB, bin, dir string, interval time.Duration, rule
 	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := FreePort(t)
+	port := quotatest.FreePort(t)
 	cmd := exec.Command(bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		"--web.listen-address=127.0.0.1:"+strconv.Itoa(port), "--log.level=warn")
-	out := &SyncBuffer{}
+	out := &quotatest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -86,16 +88,16 @@ func StartPrometheus(t testing.TB, bin, dir string, interval time.Duration, rule
 			t.Logf("prometheus output:\n%s", out.Tail())
 		}
 	})
-	return &Prometheus{base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	return &Server{base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 }
 
-// PromSample is one series of a query's result.
-type PromSample struct {
+// Sample is one series of a query's result.
+type Sample struct {
 	Metric map[string]string `json:"metric"`
 	Value  []any             `json:"value"`
 }
 
-func (p *Prometheus) get(t testing.TB, path string, params url.Values, out any) error {
+func (p *Server) get(t testing.TB, path string, params url.Values, out any) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -127,7 +129,7 @@ func (p *Prometheus) get(t testing.TB, path string, params url.Values, out any) 
 }
 
 // Query runs an instant query; a query that does not parse fails the test.
-func (p *Prometheus) Query(t testing.TB, expr string) []PromSample {
+func (p *Server) Query(t testing.TB, expr string) []Sample {
 	t.Helper()
 	var data struct {
 		ResultType string          `json:"resultType"`
@@ -136,7 +138,7 @@ func (p *Prometheus) Query(t testing.TB, expr string) []PromSample {
 	if err := p.get(t, "/api/v1/query", url.Values{"query": {expr}}, &data); err != nil {
 		t.Fatalf("query %s: %v", expr, err)
 	}
-	var out []PromSample
+	var out []Sample
 	if data.ResultType == "vector" {
 		if err := json.Unmarshal(data.Result, &out); err != nil {
 			t.Fatal(err)
@@ -146,11 +148,11 @@ func (p *Prometheus) Query(t testing.TB, expr string) []PromSample {
 }
 
 // WaitTargetsUp waits until Prometheus scrapes n targets successfully.
-func (p *Prometheus) WaitTargetsUp(t testing.TB, n int) {
+func (p *Server) WaitTargetsUp(t testing.TB, n int) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		var data struct {
-			Result []PromSample `json:"result"`
+			Result []Sample `json:"result"`
 		}
 		if err := p.get(t, "/api/v1/query", url.Values{"query": {`up{job="quotaplane"} == 1`}}, &data); err != nil {
 			return false, nil
@@ -163,7 +165,7 @@ func (p *Prometheus) WaitTargetsUp(t testing.TB, n int) {
 }
 
 // WaitAlert waits until the alert name with the labels want is firing.
-func (p *Prometheus) WaitAlert(t testing.TB, name string, want map[string]string, timeout time.Duration) map[string]string {
+func (p *Server) WaitAlert(t testing.TB, name string, want map[string]string, timeout time.Duration) map[string]string {
 	t.Helper()
 	var firing map[string]string
 	var seen []map[string]string
