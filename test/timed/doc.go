@@ -6,7 +6,7 @@
 // page that never becomes usable, a release that waits for a resync instead
 // of happening at once — but only through Within, and only with a bound at
 // least 5 times the median that measurement has under `.ci/run`'s own load
-// (go test ./... on 2 cores, two packages at a time), so that a loaded
+// (go test -p 3 ./... on 2 cores: three packages at a time), so that a loaded
 // machine never fails the suite.
 //
 // Within's contract:
