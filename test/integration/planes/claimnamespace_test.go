@@ -54,13 +54,28 @@ func TestAPlaneClaimIsShownInTheNamespaceItsTemplateNames(t *testing.T) {
 	out, err := exec.Command(quotatest.BuildBinary(t), "kubeconfig", "--data-dir", srv.DataDir, "--project", project).Output()
 	must(t, err, "quotaplane kubeconfig --project")
 	must(t, os.WriteFile(kc, out, 0o600), "writing the kubeconfig")
+	// The claim is written moments after the ConfigMap is stored, not
+	// before its create answers (docs/compatibility.md); kubectl wait -l
+	// with nothing matching yet fails at once, so wait for it to appear.
+	pc := quotatest.NewClient(t, planeConfig(srv.Config, projectPlane(project)))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		shown := &quotav1alpha1.ResourceClaimList{}
+		must(t, pc.List(ctx, shown, client.InNamespace("default"), client.MatchingLabels{"scenario": w.id}), "listing the plane's claims in default")
+		if len(shown.Items) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("15 s after the ConfigMap's create, the plane's default shows no claim labelled scenario=%s", w.id)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	waitOut, err := exec.Command(kubectl, "--kubeconfig", kc, "wait", "resourceclaims", "-n", "default", "-l", "scenario="+w.id,
 		"--for=condition=Granted", "--timeout=30s").CombinedOutput()
 	if err != nil || !strings.Contains(string(waitOut), "app-claim condition met") {
 		t.Fatalf("kubectl wait resourceclaims -n default -l scenario=%s in the plane: %v\n%s", w.id, err, waitOut)
 	}
 
-	pc := quotatest.NewClient(t, planeConfig(srv.Config, projectPlane(project)))
 	got := &quotav1alpha1.ResourceClaim{}
 	must(t, pc.Get(ctx, client.ObjectKey{Namespace: "default", Name: "app-claim"}, got), "reading the claim in the plane's default")
 	if got.Namespace != "default" {
