@@ -155,6 +155,7 @@ func TestReviewsPerRequesterAreBounded(t *testing.T) {
 		return resp.StatusCode, resp.Header.Get("Retry-After"), string(msg)
 	}
 	var refused []string
+	shed := 0
 	for round := 0; round < 5 && len(refused) == 0; round++ {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -167,13 +168,19 @@ func TestReviewsPerRequesterAreBounded(t *testing.T) {
 				code, retry, msg := post()
 				mu.Lock()
 				defer mu.Unlock()
-				switch code {
-				case http.StatusCreated:
-				case http.StatusTooManyRequests:
-					if retry != "1" || !strings.Contains(msg, "reviews answered at once") {
-						t.Errorf("a review over the bound: 429 with Retry-After %q, %s; want Retry-After 1 and the bound said", retry, msg)
+				switch {
+				case code == http.StatusCreated:
+				case code == http.StatusTooManyRequests && strings.Contains(msg, "reviews answered at once"):
+					if retry != "1" {
+						t.Errorf("a review over the bound: 429 with Retry-After %q, %s; want Retry-After 1", retry, msg)
 					}
 					refused = append(refused, msg)
+				case shedByTheServer(code, msg):
+					// On a loaded machine API Priority and Fairness may
+					// shed the POST or the review's own reads (which run
+					// in the requester's flow): load the server refused,
+					// not the bound this test is about.
+					shed++
 				default:
 					t.Errorf("a review: %d %s", code, msg)
 				}
@@ -183,6 +190,22 @@ func TestReviewsPerRequesterAreBounded(t *testing.T) {
 		wg.Wait()
 	}
 	if len(refused) == 0 {
-		t.Fatal("five rounds of eight reviews at once by one requester were all answered; want the ones over the bound refused 429")
+		t.Fatalf("five rounds of eight reviews at once by one requester: none refused for the bound (%d shed by the server's load); want the ones over the bound refused 429", shed)
 	}
+	if shed > 0 {
+		t.Logf("%d reviews were shed by the server's load (API Priority and Fairness), %d refused for the bound", shed, len(refused))
+	}
+}
+
+// shedByTheServer reports whether a review's answer is the server shedding
+// load: API Priority and Fairness' own 429, or a 503 saying the review's
+// reads were refused so (nothing was taken, the client retries).
+func shedByTheServer(code int, msg string) bool {
+	switch code {
+	case http.StatusTooManyRequests:
+		return strings.Contains(strings.ToLower(msg), "too many requests")
+	case http.StatusServiceUnavailable:
+		return strings.Contains(msg, "the review names") && strings.Contains(strings.ToLower(msg), "too many requests")
+	}
+	return false
 }
