@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/peer/wire"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
@@ -28,6 +30,11 @@ const attemptTimeout = 3 * time.Second
 type Client struct {
 	Leader *Resolver
 	HTTP   *http.Client
+
+	// versions is the message version each leader's address answered in,
+	// when it is not wire.Version: a leader one version behind, during a
+	// rolling upgrade.
+	versions sync.Map // address → int
 }
 
 // NewClient is a Client presenting this replica's peer certificate and
@@ -50,42 +57,33 @@ var _ admit.Forwarder = &Client{}
 // returns what the leader's own admission would get; ErrNotLeader (wrapped
 // with why) when no leader answers before ctx ends.
 func (c *Client) DecideCreate(ctx context.Context, session string, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (admit.AdmitResult, bool, error) {
-	resp, err := c.ask(ctx, CreatePath, &CreateRequest{Session: session, Claims: claims, DryRun: dryRun})
-	if resp.Create == nil {
-		return admit.AdmitResult{}, resp.Held, err
-	}
-	return *resp.Create, resp.Held, err
+	resp, err := c.ask(ctx, CreatePath, &wire.CreateRequest{Session: session, Claims: claims, DryRun: dryRun})
+	return fromCreateResult(resp.Create), resp.Held, err
 }
 
 // DecideUpdate asks the leader for the decision on an update's changes.
 func (c *Client) DecideUpdate(ctx context.Context, session string, obj admit.ObjectRef, changes []admit.PolicyChange, dryRun bool) (admit.UpdateResult, bool, error) {
-	resp, err := c.ask(ctx, UpdatePath, &UpdateRequest{Session: session, Object: obj, Changes: changes, DryRun: dryRun})
-	return resp.Update.result(), resp.Held, err
+	resp, err := c.ask(ctx, UpdatePath, &wire.UpdateRequest{Session: session, Object: toObjectRef(obj), Changes: toChanges(changes), DryRun: dryRun})
+	return fromUpdateResult(resp.Update), resp.Held, err
 }
 
 // Review asks the leader to decide a review's steps.
 func (c *Client) Review(ctx context.Context, steps []admit.ReviewStep) (admit.ReviewResult, error) {
-	resp, err := c.ask(ctx, ReviewPath, &ReviewRequest{Steps: steps})
-	if resp.Review == nil {
-		return admit.ReviewResult{}, err
-	}
-	return *resp.Review, err
+	resp, err := c.ask(ctx, ReviewPath, &wire.ReviewRequest{Steps: toSteps(steps)})
+	return fromReviewResult(resp.Review), err
 }
 
 // UndoEarlierAttempt asks the leader to undo what the session decided
 // before for the object.
 func (c *Client) UndoEarlierAttempt(ctx context.Context, session, objectUID string) error {
-	_, err := c.ask(ctx, UndoPath, &UndoRequest{Session: session, ObjectUID: objectUID})
+	_, err := c.ask(ctx, UndoPath, &wire.UndoRequest{Session: session, ObjectUID: objectUID})
 	return err
 }
 
 // DecideBudget asks the leader for the decision on a delegated grant.
 func (c *Client) DecideBudget(ctx context.Context, session string, g *quotav1alpha1.ResourceGrant, dryRun bool) (quota.BudgetResult, bool, error) {
-	resp, err := c.ask(ctx, BudgetPath, &BudgetRequest{Session: session, Grant: g, DryRun: dryRun})
-	if resp.Budget == nil {
-		return quota.BudgetResult{}, resp.Held, err
-	}
-	return *resp.Budget, resp.Held, err
+	resp, err := c.ask(ctx, BudgetPath, &wire.BudgetRequest{Session: session, Grant: g, DryRun: dryRun})
+	return fromBudgetResult(resp.Budget), resp.Held, err
 }
 
 // notifyTimeout bounds the calls nobody waits for.
@@ -95,13 +93,14 @@ const notifyTimeout = 10 * time.Second
 // it settles the request's grants at once. Should the call not arrive, the
 // leader settles them by looking the objects up (docs/replicas.md).
 func (c *Client) Ended(session string, status int) {
-	c.notify(EndedPath, &EndedRequest{Session: session, Status: status})
+	c.notify(EndedPath, &wire.EndedRequest{Session: session, Status: status})
 }
 
 // RecordRefusal records a refusal in the leader's decision history, in the
 // background.
 func (c *Client) RecordRefusal(r admit.Refusal) {
-	c.notify(RefusalPath, &r)
+	w := toRefusal(r)
+	c.notify(RefusalPath, &w)
 }
 
 func (c *Client) notify(path string, req any) {
@@ -116,26 +115,44 @@ func (c *Client) notify(path string, req any) {
 
 // ask posts req to the leading replica until one answers (the same leader
 // again after a timeout, or a new one), and turns its error back into the
-// one its own admission would have got.
-func (c *Client) ask(ctx context.Context, path string, req any) (Response, error) {
+// one its own admission would have got. A leader that does not speak this
+// replica's message version is asked once more in the highest version both
+// speak; with none, the call ends at once as ErrNotLeader: the client is
+// told to retry, and nothing is decoded in a version it was not written in.
+func (c *Client) ask(ctx context.Context, path string, req any) (wire.Response, error) {
+	// Versions 1 and 2 are the same body: only the header differs.
 	body, err := json.Marshal(req)
 	if err != nil {
-		return Response{}, err
+		return wire.Response{}, err
 	}
 	var last error
 	for {
 		addr, err := c.Leader.Address(ctx)
 		if errors.Is(err, ErrSelfLeads) {
 			// This replica took the Lease: its own engine decides.
-			return Response{}, fmt.Errorf("%w (%v)", admit.ErrLeadsHere, err)
+			return wire.Response{}, fmt.Errorf("%w (%v)", admit.ErrLeadsHere, err)
 		}
 		if err == nil {
-			var resp Response
-			if err = c.post(ctx, addr, path, body, &resp); err == nil {
+			var resp wire.Response
+			version := c.versionFor(addr)
+			err = c.post(ctx, addr, path, version, body, &resp)
+			var refused *versionRefused
+			if errors.As(err, &refused) {
+				v, ok := wire.Shared(refused.spoken)
+				if !ok || v == version {
+					return wire.Response{}, fmt.Errorf("%w: %v", admit.ErrNotLeader, err)
+				}
+				c.versions.Store(addr, v)
+				err = c.post(ctx, addr, path, v, body, &resp)
+				if errors.As(err, &refused) {
+					return wire.Response{}, fmt.Errorf("%w: %v", admit.ErrNotLeader, err)
+				}
+			}
+			if err == nil {
 				if resp.Error == nil {
 					return resp, nil
 				}
-				if err = resp.Error.err(); !errors.Is(err, admit.ErrNotLeader) {
+				if err = errOf(resp.Error); !errors.Is(err, admit.ErrNotLeader) {
 					return resp, err
 				}
 			}
@@ -144,13 +161,31 @@ func (c *Client) ask(ctx context.Context, path string, req any) (Response, error
 		last = err
 		select {
 		case <-ctx.Done():
-			return Response{}, fmt.Errorf("%w: no leading replica answered (%v)", admit.ErrNotLeader, last)
+			return wire.Response{}, fmt.Errorf("%w: no leading replica answered (%v)", admit.ErrNotLeader, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-func (c *Client) post(ctx context.Context, addr, path string, body []byte, into any) error {
+// versionFor is the message version to write to the leader at addr.
+func (c *Client) versionFor(addr string) int {
+	if v, ok := c.versions.Load(addr); ok {
+		return v.(int)
+	}
+	return wire.Version
+}
+
+// versionRefused is a leader's refusal of the version a call was written in;
+// spoken lists the versions it speaks.
+type versionRefused struct {
+	addr, spoken, message string
+}
+
+func (e *versionRefused) Error() string {
+	return fmt.Sprintf("the leading replica at %s refused the peer message version (it speaks %s): %s", e.addr, e.spoken, e.message)
+}
+
+func (c *Client) post(ctx context.Context, addr, path string, version int, body []byte, into any) error {
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, "https://"+addr+path, bytes.NewReader(body))
@@ -158,11 +193,17 @@ func (c *Client) post(ctx context.Context, addr, path string, body []byte, into 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	wire.Set(req.Header, version)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("calling the leading replica at %s: %w", addr, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if spoken := resp.Header.Get(wire.VersionsHeader); resp.StatusCode == http.StatusBadRequest && spoken != "" {
+		var e wire.Error
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&e)
+		return &versionRefused{addr: addr, spoken: spoken, message: e.Message}
+	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return fmt.Errorf("the leading replica at %s answered %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
@@ -170,16 +211,16 @@ func (c *Client) post(ctx context.Context, addr, path string, body []byte, into 
 	return json.NewDecoder(resp.Body).Decode(into)
 }
 
-// err is the error the leader's own admission got.
-func (e *Error) err() error {
+// errOf is the error the leader's own admission got.
+func errOf(e *wire.Error) error {
 	switch e.Kind {
-	case ErrorNameTaken:
+	case wire.ErrorNameTaken:
 		return &admit.NameTakenError{Claim: e.Claim, Policy: e.Policy, By: e.By}
-	case ErrorNotLeader:
+	case wire.ErrorNotLeader, wire.ErrorUnsupportedVersion:
 		return fmt.Errorf("%w (%s)", admit.ErrNotLeader, e.Message)
-	case ErrorBusy:
+	case wire.ErrorBusy:
 		return fmt.Errorf("%w (%s)", admit.ErrBusy, e.Message)
-	case ErrorObjectBusy:
+	case wire.ErrorObjectBusy:
 		return fmt.Errorf("%w (%s)", admit.ErrObjectBusy, e.Message)
 	}
 	return errors.New(e.Message)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/peer/wire"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
 
@@ -38,68 +39,84 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "only POST is served", http.StatusMethodNotAllowed)
 		return
 	}
+	version, err := wire.Of(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !wire.Speaks(version) {
+		// Refused before the body is read: a message of another version is
+		// never decoded as one of ours.
+		w.Header().Set(wire.VersionsHeader, wire.Spoken())
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(wire.Unsupported(version))
+		return
+	}
 	switch r.URL.Path {
 	case CreatePath:
-		var req CreateRequest
-		serve(w, r, &req, func(ctx context.Context) Response {
+		var req wire.CreateRequest
+		serve(w, r, version, &req, func(ctx context.Context) wire.Response {
 			ctx = s.Handle.Session(ctx, req.Session)
 			res, err := s.Handle.DecideCreate(ctx, req.Claims, req.DryRun)
-			return Response{Create: &res, Held: admit.Held(ctx), Error: errorOf(err)}
+			return wire.Response{Create: toCreateResult(res), Held: admit.Held(ctx), Error: errorOf(err)}
 		})
 	case UpdatePath:
-		var req UpdateRequest
-		serve(w, r, &req, func(ctx context.Context) Response {
+		var req wire.UpdateRequest
+		serve(w, r, version, &req, func(ctx context.Context) wire.Response {
 			ctx = s.Handle.Session(ctx, req.Session)
-			res, err := s.Handle.DecideUpdate(ctx, req.Object, req.Changes, req.DryRun)
-			return Response{Update: wireUpdate(res), Held: admit.Held(ctx), Error: errorOf(err)}
+			res, err := s.Handle.DecideUpdate(ctx, fromObjectRef(req.Object), fromChanges(req.Changes), req.DryRun)
+			return wire.Response{Update: toUpdateResult(res), Held: admit.Held(ctx), Error: errorOf(err)}
 		})
 	case BudgetPath:
-		var req BudgetRequest
-		serve(w, r, &req, func(ctx context.Context) Response {
+		var req wire.BudgetRequest
+		serve(w, r, version, &req, func(ctx context.Context) wire.Response {
 			ctx = s.Handle.Session(ctx, req.Session)
 			res, err := s.Handle.DecideBudget(ctx, req.Grant, req.DryRun)
-			return Response{Budget: &res, Held: admit.Held(ctx), Error: errorOf(err)}
+			return wire.Response{Budget: toBudgetResult(res), Held: admit.Held(ctx), Error: errorOf(err)}
 		})
 	case ReviewPath:
-		var req ReviewRequest
-		serve(w, r, &req, func(ctx context.Context) Response {
+		var req wire.ReviewRequest
+		serve(w, r, version, &req, func(ctx context.Context) wire.Response {
 			// Decided here or refused, never forwarded again: during a
 			// failover a review must not bounce between replicas.
 			ctx = s.Handle.Session(ctx, "")
-			res, err := s.Handle.Review(ctx, req.Steps)
-			return Response{Review: &res, Error: errorOf(err)}
+			res, err := s.Handle.Review(ctx, fromSteps(req.Steps))
+			return wire.Response{Review: toReviewResult(res), Error: errorOf(err)}
 		})
 	case UndoPath:
-		var req UndoRequest
-		serve(w, r, &req, func(ctx context.Context) Response {
+		var req wire.UndoRequest
+		serve(w, r, version, &req, func(ctx context.Context) wire.Response {
 			ctx = s.Handle.Session(ctx, req.Session)
 			err := s.Handle.UndoEarlierAttempt(ctx, req.ObjectUID)
-			return Response{Held: admit.Held(ctx), Error: errorOf(err)}
+			return wire.Response{Held: admit.Held(ctx), Error: errorOf(err)}
 		})
 	case EndedPath:
-		var req EndedRequest
-		serve(w, r, &req, func(context.Context) Response {
+		var req wire.EndedRequest
+		serve(w, r, version, &req, func(context.Context) wire.Response {
 			s.Handle.SessionEnded(req.Session, req.Status)
-			return Response{}
+			return wire.Response{}
 		})
 	case RefusalPath:
-		var req admit.Refusal
-		serve(w, r, &req, func(context.Context) Response {
-			s.Handle.RecordForwardedRefusal(req)
-			return Response{}
+		var req wire.Refusal
+		serve(w, r, version, &req, func(context.Context) wire.Response {
+			s.Handle.RecordForwardedRefusal(fromRefusal(req))
+			return wire.Response{}
 		})
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-// serve reads a request into req, and answers what do returns.
-func serve(w http.ResponseWriter, r *http.Request, req any, do func(context.Context) Response) {
+// serve reads a request into req, and answers what do returns, in the
+// request's version.
+func serve(w http.ResponseWriter, r *http.Request, version int, req any, do func(context.Context) wire.Response) {
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(req); err != nil {
 		http.Error(w, fmt.Sprintf("reading the request: %v", err), http.StatusBadRequest)
 		return
 	}
 	resp := do(r.Context())
+	wire.Set(w.Header(), version)
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(&resp); err != nil {
 		klog.FromContext(r.Context()).V(2).Info("Answering a peer failed", "err", err)
@@ -116,21 +133,21 @@ func fromPeer(r *http.Request) bool {
 }
 
 // errorOf is err as a peer answer, nil for none.
-func errorOf(err error) *Error {
+func errorOf(err error) *wire.Error {
 	var taken *admit.NameTakenError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &taken):
-		return &Error{Kind: ErrorNameTaken, Message: err.Error(), Claim: taken.Claim, Policy: taken.Policy, By: taken.By}
+		return &wire.Error{Kind: wire.ErrorNameTaken, Message: err.Error(), Claim: taken.Claim, Policy: taken.Policy, By: taken.By}
 	case errors.Is(err, admit.ErrNotLeader):
-		return &Error{Kind: ErrorNotLeader, Message: err.Error()}
+		return &wire.Error{Kind: wire.ErrorNotLeader, Message: err.Error()}
 	case errors.Is(err, admit.ErrBusy):
-		return &Error{Kind: ErrorBusy, Message: err.Error()}
+		return &wire.Error{Kind: wire.ErrorBusy, Message: err.Error()}
 	case errors.Is(err, admit.ErrObjectBusy):
-		return &Error{Kind: ErrorObjectBusy, Message: err.Error()}
+		return &wire.Error{Kind: wire.ErrorObjectBusy, Message: err.Error()}
 	}
-	return &Error{Kind: ErrorOther, Message: err.Error()}
+	return &wire.Error{Kind: wire.ErrorOther, Message: err.Error()}
 }
 
 // TLS is the peer listener's configuration: this replica's peer

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/peer/wire"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
 
@@ -95,7 +96,7 @@ func TestAFollowerGetsTheLeadersErrors(t *testing.T) {
 		"other":          {errors.New("boom"), func(err error) bool { return err.Error() == "boom" }},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := errorOf(tc.err).err(); !tc.want(got) {
+			if got := errOf(errorOf(tc.err)); !tc.want(got) {
 				t.Errorf("%v came back as %v", tc.err, got)
 			}
 		})
@@ -115,8 +116,8 @@ func TestAReplicaIsReachedAtAnyAdvertisedAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resp Response
-	if err := c.post(t.Context(), addr, EndedPath, []byte(`{"session":"s","status":201}`), &resp); err != nil {
+	var resp wire.Response
+	if err := c.post(t.Context(), addr, EndedPath, wire.Version, []byte(`{"session":"s","status":201}`), &resp); err != nil {
 		t.Fatalf("a replica at %s, an address its certificate does not name: %v", addr, err)
 	}
 }
@@ -147,14 +148,14 @@ func TestAForwardedCallIsNeverForwardedAgain(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*attemptTimeout)
 			defer cancel()
 			start := time.Now()
-			var resp Response
-			err := c.post(ctx, addr, path, []byte(body), &resp)
+			var resp wire.Response
+			err := c.post(ctx, addr, path, wire.Version, []byte(body), &resp)
 			took := time.Since(start)
 			if err != nil {
 				t.Fatalf("after %s: %v; want the answer \"not the leader\"", took, err)
 			}
-			if resp.Error == nil || resp.Error.Kind != ErrorNotLeader {
-				t.Fatalf("after %s: answered %+v; want the error kind %q (decided here or refused, never forwarded again)", took, resp.Error, ErrorNotLeader)
+			if resp.Error == nil || resp.Error.Kind != wire.ErrorNotLeader {
+				t.Fatalf("after %s: answered %+v; want the error kind %q (decided here or refused, never forwarded again)", took, resp.Error, wire.ErrorNotLeader)
 			}
 		})
 	}
