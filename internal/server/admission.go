@@ -21,6 +21,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/quotarequest"
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
 	"github.com/quotaplane/quotaplane/internal/admission/tenancy"
+	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
 )
@@ -38,7 +39,7 @@ var quotaPlugins = []string{nativeapi.PluginName, tenancy.PluginName, amounts.Pl
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
 // enforced at admission (the plugin is registered but disabled).
-func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Handle, opts *Options, reviews func(*claimpolicy.Plugin)) {
+func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Handle, opts *Options, reviews func(*charge.Charger)) {
 	systemNamespace := opts.SystemNamespace
 	nativeapi.RegisterAdmission(o.Plugins, !opts.CRDStorage)
 	tenancy.Register(o.Plugins)

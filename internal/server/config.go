@@ -34,8 +34,8 @@ import (
 	cpoptions "k8s.io/kubernetes/pkg/controlplane/apiserver/options"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
-	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
+	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/leader"
@@ -258,7 +258,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	c.members = &memberserve.Reviewer{Trusted: sets.New(opts.TrustedMemberClusters...)}
 	c.reviews = &quotareview.REST{}
 	link := requestLink(opts.PortalURL)
-	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options, func(p *claimpolicy.Plugin) {
+	registerQuotaAdmission(ko.Admission.GenericAdmission, opts.QuotaEngine, &opts.Options, func(p *charge.Charger) {
 		c.members.Use(p)
 		c.reviews.Use(p)
 		p.SetIncreaseLink(link)

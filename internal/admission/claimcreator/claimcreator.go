@@ -2,16 +2,13 @@ package claimcreator
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apiserver/pkg/admission"
-	"k8s.io/apiserver/pkg/warning"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 )
 
@@ -49,19 +46,7 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if !ok {
 		return nil // served as a CRD: no typed claim to evaluate
 	}
-	res, err := p.handle.DecideCreate(ctx, []*quotav1alpha1.ResourceClaim{c}, true)
-	if err != nil {
-		return apierrors.NewServiceUnavailable(fmt.Sprintf("checking whether the claim would be granted: %v; retry in a moment", err))
-	}
-	if !res.Granted {
-		msg := quotav1alpha1.CheckWouldNotBeGranted
-		if len(res.Decisions) > 0 && res.Decisions[0].Message != "" {
-			msg += ": " + res.Decisions[0].Message
-		}
-		return apierrors.NewForbidden(claims, a.GetName(), errors.New(msg))
-	}
-	warning.AddWarning(ctx, "", quotav1alpha1.CheckWouldBeGranted+" (a dry run: nothing was taken)")
-	return nil
+	return charge.CheckClaim(ctx, p.handle, c)
 }
 
 var claims = quotav1alpha1.Resource("resourceclaims")

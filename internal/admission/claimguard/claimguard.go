@@ -17,8 +17,8 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
+	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -138,8 +138,8 @@ func (p *plugin) validateClaim(ctx context.Context, a admission.Attributes) erro
 		if isServer(u) {
 			return nil
 		}
-		if err := claimauthz.AuthorizeClaim(ctx, p.Authorizer(), u, c.Spec.ConsumerRef); err != nil {
-			return apierrors.NewForbidden(claimsResource, a.GetName(), err)
+		if err := charge.AuthorizeClaim(ctx, p.Authorizer(), u, a.GetName(), c); err != nil {
+			return err
 		}
 	case a.GetOperation() == admission.Update:
 		if a.GetSubresource() == "status" && p.engineInProcess && !isServer(u) {

@@ -24,8 +24,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
 
-	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 )
@@ -37,7 +36,7 @@ const maxReview = 4 << 20
 // Reviewer answers member clusters' AdmissionReviews with the server's
 // ClaimCreationPolicy plugin. The zero value answers 503 until Use.
 type Reviewer struct {
-	plugin atomic.Pointer[claimpolicy.Plugin]
+	plugin atomic.Pointer[charge.Charger]
 	// Authorizer is the quota plane's (the root's): whoever posts a
 	// cluster's review needs verb members.VerbReview on it. Set before the
 	// server serves; nil refuses every review.
@@ -49,9 +48,9 @@ type Reviewer struct {
 	Trusted sets.Set[string]
 }
 
-// Use makes p the plugin reviews are decided by (claimpolicy.Register's
-// created callback).
-func (r *Reviewer) Use(p *claimpolicy.Plugin) { r.plugin.Store(p) }
+// Use makes p the charging component reviews are charged by
+// (claimpolicy.Register's created callback).
+func (r *Reviewer) Use(p *charge.Charger) { r.plugin.Store(p) }
 
 // objectInterfaces are what a review's validation is given: an empty
 // scheme's (the plugin converts nothing).
@@ -120,24 +119,21 @@ func (r *Reviewer) Review(ctx context.Context, cluster string, req *admissionv1.
 	warnings := &recorder{msgs: notes}
 	ctx = warning.WithWarningRecorder(members.WithCluster(ctx, cluster), warnings)
 	ctx = genericapirequest.WithRequestInfo(ctx, requestInfo(req))
+	mode := charge.Admit
 	if existing {
-		ctx = claimpolicy.WithExistingObject(ctx)
+		mode = charge.Existing
 	}
-	ctx, rec := admit.WithCreateRecord(ctx)
-	err = p.Validate(ctx, attrs, objectInterfaces())
-	if err == nil && !attrs.IsDryRun() {
-		// The member cluster stores the object or not; this server cannot
-		// tell. The claim is written now, and the cluster's webhook releases
-		// it should the object never appear there (docs/clusters.md).
-		p.Handle().CreateEnded(rec, http.StatusOK)
-	}
+	// The member cluster stores the object or not; this server cannot
+	// tell. The claim is written now, and the cluster's webhook releases
+	// it should the object never appear there (docs/clusters.md).
+	charged, err := p.Charge(ctx, charge.Request{Attributes: attrs, Objects: objectInterfaces(), Mode: mode, StoredElsewhere: true})
 	resp.Warnings = warnings.list()
 	resp.AuditAnnotations = attrs.annotations()
 	if err == nil && !attrs.IsDryRun() {
 		if resp.AuditAnnotations == nil {
 			resp.AuditAnnotations = map[string]string{}
 		}
-		resp.AuditAnnotations[members.ChargedAnnotation] = strconv.FormatBool(!rec.Empty())
+		resp.AuditAnnotations[members.ChargedAnnotation] = strconv.FormatBool(charged.Charged)
 	}
 	if err != nil {
 		return refuse(resp, err)

@@ -7,7 +7,6 @@ import (
 	goruntime "runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,16 +22,12 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/charge"
 )
-
-// decideTimeout bounds the engine's decision of a review, as admission's.
-const decideTimeout = 10 * time.Second
 
 // REST answers QuotaReviews: create only, nothing stored.
 type REST struct {
-	plugin atomic.Pointer[claimpolicy.Plugin]
+	plugin atomic.Pointer[charge.Charger]
 	// Authorizer decides, as for the request itself (in a plane, as the
 	// plane does), whether the reviewed user may read, create or patch each
 	// object, and whether the requester may impersonate spec.user. Set
@@ -109,9 +104,9 @@ var (
 	_ rest.Storage              = &REST{}
 )
 
-// Use makes p the plugin objects are reviewed with (claimpolicy.Register's
+// Use makes p the plugin the charging component objects are reviewed with (claimpolicy.Register's
 // created callback).
-func (r *REST) Use(p *claimpolicy.Plugin) { r.plugin.Store(p) }
+func (r *REST) Use(p *charge.Charger) { r.plugin.Store(p) }
 
 // New implements rest.Storage.
 func (r *REST) New() runtime.Object { return &quotav1alpha1.QuotaReview{} }
@@ -224,18 +219,4 @@ func (r *REST) restMapper() (meta.ResettableRESTMapper, error) {
 		r.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(d))
 	})
 	return r.mapper, r.mapperErr
-}
-
-// ask asks the engine for the steps of a review.
-func ask(ctx context.Context, h *admit.Handle, steps []admit.ReviewStep) (admit.ReviewResult, error) {
-	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
-	defer cancel()
-	res, err := h.Review(dctx, steps)
-	if err != nil {
-		if errors.Is(err, admit.ErrNotLeader) {
-			return res, apierrors.NewServiceUnavailable(fmt.Sprintf("the quota engine cannot review right now (%v); nothing was taken, retry in a few seconds", err))
-		}
-		return res, apierrors.NewTimeoutError(fmt.Sprintf("the quota engine did not answer the review within %s: %v; nothing was taken, retry", decideTimeout, err), 2)
-	}
-	return res, nil
 }

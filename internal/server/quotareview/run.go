@@ -20,17 +20,14 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
-	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
+	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
-	"github.com/quotaplane/quotaplane/internal/planes"
-	"github.com/quotaplane/quotaplane/internal/policy/governed"
 )
 
 // reviewRun is one review being answered.
 type reviewRun struct {
 	r       *REST
-	p       *claimpolicy.Plugin
+	p       *charge.Charger
 	user    user.Info
 	mapper  meta.ResettableRESTMapper
 	review  *quotav1alpha1.QuotaReview
@@ -50,7 +47,7 @@ type entry struct {
 	// step is what admission would ask the engine, and stepIndex its
 	// place among the steps asked; nil when the object is decided before
 	// (refused, or not charged).
-	step      *claimpolicy.ReviewStep
+	step      *charge.Step
 	stepIndex int
 	// generated: its name was made here from its generateName; it is
 	// always a create.
@@ -130,7 +127,7 @@ func (rv *reviewRun) run(ctx context.Context) error {
 		}
 	}
 	if len(steps) > 0 {
-		res, err := ask(ctx, rv.p.Handle(), steps)
+		res, err := rv.p.Decide(ctx, steps)
 		if err != nil {
 			return err
 		}
@@ -199,10 +196,12 @@ func (rv *reviewRun) admission(ctx context.Context, e *entry) error {
 	if op == admission.Update {
 		info.Verb, info.Name, info.Parts = "patch", obj.GetName(), []string{gvr.Resource, obj.GetName()}
 	}
-	actx, step := claimpolicy.WithReview(genericapirequest.WithRequestInfo(ctx, info))
-	if err := rv.p.Validate(actx, attrs, objectInterfaces()); err != nil {
+	actx := genericapirequest.WithRequestInfo(ctx, info)
+	res, err := rv.p.Charge(actx, charge.Request{Attributes: attrs, Objects: objectInterfaces(), Mode: charge.Review})
+	if err != nil {
 		return rv.refused(e, err)
 	}
+	step := res.Step
 	if gvk.GroupKind() == claimKind && op == admission.Create {
 		return rv.claim(ctx, e, obj)
 	}
@@ -222,24 +221,16 @@ func (rv *reviewRun) claim(ctx context.Context, e *entry, obj *unstructured.Unst
 		e.refuse(quotav1alpha1.ReviewReasonInvalid, fmt.Sprintf("the ResourceClaim cannot be read: %v", err))
 		return nil
 	}
-	if plane, ok := planes.From(ctx); ok {
-		c.Namespace = plane.QuotaNamespace()                                      // kept at the root, in the plane's quota namespace
-		if err := governed.PlaneConsumer(plane, c.Spec.ConsumerRef); err != nil { // claimpolicy's check of a plane's claim
-			e.refuse(quotav1alpha1.ReviewReasonForbidden, apierrors.NewForbidden(quotav1alpha1.Resource("resourceclaims"), c.Name, fmt.Errorf(
-				"this ResourceClaim, reviewed in the control plane of %s %s, charges %s, and %v: name the plane's owner (%s %s), an Organization or a Project",
-				plane.OwnerKind(), plane.Name, claimauthz.ConsumerName(c.Spec.ConsumerRef), err, plane.OwnerKind(), plane.Name)).Error())
-			return nil
-		}
-	}
 	az := rv.r.RootAuthorizer
 	if az == nil {
 		az = rv.r.Authorizer
 	}
-	if err := claimauthz.AuthorizeClaim(ctx, az, rv.user, c.Spec.ConsumerRef); err != nil {
-		e.refuse(quotav1alpha1.ReviewReasonForbidden, apierrors.NewForbidden(quotav1alpha1.Resource("resourceclaims"), c.Name, err).Error())
+	step, err := charge.ReviewClaim(ctx, az, rv.user, c)
+	if err != nil {
+		e.refuse(quotav1alpha1.ReviewReasonForbidden, err.Error())
 		return nil
 	}
-	e.step = &claimpolicy.ReviewStep{Asked: true, Step: admit.ReviewStep{Claims: []*quotav1alpha1.ResourceClaim{c}}, Policies: []string{""}}
+	e.step = step
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package claimpolicy
+package charge
 
 import (
 	"context"
@@ -64,12 +64,12 @@ type policyIndex struct {
 //
 // The last valid version is stored in the policy's status, so a restart
 // never switches enforcement off.
-func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce {
+func (ch *Charger) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce {
 	if cp.Spec.Disabled {
 		return nil
 	}
 	current := func(typed bool) *inForce {
-		c, err := p.compile(cp, typed)
+		c, err := ch.compile(cp, typed)
 		if err != nil {
 			return nil
 		}
@@ -83,7 +83,7 @@ func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce
 		}
 		old := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Generation: e.Generation},
 			Spec: quotav1alpha1.ClaimCreationPolicySpec{Trigger: e.Trigger, Target: e.Target, FailurePolicy: e.FailurePolicy}}
-		c, err := p.compile(old, false)
+		c, err := ch.compile(old, false)
 		if err != nil {
 			return nil
 		}
@@ -105,30 +105,30 @@ func (p *Plugin) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *inForce
 }
 
 // start begins watching policies on first use (the server serves by then).
-func (p *Plugin) start() {
-	p.startOnce.Do(func() {
-		f := dynamicinformer.NewDynamicSharedInformerFactory(p.dynamic, 0)
+func (ch *Charger) start() {
+	ch.startOnce.Do(func() {
+		f := dynamicinformer.NewDynamicSharedInformerFactory(ch.dynamic, 0)
 		idx := &policyIndex{informer: f.ForResource(policiesGVR).Informer(), byName: map[string]*inForce{}, byTrigger: map[string][]*inForce{}}
-		p.policies = idx
-		p.registrations = f.ForResource(registrationsGVR).Informer()
+		ch.policies = idx
+		ch.registrations = f.ForResource(registrationsGVR).Informer()
 		idx.indexed = func() bool { return false }
 		if reg, err := idx.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    p.indexPolicy,
-			UpdateFunc: func(_, obj any) { p.indexPolicy(obj) },
-			DeleteFunc: p.indexPolicy,
+			AddFunc:    ch.indexPolicy,
+			UpdateFunc: func(_, obj any) { ch.indexPolicy(obj) },
+			DeleteFunc: ch.indexPolicy,
 		}); err == nil {
 			idx.indexed = reg.HasSynced
 		}
 		_ = idx.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-			p.notServed.Store(apierrors.IsNotFound(err))
+			ch.notServed.Store(apierrors.IsNotFound(err))
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
-		stop := p.drained
+		stop := ch.drained
 		if stop == nil {
 			stop = make(chan struct{})
 		}
 		go idx.informer.Run(stop)
-		go p.registrations.Run(stop)
+		go ch.registrations.Run(stop)
 	})
 }
 
@@ -137,11 +137,11 @@ var registrationsGVR = quotav1alpha1.SchemeGroupVersion.WithResource("resourcere
 // units is what one base unit of a resource type is, as a quantity, when its
 // registration declares it: policies' amounts written as quantities are
 // converted with it.
-func (p *Plugin) units(resourceType string) (string, bool) {
-	if p.registrations == nil {
+func (ch *Charger) units(resourceType string) (string, bool) {
+	if ch.registrations == nil {
 		return "", false
 	}
-	for _, obj := range p.registrations.GetStore().List() {
+	for _, obj := range ch.registrations.GetStore().List() {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			continue
@@ -159,32 +159,32 @@ func (p *Plugin) units(resourceType string) (string, bool) {
 
 // inForce returns the versions in force of the policies whose trigger is
 // group/kind.
-func (p *Plugin) inForce(group, kind string) ([]*inForce, error) {
-	p.start()
+func (ch *Charger) inForce(group, kind string) ([]*inForce, error) {
+	ch.start()
 	// Both the policies, indexed, and the registrations their amounts are
 	// converted with: judged before, a create would be admitted without
 	// its policy, or charged in the wrong unit.
-	loaded := func() bool { return p.policies.indexed() && p.registrations.HasSynced() }
+	loaded := func() bool { return ch.policies.indexed() && ch.registrations.HasSynced() }
 	if !loaded() {
 		ctx, cancel := context.WithTimeout(context.Background(), decideTimeout)
 		defer cancel()
 		err := wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
-			return loaded() || p.notServed.Load(), nil
+			return loaded() || ch.notServed.Load(), nil
 		})
-		if p.notServed.Load() {
+		if ch.notServed.Load() {
 			return nil, nil // the CRDs are not installed yet: no policy exists
 		}
 		if err != nil {
 			return nil, errors.New("ClaimCreationPolicies are not loaded yet")
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.policies.byTrigger[group+"/"+kind], nil
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.policies.byTrigger[group+"/"+kind], nil
 }
 
 // indexPolicy keeps the index current as the informer sees a policy change.
-func (p *Plugin) indexPolicy(obj any) {
+func (ch *Charger) indexPolicy(obj any) {
 	obj = reconcile.Unwrap(obj)
 	u, ok := obj.(runtime.Unstructured)
 	if !ok {
@@ -192,31 +192,31 @@ func (p *Plugin) indexPolicy(obj any) {
 	}
 	name := u.(metav1.Object).GetName()
 	var f *inForce
-	if _, exists, _ := p.policies.informer.GetStore().Get(obj); exists {
+	if _, exists, _ := ch.policies.informer.GetStore().Get(obj); exists {
 		cp := &quotav1alpha1.ClaimCreationPolicy{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), cp); err == nil {
-			f = p.enforcedVersion(cp)
+			f = ch.enforcedVersion(cp)
 		}
 	}
 	if f == nil {
-		p.forget(name)
+		ch.forget(name)
 	} else {
-		p.forget(name, f.generation)
+		ch.forget(name, f.generation)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
 	if f == nil {
-		delete(p.policies.byName, name)
+		delete(ch.policies.byName, name)
 	} else {
-		p.policies.byName[name] = f
+		ch.policies.byName[name] = f
 	}
 	index := map[string][]*inForce{}
-	for _, f := range p.policies.byName {
+	for _, f := range ch.policies.byName {
 		k := f.compiled.Group + "/" + f.compiled.Kind
 		index[k] = append(index[k], f)
 	}
 	for _, list := range index {
 		slices.SortFunc(list, func(a, b *inForce) int { return strings.Compare(a.name, b.name) })
 	}
-	p.policies.byTrigger = index
+	ch.policies.byTrigger = index
 }

@@ -1,4 +1,4 @@
-package claimpolicy
+package charge
 
 import (
 	"context"
@@ -26,8 +26,8 @@ import (
 // (its metadata, its schema, its namespace existing and not terminating):
 // the engine writes it to storage itself, after the object is stored, so a
 // claim the API would refuse must refuse the create now.
-func (p *Plugin) claimFor(ctx context.Context, f *inForce, r *policy.Rendered, a admission.Attributes, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
-	return p.claimForObject(ctx, f, r, a, target{kind: a.GetKind(), resource: a.GetResource()}, obj)
+func (ch *Charger) claimFor(ctx context.Context, f *inForce, r *policy.Rendered, a admission.Attributes, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
+	return ch.claimForObject(ctx, f, r, a, target{kind: a.GetKind(), resource: a.GetResource()}, obj)
 }
 
 // target is the kind and resource of the object charged: the request's,
@@ -38,9 +38,9 @@ type target struct {
 	resource schema.GroupVersionResource
 }
 
-func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
+func (ch *Charger) claimForObject(ctx context.Context, f *inForce, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
 	src := claims.ClaimSource{Policy: f.name, Generation: f.generation, Kind: tg.kind, Resource: tg.resource,
-		Namespace: a.GetNamespace(), Object: obj, SystemNamespace: p.systemNamespace}
+		Namespace: a.GetNamespace(), Object: obj, SystemNamespace: ch.systemNamespace}
 	if plane, ok := planes.From(ctx); ok {
 		src.Plane = &plane
 	}
@@ -58,7 +58,7 @@ func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rende
 	if err := planeConsumer(ctx, f, a, kind.Kind, c); err != nil {
 		return nil, err
 	}
-	if errs := p.claims.Validate(c); len(errs) > 0 {
+	if errs := ch.claims.Validate(c); len(errs) > 0 {
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) renders, for this %s, a ResourceClaim the API server would refuse: %v; the %s was not created: fix the policy's spec.target.resourceClaimTemplate (this is not a quota denial)",
 			f.name, f.generation, kind.Kind, errs.ToAggregate(), kind.Kind))
@@ -66,7 +66,7 @@ func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rende
 	if _, inPlane := planes.From(ctx); inPlane {
 		// The plane's quota namespace is its owner's; it exists while the
 		// plane is served.
-	} else if err := p.namespaceOpen(ctx, ns); err != nil && src.Cluster != "" && ns == members.Namespace(src.Cluster) {
+	} else if err := ch.namespaceOpen(ctx, ns); err != nil && src.Cluster != "" && ns == members.Namespace(src.Cluster) {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf(
 			"the quota plane holds the claims of cluster %s in namespace %s, which %v; the %s was not created: start (or restart) quotaplane webhook --cluster-name=%s, which creates it, then retry",
 			src.Cluster, ns, err, kind.Kind, src.Cluster))
@@ -83,13 +83,13 @@ func (p *Plugin) claimForObject(ctx context.Context, f *inForce, r *policy.Rende
 // informer has not seen is looked up live before it is called missing, as
 // the lifecycle check does: one created a moment ago (quotaplane webhook
 // creates its cluster's, then forwards reviews) is not refused.
-func (p *Plugin) namespaceOpen(ctx context.Context, ns string) error {
-	if p.namespacesReady != nil && !p.namespacesReady() {
+func (ch *Charger) namespaceOpen(ctx context.Context, ns string) error {
+	if ch.namespacesReady != nil && !ch.namespacesReady() {
 		return nil // not known yet: the engine's write finds out
 	}
-	n, err := p.namespaces.Get(ns)
-	if apierrors.IsNotFound(err) && p.kube != nil {
-		n, err = p.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	n, err := ch.namespaces.Get(ns)
+	if apierrors.IsNotFound(err) && ch.kube != nil {
+		n, err = ch.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	}
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("does not exist")
@@ -108,8 +108,9 @@ func (p *Plugin) namespaceOpen(ctx context.Context, ns string) error {
 // requester wrote, so without this anyone could spend another tenant's
 // quota. The check is the one ResourceClaims created through the API get:
 // verb "claim" on the consumer (docs/authorization.md).
-func (p *Plugin) authorizeConsumers(ctx context.Context, a admission.Attributes, applying []*inForce, claims []*quotav1alpha1.ResourceClaim) error {
-	if existingObject(ctx) {
+func (ch *Charger) authorizeConsumers(ctx context.Context, run *call, applying []*inForce, claims []*quotav1alpha1.ResourceClaim) error {
+	a := run.Attributes
+	if run.Mode == Existing {
 		// A member cluster's webhook charging an object that exists there
 		// already: it speaks for its cluster, no requester is known.
 		return nil
@@ -121,27 +122,13 @@ func (p *Plugin) authorizeConsumers(ctx context.Context, a admission.Attributes,
 			// Whoever may use a plane may charge its owner.
 			continue
 		}
-		if err := claimauthz.AuthorizeClaim(ctx, p.authorizer, a.GetUserInfo(), c.Spec.ConsumerRef); err != nil {
-			p.reports.result(applying[i].name, resultUnauthorized)
+		if err := claimauthz.AuthorizeClaim(ctx, ch.authorizer, a.GetUserInfo(), c.Spec.ConsumerRef); err != nil {
+			ch.reports.result(applying[i].name, resultUnauthorized)
 			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
 				"ClaimCreationPolicy %s charges this %s to %s, and %v", applying[i].name, a.GetKind().Kind, claimauthz.ConsumerName(c.Spec.ConsumerRef), err))
 		}
 	}
 	return nil
-}
-
-type existingKey struct{}
-
-// WithExistingObject marks a review of an object a member cluster stores
-// already (docs/clusters.md): its consumers are charged without
-// authorizing a requester.
-func WithExistingObject(ctx context.Context) context.Context {
-	return context.WithValue(ctx, existingKey{}, true)
-}
-
-func existingObject(ctx context.Context) bool {
-	v, _ := ctx.Value(existingKey{}).(bool)
-	return v
 }
 
 func userMap(a admission.Attributes) map[string]any {

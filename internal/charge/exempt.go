@@ -1,4 +1,4 @@
-package claimpolicy
+package charge
 
 import (
 	"context"
@@ -28,13 +28,13 @@ import (
 // kube-system is exempt too. A ResourceClaim created in a plane is not
 // charged by a policy, but the consumer it names is checked here: err
 // refuses it.
-func (p *Plugin) exempt(ctx context.Context, a admission.Attributes) (bool, error) {
+func (ch *Charger) exempt(ctx context.Context, a admission.Attributes) (bool, error) {
 	plane, inPlane := planes.From(ctx)
 	if inPlane && a.GetOperation() == admission.Create && a.GetSubresource() == "" &&
 		a.GetResource().GroupResource() == quotav1alpha1.SchemeGroupVersion.WithResource("resourceclaims").GroupResource() {
 		return true, planeClaim(plane, a)
 	}
-	return p.exemptions.Exempt(a.GetKind().GroupKind(), a.GetNamespace(), a.GetName(), inPlane), nil
+	return ch.exemptions.Exempt(a.GetKind().GroupKind(), a.GetNamespace(), a.GetName(), inPlane), nil
 }
 
 // planeClaim refuses a ResourceClaim created in a plane whose consumer is
@@ -80,7 +80,7 @@ func planeConsumer(ctx context.Context, f *inForce, a admission.Attributes, kind
 // does not select. A Namespace is judged by its own labels; a member
 // cluster's namespace by its name alone (the member's labels are not known
 // here); the root's by the Namespace stored.
-func (p *Plugin) scoped(ctx context.Context, a admission.Attributes, policies []*inForce) ([]*inForce, error) {
+func (ch *Charger) scoped(ctx context.Context, a admission.Attributes, policies []*inForce) ([]*inForce, error) {
 	_, inPlane := planes.From(ctx)
 	_, member := members.From(ctx)
 	nsLabels := func(ns string) (labels.Set, error) {
@@ -92,16 +92,16 @@ func (p *Plugin) scoped(ctx context.Context, a admission.Attributes, policies []
 		if member {
 			return governed.NamespaceLabels(ns, nil), nil
 		}
-		if p.namespaces != nil {
-			if n, err := p.namespaces.Get(ns); err == nil {
+		if ch.namespaces != nil {
+			if n, err := ch.namespaces.Get(ns); err == nil {
 				return governed.NamespaceLabels(ns, n.Labels), nil
 			}
 		}
-		if p.kube == nil {
+		if ch.kube == nil {
 			return governed.NamespaceLabels(ns, nil), nil
 		}
 		// Not in the cache yet (created a moment ago): read it.
-		n, err := p.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		n, err := ch.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return governed.NamespaceLabels(ns, nil), nil
 		}
@@ -112,7 +112,7 @@ func (p *Plugin) scoped(ctx context.Context, a admission.Attributes, policies []
 	}
 	out := policies[:0:0]
 	for _, f := range policies {
-		skip, err := p.exemptions.OutOfScope(f.compiled.NamespaceSelector, a.GetKind().GroupKind(), a.GetNamespace(), a.GetName(), inPlane, nsLabels)
+		skip, err := ch.exemptions.OutOfScope(f.compiled.NamespaceSelector, a.GetKind().GroupKind(), a.GetNamespace(), a.GetName(), inPlane, nsLabels)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package claimpolicy
+package charge
 
 import (
 	"k8s.io/apiserver/pkg/admission"
@@ -14,7 +14,7 @@ import (
 // it beyond an aggregated Event. One entry per rendered claim, in its
 // consumer's history, with the requests and the message the client got. A
 // dry run records nothing. It never waits.
-func (p *Plugin) recordRefusal(a admission.Attributes, applying []*inForce, claims []*quotav1alpha1.ResourceClaim, msg string) {
+func (ch *Charger) recordRefusal(a admission.Attributes, applying []*inForce, claims []*quotav1alpha1.ResourceClaim, msg string) {
 	if a.IsDryRun() {
 		return
 	}
@@ -24,7 +24,7 @@ func (p *Plugin) recordRefusal(a admission.Attributes, applying []*inForce, clai
 		for _, r := range c.Spec.Requests {
 			reqs = append(reqs, history.Amount{ResourceType: string(r.ResourceType), Amount: r.Amount})
 		}
-		p.handle.RecordRefusal(admit.Refusal{Consumer: convert.ConsumerID(c.Spec.ConsumerRef), Policy: applying[i].name,
+		ch.handle.RecordRefusal(admit.Refusal{Consumer: convert.ConsumerID(c.Spec.ConsumerRef), Policy: applying[i].name,
 			Object:   history.ObjectRef{APIGroup: kind.Group, Kind: kind.Kind, Namespace: a.GetNamespace(), Name: a.GetName()},
 			Requests: reqs, Message: msg})
 	}

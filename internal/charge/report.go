@@ -1,4 +1,4 @@
-package claimpolicy
+package charge
 
 import (
 	"context"
@@ -33,18 +33,18 @@ const (
 // aggregates repeats and rate-limits bursts, so a flood of creates cannot
 // flood storage with Events.
 type reporter struct {
-	p         *Plugin
+	ch        *Charger
 	startOnce sync.Once
 	recorder  record.EventRecorder
 }
 
-func newReporter(p *Plugin) *reporter {
-	return &reporter{p: p}
+func newReporter(ch *Charger) *reporter {
+	return &reporter{ch: ch}
 }
 
 func (r *reporter) events() record.EventRecorder {
 	r.startOnce.Do(func() {
-		if r.p.kube == nil {
+		if r.ch.kube == nil {
 			return
 		}
 		scheme := runtime.NewScheme()
@@ -52,7 +52,7 @@ func (r *reporter) events() record.EventRecorder {
 			return
 		}
 		b := record.NewBroadcaster()
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.p.kube.CoreV1().Events("")})
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.ch.kube.CoreV1().Events("")})
 		r.recorder = b.NewRecorder(scheme, corev1.EventSource{Component: "quotaplane-admission"})
 	})
 	return r.recorder

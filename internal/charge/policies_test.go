@@ -1,4 +1,4 @@
-package claimpolicy
+package charge
 
 import (
 	"fmt"
@@ -48,12 +48,12 @@ func TestFirstCreateSeesEveryPolicy(t *testing.T) {
 		policiesGVR:      "ClaimCreationPolicyList",
 		registrationsGVR: "ResourceRegistrationList",
 	}, objs...)
-	p := &Plugin{dynamic: dyn, compiled: map[compiledKey]*compiledEntry{}}
+	ch := &Charger{dynamic: dyn, compiled: map[compiledKey]*compiledEntry{}}
 	drained := make(chan struct{})
 	t.Cleanup(func() { close(drained) })
-	p.drained = drained
+	ch.drained = drained
 
-	got, err := p.inForce("", "Secret")
+	got, err := ch.inForce("", "Secret")
 	if err != nil {
 		t.Fatal(err)
 	}

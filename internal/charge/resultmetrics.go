@@ -1,4 +1,4 @@
-package claimpolicy
+package charge
 
 import (
 	"sync"
@@ -28,13 +28,13 @@ var (
 // calls it.
 func (r *reporter) countResult(policy, result string) {
 	var gk schema.GroupKind
-	r.p.mu.Lock()
-	if r.p.policies != nil {
-		if f := r.p.policies.byName[policy]; f != nil {
+	r.ch.mu.Lock()
+	if r.ch.policies != nil {
+		if f := r.ch.policies.byName[policy]; f != nil {
 			gk = schema.GroupKind{Group: f.compiled.Group, Kind: f.compiled.Kind}
 		}
 	}
-	r.p.mu.Unlock()
+	r.ch.mu.Unlock()
 	countAdmissionResult(policy, gk, result)
 }
 

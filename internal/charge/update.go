@@ -1,4 +1,4 @@
-package claimpolicy
+package charge
 
 import (
 	"context"
@@ -32,16 +32,17 @@ import (
 // changes nothing the policies read costs two evaluations and nothing else.
 // An object being deleted is charged like any other: while a finalizer holds
 // it, whatever reads its spec sees what it asks for (its claims go with it).
-func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
-	tg, oldObj, newObj, err := p.updatedObjects(ctx, a, o)
+func (ch *Charger) chargeUpdate(ctx context.Context, run *call) error {
+	a, o := run.Attributes, run.Objects
+	tg, oldObj, newObj, err := ch.updatedObjects(ctx, a, o)
 	if err != nil || oldObj == nil {
 		return err
 	}
-	policies, err := p.inForce(tg.kind.Group, tg.kind.Kind)
+	policies, err := ch.inForce(tg.kind.Group, tg.kind.Kind)
 	if err != nil {
 		return apierrors.NewTimeoutError(fmt.Sprintf("quota for this %s cannot be decided yet: %v; retry", tg.kind.Kind, err), 1)
 	}
-	if policies, err = p.scoped(ctx, a, policies); err != nil {
+	if policies, err = ch.scoped(ctx, a, policies); err != nil {
 		return err
 	}
 	if len(policies) == 0 {
@@ -56,47 +57,47 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 	var changes []admit.PolicyChange
 	var applying []*inForce
 	for _, f := range policies {
-		newIn := policy.Input{Object: newObj, User: user, RequestInfo: info, Units: p.units}
+		newIn := policy.Input{Object: newObj, User: user, RequestInfo: info, Units: ch.units}
 		okNew, rNew, err := f.compiled.Evaluate(newIn)
 		if err != nil {
-			p.reports.result(f.name, resultInvalidObject)
+			ch.reports.result(f.name, resultInvalidObject)
 			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
 				"ClaimCreationPolicy %s (generation %d) cannot be evaluated for this %s as updated: %v; the update was not stored: give it what the policy reads, or fix the policy",
 				f.name, f.generation, tg.kind.Kind, err))
 		}
-		okOld, rOld, errOld := f.compiled.Evaluate(policy.Input{Object: oldObj, User: user, RequestInfo: info, Units: p.units})
+		okOld, rOld, errOld := f.compiled.Evaluate(policy.Input{Object: oldObj, User: user, RequestInfo: info, Units: ch.units})
 		if errOld == nil && okOld == okNew && (!okNew || sameCharge(rOld, rNew)) {
 			continue // nothing this policy reads changed
 		}
-		ch := admit.PolicyChange{Policy: f.name, Check: admit.UpdateCheck{Generation: f.generation, Trigger: f.trigger, Target: f.target, User: user, RequestInfo: info}}
+		change := admit.PolicyChange{Policy: f.name, Check: admit.UpdateCheck{Generation: f.generation, Trigger: f.trigger, Target: f.target, User: user, RequestInfo: info}}
 		if okNew {
-			c, err := p.claimForObject(ctx, f, rNew, a, tg, newU)
+			c, err := ch.claimForObject(ctx, f, rNew, a, tg, newU)
 			if err != nil {
-				p.reports.result(f.name, resultInvalidClaim)
+				ch.reports.result(f.name, resultInvalidClaim)
 				return err
 			}
-			ch.Claim = c
+			change.Claim = c
 		}
-		changes = append(changes, ch)
+		changes = append(changes, change)
 		applying = append(applying, f)
 	}
 	if len(changes) == 0 {
 		// An earlier run of admission in this request (before the storage
 		// retried on a conflict) may have decided a change this object, as
 		// it is now, does not make.
-		if err := p.handle.UndoEarlierAttempt(ctx, string(oldMeta.GetUID())); err != nil {
+		if err := ch.handle.UndoEarlierAttempt(ctx, string(oldMeta.GetUID())); err != nil {
 			return apierrors.NewTimeoutError(fmt.Sprintf("quota for this update of %s %s could not be settled: %v; retry", tg.kind.Kind, a.GetName(), err), 2)
 		}
 		return nil
 	}
 	var claims []*quotav1alpha1.ResourceClaim
 	var charging []*inForce
-	for i, ch := range changes {
-		if ch.Claim != nil {
-			claims, charging = append(claims, ch.Claim), append(charging, applying[i])
+	for i, change := range changes {
+		if change.Claim != nil {
+			claims, charging = append(claims, change.Claim), append(charging, applying[i])
 		}
 	}
-	if err := p.authorizeConsumers(ctx, a, charging, claims); err != nil {
+	if err := ch.authorizeConsumers(ctx, run, charging, claims); err != nil {
 		return err
 	}
 	ref := admit.ObjectRef{APIGroup: tg.kind.Group, Kind: tg.kind.Kind, Resource: quotav1alpha1.FormatResource(tg.resource),
@@ -104,7 +105,7 @@ func (p *Plugin) validateUpdate(ctx context.Context, a admission.Attributes, o a
 	if plane, ok := planes.From(ctx); ok {
 		ref.Plane = plane.String()
 	}
-	return p.decideUpdate(ctx, a, tg, oldMeta, ref, applying, changes)
+	return ch.decideUpdate(ctx, run, tg, oldMeta, ref, applying, changes)
 }
 
 // sameCharge reports whether two renderings charge the same: the same
@@ -120,35 +121,36 @@ func sameCharge(a, b *policy.Rendered) bool {
 }
 
 // decideUpdate asks the engine for the changes of one update and answers.
-func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg target, obj metav1.Object, ref admit.ObjectRef, applying []*inForce, changes []admit.PolicyChange) error {
-	if rs := reviewOf(ctx); rs != nil {
-		rs.Asked, rs.Step, rs.Policies = true, admit.ReviewStep{Update: &ref, Changes: changes}, names(applying)
+func (ch *Charger) decideUpdate(ctx context.Context, run *call, tg target, obj metav1.Object, ref admit.ObjectRef, applying []*inForce, changes []admit.PolicyChange) error {
+	a := run.Attributes
+	if run.step != nil {
+		run.step.Asked, run.step.Step, run.step.Policies = true, admit.ReviewStep{Update: &ref, Changes: changes}, names(applying)
 		return nil
 	}
 	kind := tg.kind.Kind
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
-	res, err := p.handle.DecideUpdate(dctx, ref, changes, a.IsDryRun())
+	res, err := ch.handle.DecideUpdate(dctx, ref, changes, a.IsDryRun())
 	var taken *admit.NameTakenError
 	switch {
 	case errors.As(err, &taken):
-		p.reports.result(taken.Policy, resultNameTaken)
+		ch.reports.result(taken.Policy, resultNameTaken)
 		return apierrors.NewConflict(quotav1alpha1.SchemeGroupVersion.WithResource("resourceclaims").GroupResource(), taken.Claim, fmt.Errorf(
 			"%v, so this update of %s %s cannot be charged and was not stored; retry, or give the policy's claim template a name unique per object", taken, kind, a.GetName()))
 	case err != nil && ignoreAll(applying) && !errors.Is(err, admit.ErrNotLeader):
 		// Fail-open is for an engine that cannot decide, never for a
 		// replica that cannot reach the one that decides (docs/replicas.md).
 		// That one is refused, retryable, below.
-		return p.failOpen(ctx, a, obj, applying, err)
+		return ch.failOpen(ctx, a, obj, applying, err)
 	case err != nil:
-		p.reports.resultAll(applying, resultUndecided)
+		ch.reports.resultAll(applying, resultUndecided)
 		msg := fmt.Sprintf("quota for this update of %s %s could not be decided within %s: %v; the update was not stored, retry it", kind, a.GetName(), decideTimeout, err)
 		if errors.Is(err, admit.ErrNotLeader) {
 			msg = fmt.Sprintf("quota for this update of %s %s cannot be decided right now (%v); nothing changed, retry in a few seconds", kind, a.GetName(), err)
 		}
 		return apierrors.NewTimeoutError(msg, 2)
 	case res.Granted:
-		p.reports.resultAll(applying, resultGranted)
+		ch.reports.resultAll(applying, resultGranted)
 		if a.IsDryRun() {
 			for _, c := range res.Changes {
 				warning.AddWarning(ctx, "", fmt.Sprintf("dry run: ClaimCreationPolicy %s would change the charge of this %s from %s to %s",
@@ -159,14 +161,14 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 	}
 	for i, c := range res.Changes {
 		if c.Decision != nil && c.Decision.Outcome == quota.ValidationFailed {
-			p.reports.result(applying[i].name, resultInvalidClaim)
+			ch.reports.result(applying[i].name, resultInvalidClaim)
 			return apierrors.NewInternalError(fmt.Errorf("ClaimCreationPolicy %s renders a claim for this %s that the registrations refuse: %s; fix the policy or the ResourceRegistration (this is not a quota denial)",
 				c.Policy, kind, c.Decision.Message))
 		}
 	}
-	p.reports.resultAll(applying, resultDenied)
-	msg := refusal.Update(kind, a.GetName(), res, p.increaseLink)
-	p.reports.denied(applying, msg)
+	ch.reports.resultAll(applying, resultDenied)
+	msg := refusal.Update(kind, a.GetName(), res, ch.increaseLink)
+	ch.reports.denied(applying, msg)
 	var refused []*inForce
 	var claims []*quotav1alpha1.ResourceClaim
 	for i, ch := range changes {
@@ -174,7 +176,7 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 			refused, claims = append(refused, applying[i]), append(claims, ch.Claim)
 		}
 	}
-	p.recordRefusal(a, refused, claims, msg)
+	ch.recordRefusal(a, refused, claims, msg)
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), errors.New(msg))
 }
 
@@ -183,9 +185,9 @@ func (p *Plugin) decideUpdate(ctx context.Context, a admission.Attributes, tg ta
 // the request carries Scales: the object is read and the new replica count
 // put where its scale subresource keeps it, so policies compute from the
 // object as the scale leaves it. nil without error when nothing is charged.
-func (p *Plugin) updatedObjects(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) (target, map[string]any, map[string]any, error) {
+func (ch *Charger) updatedObjects(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) (target, map[string]any, map[string]any, error) {
 	if a.GetSubresource() == "scale" {
-		return p.scaledObjects(ctx, a)
+		return ch.scaledObjects(ctx, a)
 	}
 	tg := target{kind: a.GetKind(), resource: a.GetResource()}
 	if a.GetOldObject() == nil {
@@ -219,14 +221,14 @@ var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version
 
 // scaledObjects reads the object a scale update changes and applies the new
 // replica count to it.
-func (p *Plugin) scaledObjects(ctx context.Context, a admission.Attributes) (target, map[string]any, map[string]any, error) {
+func (ch *Charger) scaledObjects(ctx context.Context, a admission.Attributes) (target, map[string]any, map[string]any, error) {
 	gvr := a.GetResource()
 	tg := target{resource: gvr}
 	var crd *unstructured.Unstructured // none for the built-in kinds
 	if kind, ok := builtinScales[gvr.GroupResource()]; ok {
 		tg.kind = gvr.GroupVersion().WithKind(kind)
 	} else {
-		c, err := p.dynamic.Resource(crdsGVR).Get(ctx, served.CRDName(gvr.GroupResource()), metav1.GetOptions{})
+		c, err := ch.dynamic.Resource(crdsGVR).Get(ctx, served.CRDName(gvr.GroupResource()), metav1.GetOptions{})
 		if err != nil {
 			return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading the definition of %s to charge its scale: %w", gvr.GroupResource(), err))
 		}
@@ -235,7 +237,7 @@ func (p *Plugin) scaledObjects(ctx context.Context, a admission.Attributes) (tar
 		crd = c
 	}
 	path := served.ScaleReplicasPath(crd, gvr.Version)
-	if p.policiesFor(tg.kind) == 0 {
+	if ch.policiesFor(tg.kind) == 0 {
 		return tg, nil, nil, nil // nothing charges this kind: no read
 	}
 	newScale, ok := a.GetObject().(*unstructured.Unstructured)
@@ -251,7 +253,7 @@ func (p *Plugin) scaledObjects(ctx context.Context, a admission.Attributes) (tar
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	current, err := p.dynamic.Resource(gvr).Namespace(a.GetNamespace()).Get(rctx, a.GetName(), metav1.GetOptions{})
+	current, err := ch.dynamic.Resource(gvr).Namespace(a.GetNamespace()).Get(rctx, a.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading %s %s to charge its scale: %w", tg.kind.Kind, a.GetName(), err))
 	}
@@ -263,8 +265,8 @@ func (p *Plugin) scaledObjects(ctx context.Context, a admission.Attributes) (tar
 }
 
 // policiesFor counts the policies in force for a kind.
-func (p *Plugin) policiesFor(kind schema.GroupVersionKind) int {
-	list, err := p.inForce(kind.Group, kind.Kind)
+func (ch *Charger) policiesFor(kind schema.GroupVersionKind) int {
+	list, err := ch.inForce(kind.Group, kind.Kind)
 	if err != nil {
 		return 1 // decided (and answered) by the caller
 	}

@@ -1,4 +1,4 @@
-package claimpolicy
+package charge
 
 import (
 	"strings"
@@ -22,15 +22,15 @@ func TestANamespaceTheCacheHasNotSeenIsLookedUpLive(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-gone", DeletionTimestamp: &now, Finalizers: []string{"kubernetes"}}},
 	)
 	empty := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	p := &Plugin{kube: live, namespaces: corelisters.NewNamespaceLister(empty), namespacesReady: func() bool { return true }}
+	ch := &Charger{kube: live, namespaces: corelisters.NewNamespaceLister(empty), namespacesReady: func() bool { return true }}
 
-	if err := p.namespaceOpen(t.Context(), "cluster-east"); err != nil {
+	if err := ch.namespaceOpen(t.Context(), "cluster-east"); err != nil {
 		t.Errorf("a namespace the API server has and the cache has not seen: %v, want open", err)
 	}
-	if err := p.namespaceOpen(t.Context(), "cluster-west"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if err := ch.namespaceOpen(t.Context(), "cluster-west"); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("a namespace that exists nowhere: %v, want \"does not exist\"", err)
 	}
-	if err := p.namespaceOpen(t.Context(), "cluster-gone"); err == nil || !strings.Contains(err.Error(), "being deleted") {
+	if err := ch.namespaceOpen(t.Context(), "cluster-gone"); err == nil || !strings.Contains(err.Error(), "being deleted") {
 		t.Errorf("a namespace being deleted: %v, want \"is being deleted\"", err)
 	}
 }

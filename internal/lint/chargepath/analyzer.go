@@ -1,0 +1,84 @@
+package chargepath
+
+import (
+	"go/ast"
+	"go/types"
+	"strconv"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+)
+
+const module = "github.com/quotaplane/quotaplane/"
+
+const (
+	chargePkg = module + "internal/charge"
+	authzPkg  = module + "internal/admission/claimauthz"
+	admitPkg  = module + "internal/engine/admit"
+	peerPkg   = module + "internal/peer"
+)
+
+// entryPoints are admit.Handle's methods that decide a charge or a review.
+func entryPoints() map[string]bool {
+	return map[string]bool{"DecideCreate": true, "DecideUpdate": true, "Review": true, "WaitAdmitted": true}
+}
+
+// Analyzer is the charging path's boundary check.
+func Analyzer() *analysis.Analyzer {
+	return &analysis.Analyzer{
+		Name: "chargepath",
+		Doc:  "only internal/charge authorizes consumers and asks the engine to decide a charge or a review",
+		Run:  run,
+	}
+}
+
+func run(pass *analysis.Pass) (any, error) {
+	path := pass.Pkg.Path()
+	if path == chargePkg || path == authzPkg || strings.HasPrefix(path, chargePkg+"/") {
+		return nil, nil
+	}
+	for _, f := range pass.Files {
+		for _, imp := range f.Imports {
+			if p, err := strconv.Unquote(imp.Path.Value); err == nil && p == authzPkg {
+				pass.Reportf(imp.Pos(), "%s imports claimauthz: authorize consumers through internal/charge, the one charging path", path)
+			}
+		}
+	}
+	if path == admitPkg || path == peerPkg {
+		return nil, nil
+	}
+	points := entryPoints()
+	for _, f := range pass.Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || !points[sel.Sel.Name] {
+				return true
+			}
+			fn, ok := pass.TypesInfo.Uses[sel.Sel].(*types.Func)
+			if !ok || !isHandleMethod(fn) {
+				return true
+			}
+			pass.Reportf(sel.Sel.Pos(), "%s calls admit.Handle.%s: ask the engine through internal/charge, the one charging path", path, sel.Sel.Name)
+			return true
+		})
+	}
+	return nil, nil
+}
+
+// isHandleMethod reports whether fn is a method of admit.Handle.
+func isHandleMethod(fn *types.Func) bool {
+	sig, ok := fn.Type().(*types.Signature)
+	if !ok || sig.Recv() == nil {
+		return false
+	}
+	t := sig.Recv().Type()
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	named, ok := t.(*types.Named)
+	if !ok {
+		return false
+	}
+	obj := named.Obj()
+	return obj.Name() == "Handle" && obj.Pkg() != nil && obj.Pkg().Path() == admitPkg
+}

@@ -1,0 +1,25 @@
+package chargepath_test
+
+import (
+	"testing"
+
+	"golang.org/x/tools/go/analysis/analysistest"
+
+	"github.com/quotaplane/quotaplane/internal/lint/chargepath"
+)
+
+// TestTheAnalyzerFindsEachPattern: testdata holds the charging package,
+// claimauthz, admit and peer as they may use the steps, and a package
+// elsewhere that assembles them itself: an import of claimauthz, a call
+// and a method value of each entry point. A Review of another type or
+// package is none of them. Each `// want` comment is a diagnostic the
+// analyzer must report, and it must report nothing else.
+func TestTheAnalyzerFindsEachPattern(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), chargepath.Analyzer(),
+		"github.com/quotaplane/quotaplane/internal/charge",
+		"github.com/quotaplane/quotaplane/internal/admission/claimauthz",
+		"github.com/quotaplane/quotaplane/internal/engine/admit",
+		"github.com/quotaplane/quotaplane/internal/peer",
+		"github.com/quotaplane/quotaplane/internal/server/elsewhere",
+		"github.com/quotaplane/quotaplane/internal/server/whatif")
+}

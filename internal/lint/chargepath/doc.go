@@ -1,0 +1,16 @@
+// Package chargepath is the analyzer that holds the charging path's
+// boundary (internal/charge's doc.go): the steps that take quota are asked
+// through the charging component, and nowhere else.
+//
+//   - Only internal/charge imports internal/admission/claimauthz, the check
+//     that a requester may charge a consumer: every way in authorizes
+//     through the component, in its place among the steps.
+//   - Only internal/charge calls the engine's entry points that decide a
+//     charge or a review (admit.Handle's DecideCreate, DecideUpdate,
+//     Review and WaitAdmitted). internal/engine/admit defines them, and
+//     internal/peer calls them on the leader for a follower's forwarded
+//     request, which the follower's charging component sent.
+//
+// internal/layout runs it over the whole module; its tests hold each
+// pattern it refuses.
+package chargepath

@@ -1,0 +1,3 @@
+package claimauthz
+
+func AuthorizeClaim() error { return nil }

@@ -1,0 +1,16 @@
+package charge
+
+import (
+	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
+	"github.com/quotaplane/quotaplane/internal/engine/admit"
+)
+
+func Charge(h *admit.Handle) error {
+	if err := claimauthz.AuthorizeClaim(); err != nil {
+		return err
+	}
+	h.WaitAdmitted()
+	_ = h.Review()
+	_ = h.DecideUpdate()
+	return h.DecideCreate()
+}
