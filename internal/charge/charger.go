@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,18 +19,16 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/admission/refusal"
+	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
-	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -49,7 +45,7 @@ const failOpenRecordTimeout = 5 * time.Second
 // and Ready has returned nil (the admission plugin's initializers do both).
 func New(handle *admit.Handle, systemNamespace string, exemptNamespaces []string) *Charger {
 	return &Charger{handle: handle, systemNamespace: systemNamespace,
-		exemptions: governed.NewExemptions(systemNamespace, exemptNamespaces), compiled: map[compiledKey]*compiledEntry{}}
+		exemptions: governed.NewExemptions(systemNamespace, exemptNamespaces), policies: inforce.New(decideTimeout)}
 }
 
 // SetIncreaseLink makes quota refusals say where to ask for more: link
@@ -70,25 +66,12 @@ type Charger struct {
 	// exemptions are the objects no policy charges.
 	exemptions      governed.Exemptions
 	increaseLink    refusal.Link
-	dynamic         dynamic.Interface
 	kube            kubernetes.Interface
-	schemasOnce     sync.Once
-	schemas         *triggerschema.Resolver
 	authorizer      authorizer.Authorizer
 	namespaces      corelisters.NamespaceLister
 	namespacesReady func() bool
-	drained         <-chan struct{}
-
-	startOnce sync.Once
-	policies  *policyIndex
-	// registrations tell how to convert amounts written as quantities.
-	registrations cache.SharedIndexInformer
-	// notServed is set while listing policies answers NotFound: the CRD is
-	// not installed yet, so no policy can exist.
-	notServed atomic.Bool
-
-	mu       sync.Mutex
-	compiled map[compiledKey]*compiledEntry
+	// policies are the ClaimCreationPolicies in force (step 2).
+	policies *inforce.Index
 
 	claims  *claims.ClaimValidator
 	reports *reporter
@@ -96,13 +79,15 @@ type Charger struct {
 
 // SetDrainedNotification implements initializer.WantsDrainedNotification:
 // the policy watch stops when the server drains, so shutdown never waits on it.
-func (ch *Charger) SetDrainedNotification(drained <-chan struct{}) { ch.drained = drained }
+func (ch *Charger) SetDrainedNotification(drained <-chan struct{}) { ch.policies.Drained = drained }
 
 // SetDynamicClient implements initializer.WantsDynamicClient.
-func (ch *Charger) SetDynamicClient(c dynamic.Interface) { ch.dynamic = c }
+func (ch *Charger) SetDynamicClient(c dynamic.Interface) { ch.policies.Dynamic = c }
 
 // SetExternalKubeClientSet implements initializer.WantsExternalKubeClientSet.
-func (ch *Charger) SetExternalKubeClientSet(c kubernetes.Interface) { ch.kube = c }
+func (ch *Charger) SetExternalKubeClientSet(c kubernetes.Interface) {
+	ch.kube, ch.policies.Kube = c, c
+}
 
 // SetAuthorizer implements initializer.WantsAuthorizer.
 func (ch *Charger) SetAuthorizer(a authorizer.Authorizer) { ch.authorizer = a }
@@ -120,7 +105,7 @@ func (ch *Charger) SetExternalKubeInformerFactory(f informers.SharedInformerFact
 // builds from it; the admission plugin calls it from its
 // ValidateInitialization.
 func (ch *Charger) Ready() error {
-	if ch.dynamic == nil || ch.handle == nil || ch.authorizer == nil || ch.namespaces == nil {
+	if ch.policies.Dynamic == nil || ch.handle == nil || ch.authorizer == nil || ch.namespaces == nil {
 		return fmt.Errorf("the charging component needs a dynamic client, an authorizer, the namespace informer and the engine handle")
 	}
 	v, err := claims.NewClaimValidator()
@@ -130,84 +115,6 @@ func (ch *Charger) Ready() error {
 	ch.claims = v
 	ch.reports = newReporter(ch)
 	return nil
-}
-
-type compiledKey struct {
-	name       string
-	generation int64
-	// typed: compiled against the trigger kind's schema (a generation the
-	// engine has not judged yet).
-	typed bool
-}
-
-type compiledEntry struct {
-	compiled *policy.Compiled
-	err      error
-}
-
-// compile compiles one version of a policy, once.
-func (ch *Charger) compile(cp *quotav1alpha1.ClaimCreationPolicy, typed bool) (*policy.Compiled, error) {
-	k := compiledKey{cp.Name, cp.Generation, typed}
-	ch.mu.Lock()
-	if e, ok := ch.compiled[k]; ok {
-		ch.mu.Unlock()
-		return e.compiled, e.err
-	}
-	ch.mu.Unlock()
-	// A generation the engine judged is compiled without the trigger's
-	// schema: the engine checked its fields and cost against every served
-	// version (status.enforced). One it has not judged yet is checked here
-	// against the schema of the version it names, so that a misspelt field
-	// is not enforced for the moment before the engine says so (the last
-	// valid generation is, meanwhile); what is not checked is bounded by
-	// policy.CostLimit at evaluation.
-	var o policy.Options
-	if typed {
-		o.TriggerSchema = ch.triggerSchema(cp.Spec.Trigger.Resource)
-	}
-	c, err := policy.Compile(cp, o)
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	ch.compiled[k] = &compiledEntry{compiled: c, err: err}
-	return c, err
-}
-
-// triggerSchema is the schema of a trigger kind's version, nil when it
-// cannot be read (then nothing is checked against it).
-func (ch *Charger) triggerSchema(tr quotav1alpha1.TriggerResource) *spec.Schema {
-	ch.schemasOnce.Do(func() {
-		if ch.kube != nil {
-			ch.schemas = triggerschema.New(ch.kube.Discovery(), 0)
-		}
-	})
-	if ch.schemas == nil {
-		return nil
-	}
-	s, err := ch.schemas.Resolve(tr.APIVersion, tr.Kind)
-	if err != nil {
-		return nil
-	}
-	return s
-}
-
-// forget drops the compiled versions of a policy that are not in force.
-func (ch *Charger) forget(name string, keep ...int64) {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	for k := range ch.compiled {
-		if k.name == name && !containsInt(keep, k.generation) {
-			delete(ch.compiled, k)
-		}
-	}
-}
-
-func containsInt(list []int64, v int64) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // Charge runs the steps of doc.go for one create, or one update that
@@ -253,7 +160,7 @@ func (ch *Charger) steps(ctx context.Context, run *call) error {
 func (ch *Charger) chargeCreate(ctx context.Context, run *call) error {
 	a, o := run.Attributes, run.Objects
 	kind := a.GetKind()
-	policies, err := ch.inForce(kind.Group, kind.Kind)
+	policies, err := ch.policies.InForce(kind.Group, kind.Kind)
 	if err != nil {
 		return apierrors.NewTimeoutError(fmt.Sprintf("quota for this %s cannot be decided yet: %v; retry", kind.Kind, err), 1)
 	}
@@ -277,25 +184,25 @@ func (ch *Charger) chargeCreate(ctx context.Context, run *call) error {
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	in := policy.Input{Object: obj, User: userMap(a), RequestInfo: requestInfoMap(ctx, a), Units: ch.units}
+	in := policy.Input{Object: obj, User: userMap(a), RequestInfo: requestInfoMap(ctx, a), Units: ch.policies.Units}
 	var claims []*quotav1alpha1.ResourceClaim
-	var applying []*inForce
+	var applying []*inforce.Policy
 	for _, f := range policies {
-		ok, rendered, err := f.compiled.Evaluate(in)
+		ok, rendered, err := f.Compiled.Evaluate(in)
 		if err != nil {
 			// The object itself cannot be judged (a field the policy reads
 			// is missing, say): never a reason to store it uncharged.
-			ch.reports.result(f.name, resultInvalidObject)
+			ch.reports.result(f.Name, resultInvalidObject)
 			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
 				"ClaimCreationPolicy %s (generation %d) cannot be evaluated for this %s: %v; the %s was not created: give it what the policy reads, or fix the policy",
-				f.name, f.generation, kind.Kind, err, kind.Kind))
+				f.Name, f.Generation, kind.Kind, err, kind.Kind))
 		}
 		if !ok {
 			continue
 		}
 		c, err := ch.claimFor(ctx, f, rendered, a, objMeta)
 		if err != nil {
-			ch.reports.result(f.name, resultInvalidClaim)
+			ch.reports.result(f.Name, resultInvalidClaim)
 			return err
 		}
 		claims = append(claims, c)
@@ -311,7 +218,7 @@ func (ch *Charger) chargeCreate(ctx context.Context, run *call) error {
 }
 
 // decide asks the engine for the claims of one create and answers.
-func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, applying []*inForce, claims []*quotav1alpha1.ResourceClaim) error {
+func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, applying []*inforce.Policy, claims []*quotav1alpha1.ResourceClaim) error {
 	a := run.Attributes
 	if run.step != nil {
 		run.step.Asked, run.step.Step, run.step.Policies = true, admit.ReviewStep{Claims: claims}, names(applying)
@@ -346,7 +253,7 @@ func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, app
 			// What a create would cost, for whoever asks with a dry run.
 			for i, f := range applying {
 				warning.AddWarning(ctx, "", fmt.Sprintf("dry run: ClaimCreationPolicy %s (generation %d) would charge %s",
-					f.name, f.generation, requestsText(claims[i])))
+					f.Name, f.Generation, requestsText(claims[i])))
 			}
 			return nil
 		}
@@ -355,9 +262,9 @@ func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, app
 	}
 	for i, d := range res.Decisions {
 		if d.Outcome == "ValidationFailed" {
-			ch.reports.result(applying[i].name, resultInvalidClaim)
+			ch.reports.result(applying[i].Name, resultInvalidClaim)
 			return apierrors.NewInternalError(fmt.Errorf("ClaimCreationPolicy %s renders a claim for this %s that the registrations refuse: %s; fix the policy or the ResourceRegistration (this is not a quota denial)",
-				applying[i].name, kind.Kind, d.Message))
+				applying[i].Name, kind.Kind, d.Message))
 		}
 	}
 	ch.reports.resultAll(applying, resultDenied)
@@ -371,11 +278,11 @@ func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, app
 // governing it being failurePolicy: Ignore — and says so: a record that
 // quotaplane verify lists, a metric, a Warning Event on each policy, and a
 // warning to the client.
-func (ch *Charger) failOpen(ctx context.Context, a admission.Attributes, obj metav1.Object, applying []*inForce, cause error) error {
+func (ch *Charger) failOpen(ctx context.Context, a admission.Attributes, obj metav1.Object, applying []*inforce.Policy, cause error) error {
 	kind := a.GetKind()
 	var names []string
 	for _, f := range applying {
-		names = append(names, f.name)
+		names = append(names, f.Name)
 	}
 	// The record comes first: it is what verify lists and what finds the
 	// object later. A create whose record cannot be written is refused, as
@@ -409,9 +316,9 @@ func objectName(a admission.Attributes) string {
 	return a.GetNamespace() + "/" + a.GetName()
 }
 
-func ignoreAll(policies []*inForce) bool {
+func ignoreAll(policies []*inforce.Policy) bool {
 	for _, f := range policies {
-		if f.failurePolicy != quotav1alpha1.FailurePolicyIgnore {
+		if f.FailurePolicy != quotav1alpha1.FailurePolicyIgnore {
 			return false
 		}
 	}

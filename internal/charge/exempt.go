@@ -14,6 +14,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
+	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
@@ -56,7 +57,7 @@ func planeClaim(plane planes.Plane, a admission.Attributes) error {
 
 // planeConsumer refuses a claim a policy renders, for an object stored in
 // a plane, whose consumer is of a kind each plane stores for itself.
-func planeConsumer(ctx context.Context, f *inForce, a admission.Attributes, kind string, c *quotav1alpha1.ResourceClaim) error {
+func planeConsumer(ctx context.Context, f *inforce.Policy, a admission.Attributes, kind string, c *quotav1alpha1.ResourceClaim) error {
 	plane, ok := planes.From(ctx)
 	if !ok {
 		return nil
@@ -71,7 +72,7 @@ func planeConsumer(ctx context.Context, f *inForce, a admission.Attributes, kind
 	}
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
 		"ClaimCreationPolicy %s (generation %d) charges this %s, stored in the control plane of %s %s, to %s, and %v; %s: %s",
-		f.name, f.generation, kind, plane.OwnerKind(), plane.Name, claimauthz.ConsumerName(c.Spec.ConsumerRef), err, what, governed.PlaneConsumerRemedy(plane)))
+		f.Name, f.Generation, kind, plane.OwnerKind(), plane.Name, claimauthz.ConsumerName(c.Spec.ConsumerRef), err, what, governed.PlaneConsumerRemedy(plane)))
 }
 
 // scoped keeps the policies whose namespace scope holds the object of a
@@ -80,7 +81,7 @@ func planeConsumer(ctx context.Context, f *inForce, a admission.Attributes, kind
 // does not select. A Namespace is judged by its own labels; a member
 // cluster's namespace by its name alone (the member's labels are not known
 // here); the root's by the Namespace stored.
-func (ch *Charger) scoped(ctx context.Context, a admission.Attributes, policies []*inForce) ([]*inForce, error) {
+func (ch *Charger) scoped(ctx context.Context, a admission.Attributes, policies []*inforce.Policy) ([]*inforce.Policy, error) {
 	_, inPlane := planes.From(ctx)
 	_, member := members.From(ctx)
 	nsLabels := func(ns string) (labels.Set, error) {
@@ -112,7 +113,7 @@ func (ch *Charger) scoped(ctx context.Context, a admission.Attributes, policies 
 	}
 	out := policies[:0:0]
 	for _, f := range policies {
-		skip, err := ch.exemptions.OutOfScope(f.compiled.NamespaceSelector, a.GetKind().GroupKind(), a.GetNamespace(), a.GetName(), inPlane, nsLabels)
+		skip, err := ch.exemptions.OutOfScope(f.Compiled.NamespaceSelector, a.GetKind().GroupKind(), a.GetNamespace(), a.GetName(), inPlane, nsLabels)
 		if err != nil {
 			return nil, err
 		}

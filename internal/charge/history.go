@@ -4,6 +4,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/history"
@@ -14,7 +15,7 @@ import (
 // it beyond an aggregated Event. One entry per rendered claim, in its
 // consumer's history, with the requests and the message the client got. A
 // dry run records nothing. It never waits.
-func (ch *Charger) recordRefusal(a admission.Attributes, applying []*inForce, claims []*quotav1alpha1.ResourceClaim, msg string) {
+func (ch *Charger) recordRefusal(a admission.Attributes, applying []*inforce.Policy, claims []*quotav1alpha1.ResourceClaim, msg string) {
 	if a.IsDryRun() {
 		return
 	}
@@ -24,7 +25,7 @@ func (ch *Charger) recordRefusal(a admission.Attributes, applying []*inForce, cl
 		for _, r := range c.Spec.Requests {
 			reqs = append(reqs, history.Amount{ResourceType: string(r.ResourceType), Amount: r.Amount})
 		}
-		ch.handle.RecordRefusal(admit.Refusal{Consumer: convert.ConsumerID(c.Spec.ConsumerRef), Policy: applying[i].name,
+		ch.handle.RecordRefusal(admit.Refusal{Consumer: convert.ConsumerID(c.Spec.ConsumerRef), Policy: applying[i].Name,
 			Object:   history.ObjectRef{APIGroup: kind.Group, Kind: kind.Kind, Namespace: a.GetNamespace(), Name: a.GetName()},
 			Requests: reqs, Message: msg})
 	}

@@ -15,6 +15,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
+	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
@@ -26,7 +27,7 @@ import (
 // (its metadata, its schema, its namespace existing and not terminating):
 // the engine writes it to storage itself, after the object is stored, so a
 // claim the API would refuse must refuse the create now.
-func (ch *Charger) claimFor(ctx context.Context, f *inForce, r *policy.Rendered, a admission.Attributes, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
+func (ch *Charger) claimFor(ctx context.Context, f *inforce.Policy, r *policy.Rendered, a admission.Attributes, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
 	return ch.claimForObject(ctx, f, r, a, target{kind: a.GetKind(), resource: a.GetResource()}, obj)
 }
 
@@ -38,8 +39,8 @@ type target struct {
 	resource schema.GroupVersionResource
 }
 
-func (ch *Charger) claimForObject(ctx context.Context, f *inForce, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
-	src := claims.ClaimSource{Policy: f.name, Generation: f.generation, Kind: tg.kind, Resource: tg.resource,
+func (ch *Charger) claimForObject(ctx context.Context, f *inforce.Policy, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
+	src := claims.ClaimSource{Policy: f.Name, Generation: f.Generation, Kind: tg.kind, Resource: tg.resource,
 		Namespace: a.GetNamespace(), Object: obj, SystemNamespace: ch.systemNamespace}
 	if plane, ok := planes.From(ctx); ok {
 		src.Plane = &plane
@@ -53,7 +54,7 @@ func (ch *Charger) claimForObject(ctx context.Context, f *inForce, r *policy.Ren
 		// plane the request came to; this request came to the root.
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) has no spec.target.resourceClaimTemplate.spec.consumerRef, so it charges the project whose control plane a request comes to, and this %s was created at the root control plane, which belongs to no project; the %s was not created: give the policy a consumerRef to use it here (this is not a quota denial)",
-			f.name, f.generation, kind.Kind, kind.Kind))
+			f.Name, f.Generation, kind.Kind, kind.Kind))
 	}
 	if err := planeConsumer(ctx, f, a, kind.Kind, c); err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func (ch *Charger) claimForObject(ctx context.Context, f *inForce, r *policy.Ren
 	if errs := ch.claims.Validate(c); len(errs) > 0 {
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) renders, for this %s, a ResourceClaim the API server would refuse: %v; the %s was not created: fix the policy's spec.target.resourceClaimTemplate (this is not a quota denial)",
-			f.name, f.generation, kind.Kind, errs.ToAggregate(), kind.Kind))
+			f.Name, f.Generation, kind.Kind, errs.ToAggregate(), kind.Kind))
 	}
 	if _, inPlane := planes.From(ctx); inPlane {
 		// The plane's quota namespace is its owner's; it exists while the
@@ -73,7 +74,7 @@ func (ch *Charger) claimForObject(ctx context.Context, f *inForce, r *policy.Ren
 	} else if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) places the claim for this %s in namespace %s, which %v; the %s was not created: create the namespace or fix spec.target.resourceClaimTemplate.metadata.namespace (this is not a quota denial)",
-			f.name, f.generation, kind.Kind, ns, err, kind.Kind))
+			f.Name, f.Generation, kind.Kind, ns, err, kind.Kind))
 	}
 	return c, nil
 }
@@ -108,7 +109,7 @@ func (ch *Charger) namespaceOpen(ctx context.Context, ns string) error {
 // requester wrote, so without this anyone could spend another tenant's
 // quota. The check is the one ResourceClaims created through the API get:
 // verb "claim" on the consumer (docs/authorization.md).
-func (ch *Charger) authorizeConsumers(ctx context.Context, run *call, applying []*inForce, claims []*quotav1alpha1.ResourceClaim) error {
+func (ch *Charger) authorizeConsumers(ctx context.Context, run *call, applying []*inforce.Policy, claims []*quotav1alpha1.ResourceClaim) error {
 	a := run.Attributes
 	if run.Mode == Existing {
 		// A member cluster's webhook charging an object that exists there
@@ -123,9 +124,9 @@ func (ch *Charger) authorizeConsumers(ctx context.Context, run *call, applying [
 			continue
 		}
 		if err := claimauthz.AuthorizeClaim(ctx, ch.authorizer, a.GetUserInfo(), c.Spec.ConsumerRef); err != nil {
-			ch.reports.result(applying[i].name, resultUnauthorized)
+			ch.reports.result(applying[i].Name, resultUnauthorized)
 			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
-				"ClaimCreationPolicy %s charges this %s to %s, and %v", applying[i].name, a.GetKind().Kind, claimauthz.ConsumerName(c.Spec.ConsumerRef), err))
+				"ClaimCreationPolicy %s charges this %s to %s, and %v", applying[i].Name, a.GetKind().Kind, claimauthz.ConsumerName(c.Spec.ConsumerRef), err))
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 )
 
 // Results of admission, one per policy that applied to a create.
@@ -62,31 +63,31 @@ func (r *reporter) result(policy, result string) {
 	r.countResult(policy, result)
 }
 
-func (r *reporter) resultAll(applying []*inForce, result string) {
+func (r *reporter) resultAll(applying []*inforce.Policy, result string) {
 	for _, f := range applying {
-		r.result(f.name, result)
+		r.result(f.Name, result)
 	}
 }
 
-func (r *reporter) event(applying []*inForce, reason, msg string) {
+func (r *reporter) event(applying []*inforce.Policy, reason, msg string) {
 	rec := r.events()
 	if rec == nil {
 		return
 	}
 	for _, f := range applying {
-		ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "ClaimCreationPolicy", Name: f.name, UID: f.uid}
+		ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "ClaimCreationPolicy", Name: f.Name, UID: f.UID}
 		rec.Event(ref, corev1.EventTypeWarning, reason, truncate(msg, 1024))
 	}
 }
 
 // denied records a quota denial on each applying policy.
-func (r *reporter) denied(applying []*inForce, msg string) {
+func (r *reporter) denied(applying []*inforce.Policy, msg string) {
 	r.event(applying, "QuotaExceeded", msg)
 }
 
 // failedOpen records a fail-open admission on each policy, and warns the
 // client in its response.
-func (r *reporter) failedOpen(ctx context.Context, applying []*inForce, msg string) {
+func (r *reporter) failedOpen(ctx context.Context, applying []*inforce.Policy, msg string) {
 	r.event(applying, "AdmittedFailOpen", msg)
 	warning.AddWarning(ctx, "", msg)
 	r.logger(ctx).Info("Admitted a create without quota (fail-open)", "detail", msg)

@@ -3,7 +3,7 @@ package charge
 import (
 	"k8s.io/apiserver/pkg/admission"
 
-	"github.com/quotaplane/quotaplane/internal/admission/refusal"
+	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 )
 
@@ -64,17 +64,10 @@ type Step struct {
 	Policies []string
 }
 
-func names(applying []*inForce) []string {
+func names(applying []*inforce.Policy) []string {
 	out := make([]string, len(applying))
 	for i, f := range applying {
-		out[i] = f.name
+		out[i] = f.Name
 	}
 	return out
-}
-
-// Refusal is the message admission would refuse a reviewed object with,
-// given the engine's decision on its step: the same words, and the same
-// link to ask for more.
-func (ch *Charger) Refusal(kind, name string, step admit.ReviewStep, res admit.ReviewStepResult) string {
-	return refusal.Review(kind, name, step, res, ch.increaseLink)
 }

@@ -28,13 +28,9 @@ var (
 // calls it.
 func (r *reporter) countResult(policy, result string) {
 	var gk schema.GroupKind
-	r.ch.mu.Lock()
-	if r.ch.policies != nil {
-		if f := r.ch.policies.byName[policy]; f != nil {
-			gk = schema.GroupKind{Group: f.compiled.Group, Kind: f.compiled.Kind}
-		}
+	if group, kind, ok := r.ch.policies.GroupKind(policy); ok {
+		gk = schema.GroupKind{Group: group, Kind: kind}
 	}
-	r.ch.mu.Unlock()
 	countAdmissionResult(policy, gk, result)
 }
 

@@ -17,6 +17,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/refusal"
+	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -38,7 +39,7 @@ func (ch *Charger) chargeUpdate(ctx context.Context, run *call) error {
 	if err != nil || oldObj == nil {
 		return err
 	}
-	policies, err := ch.inForce(tg.kind.Group, tg.kind.Kind)
+	policies, err := ch.policies.InForce(tg.kind.Group, tg.kind.Kind)
 	if err != nil {
 		return apierrors.NewTimeoutError(fmt.Sprintf("quota for this %s cannot be decided yet: %v; retry", tg.kind.Kind, err), 1)
 	}
@@ -55,25 +56,25 @@ func (ch *Charger) chargeUpdate(ctx context.Context, run *call) error {
 	newU := &unstructured.Unstructured{Object: newObj}
 	user, info := userMap(a), requestInfoMap(ctx, a)
 	var changes []admit.PolicyChange
-	var applying []*inForce
+	var applying []*inforce.Policy
 	for _, f := range policies {
-		newIn := policy.Input{Object: newObj, User: user, RequestInfo: info, Units: ch.units}
-		okNew, rNew, err := f.compiled.Evaluate(newIn)
+		newIn := policy.Input{Object: newObj, User: user, RequestInfo: info, Units: ch.policies.Units}
+		okNew, rNew, err := f.Compiled.Evaluate(newIn)
 		if err != nil {
-			ch.reports.result(f.name, resultInvalidObject)
+			ch.reports.result(f.Name, resultInvalidObject)
 			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
 				"ClaimCreationPolicy %s (generation %d) cannot be evaluated for this %s as updated: %v; the update was not stored: give it what the policy reads, or fix the policy",
-				f.name, f.generation, tg.kind.Kind, err))
+				f.Name, f.Generation, tg.kind.Kind, err))
 		}
-		okOld, rOld, errOld := f.compiled.Evaluate(policy.Input{Object: oldObj, User: user, RequestInfo: info, Units: ch.units})
+		okOld, rOld, errOld := f.Compiled.Evaluate(policy.Input{Object: oldObj, User: user, RequestInfo: info, Units: ch.policies.Units})
 		if errOld == nil && okOld == okNew && (!okNew || sameCharge(rOld, rNew)) {
 			continue // nothing this policy reads changed
 		}
-		change := admit.PolicyChange{Policy: f.name, Check: admit.UpdateCheck{Generation: f.generation, Trigger: f.trigger, Target: f.target, User: user, RequestInfo: info}}
+		change := admit.PolicyChange{Policy: f.Name, Check: admit.UpdateCheck{Generation: f.Generation, Trigger: f.Trigger, Target: f.Target, User: user, RequestInfo: info}}
 		if okNew {
 			c, err := ch.claimForObject(ctx, f, rNew, a, tg, newU)
 			if err != nil {
-				ch.reports.result(f.name, resultInvalidClaim)
+				ch.reports.result(f.Name, resultInvalidClaim)
 				return err
 			}
 			change.Claim = c
@@ -91,7 +92,7 @@ func (ch *Charger) chargeUpdate(ctx context.Context, run *call) error {
 		return nil
 	}
 	var claims []*quotav1alpha1.ResourceClaim
-	var charging []*inForce
+	var charging []*inforce.Policy
 	for i, change := range changes {
 		if change.Claim != nil {
 			claims, charging = append(claims, change.Claim), append(charging, applying[i])
@@ -121,7 +122,7 @@ func sameCharge(a, b *policy.Rendered) bool {
 }
 
 // decideUpdate asks the engine for the changes of one update and answers.
-func (ch *Charger) decideUpdate(ctx context.Context, run *call, tg target, obj metav1.Object, ref admit.ObjectRef, applying []*inForce, changes []admit.PolicyChange) error {
+func (ch *Charger) decideUpdate(ctx context.Context, run *call, tg target, obj metav1.Object, ref admit.ObjectRef, applying []*inforce.Policy, changes []admit.PolicyChange) error {
 	a := run.Attributes
 	if run.step != nil {
 		run.step.Asked, run.step.Step, run.step.Policies = true, admit.ReviewStep{Update: &ref, Changes: changes}, names(applying)
@@ -161,7 +162,7 @@ func (ch *Charger) decideUpdate(ctx context.Context, run *call, tg target, obj m
 	}
 	for i, c := range res.Changes {
 		if c.Decision != nil && c.Decision.Outcome == quota.ValidationFailed {
-			ch.reports.result(applying[i].name, resultInvalidClaim)
+			ch.reports.result(applying[i].Name, resultInvalidClaim)
 			return apierrors.NewInternalError(fmt.Errorf("ClaimCreationPolicy %s renders a claim for this %s that the registrations refuse: %s; fix the policy or the ResourceRegistration (this is not a quota denial)",
 				c.Policy, kind, c.Decision.Message))
 		}
@@ -169,7 +170,7 @@ func (ch *Charger) decideUpdate(ctx context.Context, run *call, tg target, obj m
 	ch.reports.resultAll(applying, resultDenied)
 	msg := refusal.Update(kind, a.GetName(), res, ch.increaseLink)
 	ch.reports.denied(applying, msg)
-	var refused []*inForce
+	var refused []*inforce.Policy
 	var claims []*quotav1alpha1.ResourceClaim
 	for i, ch := range changes {
 		if ch.Claim != nil {
@@ -228,7 +229,7 @@ func (ch *Charger) scaledObjects(ctx context.Context, a admission.Attributes) (t
 	if kind, ok := builtinScales[gvr.GroupResource()]; ok {
 		tg.kind = gvr.GroupVersion().WithKind(kind)
 	} else {
-		c, err := ch.dynamic.Resource(crdsGVR).Get(ctx, served.CRDName(gvr.GroupResource()), metav1.GetOptions{})
+		c, err := ch.policies.Dynamic.Resource(crdsGVR).Get(ctx, served.CRDName(gvr.GroupResource()), metav1.GetOptions{})
 		if err != nil {
 			return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading the definition of %s to charge its scale: %w", gvr.GroupResource(), err))
 		}
@@ -253,7 +254,7 @@ func (ch *Charger) scaledObjects(ctx context.Context, a admission.Attributes) (t
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	current, err := ch.dynamic.Resource(gvr).Namespace(a.GetNamespace()).Get(rctx, a.GetName(), metav1.GetOptions{})
+	current, err := ch.policies.Dynamic.Resource(gvr).Namespace(a.GetNamespace()).Get(rctx, a.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading %s %s to charge its scale: %w", tg.kind.Kind, a.GetName(), err))
 	}
@@ -266,7 +267,7 @@ func (ch *Charger) scaledObjects(ctx context.Context, a admission.Attributes) (t
 
 // policiesFor counts the policies in force for a kind.
 func (ch *Charger) policiesFor(kind schema.GroupVersionKind) int {
-	list, err := ch.inForce(kind.Group, kind.Kind)
+	list, err := ch.policies.InForce(kind.Group, kind.Kind)
 	if err != nil {
 		return 1 // decided (and answered) by the caller
 	}

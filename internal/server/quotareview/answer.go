@@ -56,8 +56,7 @@ func (rv *reviewRun) decided() {
 			e.refuse(quotav1alpha1.ReviewReasonInvalid, apierrors.NewInternalError(fmt.Errorf(
 				"a ClaimCreationPolicy renders a claim for this %s that the registrations refuse: %s; fix the policy or the ResourceRegistration (this is not a quota denial)", kind, invalid(res.Decisions))).Error())
 		default:
-			msg := rv.p.Refusal(kind, name, e.step.Step, res)
-			e.refuse(quotav1alpha1.ReviewReasonQuotaExceeded, apierrors.NewForbidden(e.mapping.Resource.GroupResource(), name, errors.New(msg)).Error())
+			e.refuse(quotav1alpha1.ReviewReasonQuotaExceeded, apierrors.NewForbidden(e.mapping.Resource.GroupResource(), name, errors.New(e.refusal)).Error())
 		}
 	}
 }

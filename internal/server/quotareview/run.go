@@ -49,6 +49,9 @@ type entry struct {
 	// (refused, or not charged).
 	step      *charge.Step
 	stepIndex int
+	// refusal is the quota refusal's words when the engine did not grant
+	// its step.
+	refusal string
 	// generated: its name was made here from its generateName; it is
 	// always a create.
 	generated bool
@@ -105,7 +108,8 @@ func (rv *reviewRun) run(ctx context.Context) error {
 	if err := rv.lookUp(ctx); err != nil {
 		return err
 	}
-	var steps []admit.ReviewStep
+	var items []charge.ReviewItem
+	var asked []*entry
 	for _, e := range rv.entries {
 		if e.out.Result != "" {
 			continue
@@ -118,20 +122,28 @@ func (rv *reviewRun) run(ctx context.Context) error {
 		if err := rv.authorize(ctx, e, verb); err != nil {
 			continue
 		}
-		if err := rv.admission(ctx, e); err != nil {
-			return err
-		}
-		if e.step != nil {
-			e.stepIndex = len(steps)
-			steps = append(steps, e.step.Step)
+		if it, ok := rv.item(e); ok {
+			items, asked = append(items, it), append(asked, e)
 		}
 	}
-	if len(steps) > 0 {
-		res, err := rv.p.Decide(ctx, steps)
-		if err != nil {
-			return err
+	az := rv.r.RootAuthorizer
+	if az == nil {
+		az = rv.r.Authorizer
+	}
+	reviewed, res, err := rv.p.Review(ctx, az, rv.user, items)
+	if err != nil {
+		return err
+	}
+	rv.result = res
+	for i, e := range asked {
+		switch r := reviewed[i]; {
+		case r.Refused != nil:
+			rv.refused(e, r.Refused)
+		case !r.Step.Asked:
+			e.out.Result = quotav1alpha1.ReviewNotCharged
+		default:
+			e.step, e.stepIndex, e.refusal = r.Step, r.Index, r.Refusal
 		}
-		rv.result = res
 	}
 	rv.decided()
 	return nil
@@ -169,9 +181,10 @@ func (rv *reviewRun) authorize(ctx context.Context, e *entry, verb string) error
 	return refusal
 }
 
-// admission runs the server's ClaimCreationPolicy admission on one object
-// as its create or update, stopped before the engine.
-func (rv *reviewRun) admission(ctx context.Context, e *entry) error {
+// item is one object as its create or update would reach admission, for
+// the charging component's steps in Review mode; false when it is refused
+// here already.
+func (rv *reviewRun) item(e *entry) (charge.ReviewItem, bool) {
 	gvk := e.obj.GroupVersionKind()
 	gvr := e.mapping.Resource
 	obj, old := e.obj.DeepCopy(), (*unstructured.Unstructured)(nil)
@@ -190,70 +203,44 @@ func (rv *reviewRun) admission(ctx context.Context, e *entry) error {
 	if old != nil {
 		oldObj = old
 	}
-	attrs := admission.NewAttributesRecord(obj, oldObj, gvk, obj.GetNamespace(), obj.GetName(), gvr, "", op, opts, false, rv.user)
-	info := &genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIGroup: gvr.Group, APIVersion: gvr.Version,
-		Namespace: obj.GetNamespace(), Resource: gvr.Resource, Parts: []string{gvr.Resource}}
+	it := charge.ReviewItem{
+		Attributes: admission.NewAttributesRecord(obj, oldObj, gvk, obj.GetNamespace(), obj.GetName(), gvr, "", op, opts, false, rv.user),
+		Objects:    objectInterfaces(),
+		Info: &genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIGroup: gvr.Group, APIVersion: gvr.Version,
+			Namespace: obj.GetNamespace(), Resource: gvr.Resource, Parts: []string{gvr.Resource}},
+	}
 	if op == admission.Update {
-		info.Verb, info.Name, info.Parts = "patch", obj.GetName(), []string{gvr.Resource, obj.GetName()}
+		it.Info.Verb, it.Info.Name, it.Info.Parts = "patch", obj.GetName(), []string{gvr.Resource, obj.GetName()}
 	}
-	actx := genericapirequest.WithRequestInfo(ctx, info)
-	res, err := rv.p.Charge(actx, charge.Request{Attributes: attrs, Objects: objectInterfaces(), Mode: charge.Review})
-	if err != nil {
-		return rv.refused(e, err)
-	}
-	step := res.Step
 	if gvk.GroupKind() == claimKind && op == admission.Create {
-		return rv.claim(ctx, e, obj)
+		// A ResourceClaim of the review is charged as itself.
+		c := &quotav1alpha1.ResourceClaim{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, c); err != nil {
+			e.refuse(quotav1alpha1.ReviewReasonInvalid, fmt.Sprintf("the ResourceClaim cannot be read: %v", err))
+			return it, false
+		}
+		it.Claim = c
 	}
-	if !step.Asked {
-		e.out.Result = quotav1alpha1.ReviewNotCharged
-		return nil
-	}
-	e.step = step
-	return nil
+	return it, true
 }
 
-// claim is a ResourceClaim of the review: it is decided as it is, once its
-// creator may charge its consumer (claimguard's check).
-func (rv *reviewRun) claim(ctx context.Context, e *entry, obj *unstructured.Unstructured) error {
-	c := &quotav1alpha1.ResourceClaim{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, c); err != nil {
-		e.refuse(quotav1alpha1.ReviewReasonInvalid, fmt.Sprintf("the ResourceClaim cannot be read: %v", err))
-		return nil
-	}
-	az := rv.r.RootAuthorizer
-	if az == nil {
-		az = rv.r.Authorizer
-	}
-	step, err := charge.ReviewClaim(ctx, az, rv.user, c)
-	if err != nil {
-		e.refuse(quotav1alpha1.ReviewReasonForbidden, err.Error())
-		return nil
-	}
-	e.step = step
-	return nil
-}
-
-// refused records admission's refusal of an object; an error that is no
-// refusal of the object (the engine or a read not answering) fails the
-// review.
-func (rv *reviewRun) refused(e *entry, err error) error {
+// refused records admission's refusal of an object (an answer that is no
+// refusal, the engine or a read not answering, failed the review in
+// charge.Charger.Review).
+func (rv *reviewRun) refused(e *entry, err error) {
 	st, ok := err.(apierrors.APIStatus)
 	if !ok {
 		e.refuse(quotav1alpha1.ReviewReasonInvalid, err.Error())
-		return nil
+		return
 	}
 	switch st.Status().Code {
 	case 403:
 		e.refuse(quotav1alpha1.ReviewReasonForbidden, err.Error())
 	case 409:
 		e.refuse(quotav1alpha1.ReviewReasonNameTaken, err.Error())
-	case 429, 503, 504:
-		return err
 	default:
 		e.refuse(quotav1alpha1.ReviewReasonInvalid, err.Error())
 	}
-	return nil
 }
 
 // objectInterfaces are what admission is given: an empty scheme's (the

@@ -1,8 +1,9 @@
-package charge
+package inforce
 
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -48,12 +49,13 @@ func TestFirstCreateSeesEveryPolicy(t *testing.T) {
 		policiesGVR:      "ClaimCreationPolicyList",
 		registrationsGVR: "ResourceRegistrationList",
 	}, objs...)
-	ch := &Charger{dynamic: dyn, compiled: map[compiledKey]*compiledEntry{}}
+	x := New(10 * time.Second)
+	x.Dynamic = dyn
 	drained := make(chan struct{})
 	t.Cleanup(func() { close(drained) })
-	ch.drained = drained
+	x.Drained = drained
 
-	got, err := ch.inForce("", "Secret")
+	got, err := x.InForce("", "Secret")
 	if err != nil {
 		t.Fatal(err)
 	}
