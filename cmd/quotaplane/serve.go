@@ -13,8 +13,8 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quietlog"
 	"github.com/quotaplane/quotaplane/internal/server"
 )
@@ -53,7 +53,7 @@ func newServeCommand() *cobra.Command {
 			case engineOpts.HoldPeriod <= o.RequestTimeout:
 				return fmt.Errorf("--hold-period %s must exceed --request-timeout %s: a grant released before its request can no longer store the object could leave it uncharged", engineOpts.HoldPeriod, o.RequestTimeout)
 			}
-			engineOpts.Handle = admit.NewHandle()
+			engineOpts.Handle = route.NewHandle()
 			o.QuotaEngine, o.SystemNamespace = engineOpts.Handle, engineOpts.SystemNamespace
 			o.ExemptNamespaces = engineOpts.ExemptNamespaces
 			// One set of --leader-elect-* flags tunes both Leases.

@@ -24,8 +24,8 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/admission/refusal"
 	"github.com/quotaplane/quotaplane/internal/charge/inforce"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
@@ -43,7 +43,7 @@ const failOpenRecordTimeout = 5 * time.Second
 // system namespace and in exemptNamespaces are never charged
 // (internal/policy/governed). It is ready once the clients below are set
 // and Ready has returned nil (the admission plugin's initializers do both).
-func New(handle *admit.Handle, systemNamespace string, exemptNamespaces []string) *Charger {
+func New(handle *route.Handle, systemNamespace string, exemptNamespaces []string) *Charger {
 	return &Charger{handle: handle, systemNamespace: systemNamespace,
 		exemptions: governed.NewExemptions(systemNamespace, exemptNamespaces), policies: inforce.New(decideTimeout)}
 }
@@ -56,12 +56,12 @@ func (ch *Charger) SetIncreaseLink(link func(consumer quota.ConsumerID, resource
 }
 
 // Handle is the engine the charger decides with.
-func (ch *Charger) Handle() *admit.Handle { return ch.handle }
+func (ch *Charger) Handle() *route.Handle { return ch.handle }
 
 // Charger is the charging component: every way quota is taken for an
 // object asks it, and it runs the steps of doc.go in their order.
 type Charger struct {
-	handle          *admit.Handle
+	handle          *route.Handle
 	systemNamespace string
 	// exemptions are the objects no policy charges.
 	exemptions      governed.Exemptions
@@ -128,9 +128,9 @@ func (ch *Charger) Charge(ctx context.Context, r Request) (Result, error) {
 	if r.Mode == Review {
 		run.step = &Step{}
 	}
-	var rec *admit.CreateRecord
+	var rec *route.CreateRecord
 	if r.StoredElsewhere {
-		ctx, rec = admit.WithCreateRecord(ctx)
+		ctx, rec = route.WithCreateRecord(ctx)
 	}
 	err := ch.steps(ctx, run)
 	res := Result{Step: run.step}
@@ -221,21 +221,21 @@ func (ch *Charger) chargeCreate(ctx context.Context, run *call) error {
 func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, applying []*inforce.Policy, claims []*quotav1alpha1.ResourceClaim) error {
 	a := run.Attributes
 	if run.step != nil {
-		run.step.Asked, run.step.Step, run.step.Policies = true, admit.ReviewStep{Claims: claims}, names(applying)
+		run.step.Asked, run.step.Step, run.step.Policies = true, route.ReviewStep{Claims: claims}, names(applying)
 		return nil
 	}
 	kind := a.GetKind()
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
 	res, err := ch.handle.DecideCreate(dctx, claims, a.IsDryRun())
-	var taken *admit.NameTakenError
+	var taken *route.NameTakenError
 	switch {
 	case errors.As(err, &taken):
 		ch.reports.result(taken.Policy, resultNameTaken)
 		return apierrors.NewConflict(quotav1alpha1.SchemeGroupVersion.WithResource("resourceclaims").GroupResource(), taken.Claim, fmt.Errorf(
 			"%v, so this %s cannot be charged and was not created; give the policy's claim template a name unique per object (for example generateName, or a name that includes {{ trigger.metadata.name }})",
 			taken, kind.Kind))
-	case err != nil && ignoreAll(applying) && !errors.Is(err, admit.ErrNotLeader):
+	case err != nil && ignoreAll(applying) && !errors.Is(err, route.ErrNotLeader):
 		// Fail-open is for an engine that cannot decide, never for a
 		// replica that cannot reach the one that decides (docs/replicas.md).
 		// That one is refused, retryable, below.
@@ -243,7 +243,7 @@ func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, app
 	case err != nil:
 		ch.reports.resultAll(applying, resultUndecided)
 		msg := fmt.Sprintf("quota for this %s could not be decided within %s: %v; the %s was not created and any quota held for it is released within seconds, retry the request", kind.Kind, decideTimeout, err, kind.Kind)
-		if errors.Is(err, admit.ErrNotLeader) {
+		if errors.Is(err, route.ErrNotLeader) {
 			msg = fmt.Sprintf("quota for this %s cannot be decided right now (%v); nothing was consumed, retry in a few seconds", kind.Kind, err)
 		}
 		return apierrors.NewTimeoutError(msg, 2)
@@ -288,7 +288,7 @@ func (ch *Charger) failOpen(ctx context.Context, a admission.Attributes, obj met
 	// object later. A create whose record cannot be written is refused, as
 	// with failurePolicy: Fail, rather than admitted with no trace.
 	if !a.IsDryRun() {
-		rec := admit.FailOpenRecord{Resource: quotav1alpha1.FormatResource(a.GetResource()), Namespace: a.GetNamespace(), Name: obj.GetName(),
+		rec := route.FailOpenRecord{Resource: quotav1alpha1.FormatResource(a.GetResource()), Namespace: a.GetNamespace(), Name: obj.GetName(),
 			UID: string(obj.GetUID()), Policies: names, Reason: cause.Error(), Time: time.Now().UTC().Format(time.RFC3339)}
 		rctx, cancel := context.WithTimeout(ctx, failOpenRecordTimeout)
 		defer cancel()

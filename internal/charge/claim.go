@@ -12,7 +12,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
 )
@@ -56,7 +56,7 @@ func ReviewClaim(ctx context.Context, az authorizer.Authorizer, u user.Info, c *
 	if err := AuthorizeClaim(ctx, az, u, c.Name, c); err != nil {
 		return nil, err
 	}
-	return &Step{Asked: true, Step: admit.ReviewStep{Claims: []*quotav1alpha1.ResourceClaim{c}}, Policies: []string{""}}, nil
+	return &Step{Asked: true, Step: route.ReviewStep{Claims: []*quotav1alpha1.ResourceClaim{c}}, Policies: []string{""}}, nil
 }
 
 // CheckClaim is the decision step of a dry-run create of claim c (the
@@ -65,7 +65,7 @@ func ReviewClaim(ctx context.Context, az authorizer.Authorizer, u user.Info, c *
 // (claimguard), so a caller who may not charge the consumer learns
 // nothing of its quota. Refused: 403 with the engine's message; granted:
 // a warning saying so.
-func CheckClaim(ctx context.Context, h *admit.Handle, c *quotav1alpha1.ResourceClaim) error {
+func CheckClaim(ctx context.Context, h *route.Handle, c *quotav1alpha1.ResourceClaim) error {
 	res, err := h.DecideCreate(ctx, []*quotav1alpha1.ResourceClaim{c}, true)
 	if err != nil {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("checking whether the claim would be granted: %v; retry in a moment", err))
@@ -82,15 +82,15 @@ func CheckClaim(ctx context.Context, h *admit.Handle, c *quotav1alpha1.ResourceC
 }
 
 // Decide is the decision step of a review: the engine is asked for all
-// its steps at once, in order, taking nothing (admit.Handle.Review, on the
+// its steps at once, in order, taking nothing (route.Handle.Review, on the
 // leader when this replica is not it). An engine that cannot answer is a
 // 503 or 504 saying to retry.
-func (ch *Charger) Decide(ctx context.Context, steps []admit.ReviewStep) (admit.ReviewResult, error) {
+func (ch *Charger) Decide(ctx context.Context, steps []route.ReviewStep) (route.ReviewResult, error) {
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
 	res, err := ch.handle.Review(dctx, steps)
 	if err != nil {
-		if errors.Is(err, admit.ErrNotLeader) {
+		if errors.Is(err, route.ErrNotLeader) {
 			return res, apierrors.NewServiceUnavailable(fmt.Sprintf("the quota engine cannot review right now (%v); nothing was taken, retry in a few seconds", err))
 		}
 		return res, apierrors.NewTimeoutError(fmt.Sprintf("the quota engine did not answer the review within %s: %v; nothing was taken, retry", decideTimeout, err), 2)

@@ -6,7 +6,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/history"
 )
 
@@ -25,7 +25,7 @@ func (ch *Charger) recordRefusal(a admission.Attributes, applying []*inforce.Pol
 		for _, r := range c.Spec.Requests {
 			reqs = append(reqs, history.Amount{ResourceType: string(r.ResourceType), Amount: r.Amount})
 		}
-		ch.handle.RecordRefusal(admit.Refusal{Consumer: convert.ConsumerID(c.Spec.ConsumerRef), Policy: applying[i].Name,
+		ch.handle.RecordRefusal(route.Refusal{Consumer: convert.ConsumerID(c.Spec.ConsumerRef), Policy: applying[i].Name,
 			Object:   history.ObjectRef{APIGroup: kind.Group, Kind: kind.Kind, Namespace: a.GetNamespace(), Name: a.GetName()},
 			Requests: reqs, Message: msg})
 	}

@@ -4,7 +4,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	"github.com/quotaplane/quotaplane/internal/charge/inforce"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
 // Mode is how far the steps go, and whose request they are.
@@ -58,7 +58,7 @@ type call struct {
 // false) when nothing charges it.
 type Step struct {
 	Asked bool
-	Step  admit.ReviewStep
+	Step  route.ReviewStep
 	// Policies are the ClaimCreationPolicies charging it, by claim (a
 	// create) or by change (an update); "" for a claim reviewed as itself.
 	Policies []string

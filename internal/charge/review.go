@@ -11,7 +11,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/refusal"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
 // ReviewItem is one object of a QuotaReview, as its apply would reach
@@ -48,9 +48,9 @@ type Reviewed struct {
 // order, taking nothing (Decide). An answer that is no refusal of an
 // object (a read or the engine not answering: 429, 503, 504) fails the
 // review: err, and nothing is asked.
-func (ch *Charger) Review(ctx context.Context, az authorizer.Authorizer, u user.Info, items []ReviewItem) ([]Reviewed, admit.ReviewResult, error) {
+func (ch *Charger) Review(ctx context.Context, az authorizer.Authorizer, u user.Info, items []ReviewItem) ([]Reviewed, route.ReviewResult, error) {
 	out := make([]Reviewed, len(items))
-	var steps []admit.ReviewStep
+	var steps []route.ReviewStep
 	for i, it := range items {
 		octx := genericapirequest.WithRequestInfo(ctx, it.Info)
 		res, err := ch.Charge(octx, Request{Attributes: it.Attributes, Objects: it.Objects, Mode: Review})
@@ -60,7 +60,7 @@ func (ch *Charger) Review(ctx context.Context, az authorizer.Authorizer, u user.
 		}
 		if err != nil {
 			if retry(err) {
-				return nil, admit.ReviewResult{}, err
+				return nil, route.ReviewResult{}, err
 			}
 			out[i].Refused = err
 			continue
@@ -72,7 +72,7 @@ func (ch *Charger) Review(ctx context.Context, az authorizer.Authorizer, u user.
 		}
 	}
 	if len(steps) == 0 {
-		return out, admit.ReviewResult{}, nil
+		return out, route.ReviewResult{}, nil
 	}
 	res, err := ch.Decide(ctx, steps)
 	if err != nil {

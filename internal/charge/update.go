@@ -19,7 +19,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/refusal"
 	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -55,7 +55,7 @@ func (ch *Charger) chargeUpdate(ctx context.Context, run *call) error {
 	}
 	newU := &unstructured.Unstructured{Object: newObj}
 	user, info := userMap(a), requestInfoMap(ctx, a)
-	var changes []admit.PolicyChange
+	var changes []route.PolicyChange
 	var applying []*inforce.Policy
 	for _, f := range policies {
 		newIn := policy.Input{Object: newObj, User: user, RequestInfo: info, Units: ch.policies.Units}
@@ -70,7 +70,7 @@ func (ch *Charger) chargeUpdate(ctx context.Context, run *call) error {
 		if errOld == nil && okOld == okNew && (!okNew || sameCharge(rOld, rNew)) {
 			continue // nothing this policy reads changed
 		}
-		change := admit.PolicyChange{Policy: f.Name, Check: admit.UpdateCheck{Generation: f.Generation, Trigger: f.Trigger, Target: f.Target, User: user, RequestInfo: info}}
+		change := route.PolicyChange{Policy: f.Name, Check: route.UpdateCheck{Generation: f.Generation, Trigger: f.Trigger, Target: f.Target, User: user, RequestInfo: info}}
 		if okNew {
 			c, err := ch.claimForObject(ctx, f, rNew, a, tg, newU)
 			if err != nil {
@@ -101,7 +101,7 @@ func (ch *Charger) chargeUpdate(ctx context.Context, run *call) error {
 	if err := ch.authorizeConsumers(ctx, run, charging, claims); err != nil {
 		return err
 	}
-	ref := admit.ObjectRef{APIGroup: tg.kind.Group, Kind: tg.kind.Kind, Resource: quotav1alpha1.FormatResource(tg.resource),
+	ref := route.ObjectRef{APIGroup: tg.kind.Group, Kind: tg.kind.Kind, Resource: quotav1alpha1.FormatResource(tg.resource),
 		Namespace: a.GetNamespace(), Name: a.GetName(), UID: string(oldMeta.GetUID())}
 	if plane, ok := planes.From(ctx); ok {
 		ref.Plane = plane.String()
@@ -122,23 +122,23 @@ func sameCharge(a, b *policy.Rendered) bool {
 }
 
 // decideUpdate asks the engine for the changes of one update and answers.
-func (ch *Charger) decideUpdate(ctx context.Context, run *call, tg target, obj metav1.Object, ref admit.ObjectRef, applying []*inforce.Policy, changes []admit.PolicyChange) error {
+func (ch *Charger) decideUpdate(ctx context.Context, run *call, tg target, obj metav1.Object, ref route.ObjectRef, applying []*inforce.Policy, changes []route.PolicyChange) error {
 	a := run.Attributes
 	if run.step != nil {
-		run.step.Asked, run.step.Step, run.step.Policies = true, admit.ReviewStep{Update: &ref, Changes: changes}, names(applying)
+		run.step.Asked, run.step.Step, run.step.Policies = true, route.ReviewStep{Update: &ref, Changes: changes}, names(applying)
 		return nil
 	}
 	kind := tg.kind.Kind
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
 	res, err := ch.handle.DecideUpdate(dctx, ref, changes, a.IsDryRun())
-	var taken *admit.NameTakenError
+	var taken *route.NameTakenError
 	switch {
 	case errors.As(err, &taken):
 		ch.reports.result(taken.Policy, resultNameTaken)
 		return apierrors.NewConflict(quotav1alpha1.SchemeGroupVersion.WithResource("resourceclaims").GroupResource(), taken.Claim, fmt.Errorf(
 			"%v, so this update of %s %s cannot be charged and was not stored; retry, or give the policy's claim template a name unique per object", taken, kind, a.GetName()))
-	case err != nil && ignoreAll(applying) && !errors.Is(err, admit.ErrNotLeader):
+	case err != nil && ignoreAll(applying) && !errors.Is(err, route.ErrNotLeader):
 		// Fail-open is for an engine that cannot decide, never for a
 		// replica that cannot reach the one that decides (docs/replicas.md).
 		// That one is refused, retryable, below.
@@ -146,7 +146,7 @@ func (ch *Charger) decideUpdate(ctx context.Context, run *call, tg target, obj m
 	case err != nil:
 		ch.reports.resultAll(applying, resultUndecided)
 		msg := fmt.Sprintf("quota for this update of %s %s could not be decided within %s: %v; the update was not stored, retry it", kind, a.GetName(), decideTimeout, err)
-		if errors.Is(err, admit.ErrNotLeader) {
+		if errors.Is(err, route.ErrNotLeader) {
 			msg = fmt.Sprintf("quota for this update of %s %s cannot be decided right now (%v); nothing changed, retry in a few seconds", kind, a.GetName(), err)
 		}
 		return apierrors.NewTimeoutError(msg, 2)

@@ -29,12 +29,12 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/hierarchy"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/engine/settle"
 	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -75,7 +75,7 @@ type Options struct {
 	ClockOffset time.Duration
 	// Handle, when set, lets in-process admission use this engine while it
 	// leads.
-	Handle *admit.Handle
+	Handle *route.Handle
 	// Exporter, when set, shows the leading term's state on /metrics and
 	// records its decision history.
 	Exporter *observe.Exporter

@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/peer/wire"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
@@ -26,7 +26,7 @@ import (
 // the leader answers with its first grant (admit's grantedBeforeLocked).
 const attemptTimeout = 3 * time.Second
 
-// Client is the admit.Forwarder of a replica: it asks the leader it finds.
+// Client is the route.Forwarder of a replica: it asks the leader it finds.
 type Client struct {
 	Leader *Resolver
 	HTTP   *http.Client
@@ -51,24 +51,24 @@ func NewClient(f pki.Files, leader *Resolver) (*Client, error) {
 	return &Client{Leader: leader, HTTP: &http.Client{Transport: tr}}, nil
 }
 
-var _ admit.Forwarder = &Client{}
+var _ route.Forwarder = &Client{}
 
 // DecideCreate asks the leader for the decision on a create's claims. It
 // returns what the leader's own admission would get; ErrNotLeader (wrapped
 // with why) when no leader answers before ctx ends.
-func (c *Client) DecideCreate(ctx context.Context, session string, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (admit.AdmitResult, bool, error) {
+func (c *Client) DecideCreate(ctx context.Context, session string, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (route.AdmitResult, bool, error) {
 	resp, err := c.ask(ctx, CreatePath, &wire.CreateRequest{Session: session, Claims: claims, DryRun: dryRun})
 	return fromCreateResult(resp.Create), resp.Held, err
 }
 
 // DecideUpdate asks the leader for the decision on an update's changes.
-func (c *Client) DecideUpdate(ctx context.Context, session string, obj admit.ObjectRef, changes []admit.PolicyChange, dryRun bool) (admit.UpdateResult, bool, error) {
+func (c *Client) DecideUpdate(ctx context.Context, session string, obj route.ObjectRef, changes []route.PolicyChange, dryRun bool) (route.UpdateResult, bool, error) {
 	resp, err := c.ask(ctx, UpdatePath, &wire.UpdateRequest{Session: session, Object: toObjectRef(obj), Changes: toChanges(changes), DryRun: dryRun})
 	return fromUpdateResult(resp.Update), resp.Held, err
 }
 
 // Review asks the leader to decide a review's steps.
-func (c *Client) Review(ctx context.Context, steps []admit.ReviewStep) (admit.ReviewResult, error) {
+func (c *Client) Review(ctx context.Context, steps []route.ReviewStep) (route.ReviewResult, error) {
 	resp, err := c.ask(ctx, ReviewPath, &wire.ReviewRequest{Steps: toSteps(steps)})
 	return fromReviewResult(resp.Review), err
 }
@@ -98,7 +98,7 @@ func (c *Client) Ended(session string, status int) {
 
 // RecordRefusal records a refusal in the leader's decision history, in the
 // background.
-func (c *Client) RecordRefusal(r admit.Refusal) {
+func (c *Client) RecordRefusal(r route.Refusal) {
 	w := toRefusal(r)
 	c.notify(RefusalPath, &w)
 }
@@ -130,7 +130,7 @@ func (c *Client) ask(ctx context.Context, path string, req any) (wire.Response, 
 		addr, err := c.Leader.Address(ctx)
 		if errors.Is(err, ErrSelfLeads) {
 			// This replica took the Lease: its own engine decides.
-			return wire.Response{}, fmt.Errorf("%w (%v)", admit.ErrLeadsHere, err)
+			return wire.Response{}, fmt.Errorf("%w (%v)", route.ErrLeadsHere, err)
 		}
 		if err == nil {
 			var resp wire.Response
@@ -140,19 +140,19 @@ func (c *Client) ask(ctx context.Context, path string, req any) (wire.Response, 
 			if errors.As(err, &refused) {
 				v, ok := wire.Shared(refused.spoken)
 				if !ok || v == version {
-					return wire.Response{}, fmt.Errorf("%w: %v", admit.ErrNotLeader, err)
+					return wire.Response{}, fmt.Errorf("%w: %v", route.ErrNotLeader, err)
 				}
 				c.versions.Store(addr, v)
 				err = c.post(ctx, addr, path, v, body, &resp)
 				if errors.As(err, &refused) {
-					return wire.Response{}, fmt.Errorf("%w: %v", admit.ErrNotLeader, err)
+					return wire.Response{}, fmt.Errorf("%w: %v", route.ErrNotLeader, err)
 				}
 			}
 			if err == nil {
 				if resp.Error == nil {
 					return resp, nil
 				}
-				if err = errOf(resp.Error); !errors.Is(err, admit.ErrNotLeader) {
+				if err = errOf(resp.Error); !errors.Is(err, route.ErrNotLeader) {
 					return resp, err
 				}
 			}
@@ -161,7 +161,7 @@ func (c *Client) ask(ctx context.Context, path string, req any) (wire.Response, 
 		last = err
 		select {
 		case <-ctx.Done():
-			return wire.Response{}, fmt.Errorf("%w: no leading replica answered (%v)", admit.ErrNotLeader, last)
+			return wire.Response{}, fmt.Errorf("%w: no leading replica answered (%v)", route.ErrNotLeader, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -215,13 +215,13 @@ func (c *Client) post(ctx context.Context, addr, path string, version int, body 
 func errOf(e *wire.Error) error {
 	switch e.Kind {
 	case wire.ErrorNameTaken:
-		return &admit.NameTakenError{Claim: e.Claim, Policy: e.Policy, By: e.By}
+		return &route.NameTakenError{Claim: e.Claim, Policy: e.Policy, By: e.By}
 	case wire.ErrorNotLeader, wire.ErrorUnsupportedVersion:
-		return fmt.Errorf("%w (%s)", admit.ErrNotLeader, e.Message)
+		return fmt.Errorf("%w (%s)", route.ErrNotLeader, e.Message)
 	case wire.ErrorBusy:
-		return fmt.Errorf("%w (%s)", admit.ErrBusy, e.Message)
+		return fmt.Errorf("%w (%s)", route.ErrBusy, e.Message)
 	case wire.ErrorObjectBusy:
-		return fmt.Errorf("%w (%s)", admit.ErrObjectBusy, e.Message)
+		return fmt.Errorf("%w (%s)", route.ErrObjectBusy, e.Message)
 	}
 	return errors.New(e.Message)
 }

@@ -1,7 +1,7 @@
 package peer
 
 import (
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/history"
 	"github.com/quotaplane/quotaplane/internal/peer/wire"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -13,15 +13,15 @@ import (
 // engine type crosses only once it is added to its message, with a new
 // wire.Version if it changes what a message means.
 
-func toObjectRef(o admit.ObjectRef) wire.ObjectRef {
+func toObjectRef(o route.ObjectRef) wire.ObjectRef {
 	return wire.ObjectRef{APIGroup: o.APIGroup, Kind: o.Kind, Resource: o.Resource, Namespace: o.Namespace, Name: o.Name, UID: o.UID, Plane: o.Plane}
 }
 
-func fromObjectRef(o wire.ObjectRef) admit.ObjectRef {
-	return admit.ObjectRef{APIGroup: o.APIGroup, Kind: o.Kind, Resource: o.Resource, Namespace: o.Namespace, Name: o.Name, UID: o.UID, Plane: o.Plane}
+func fromObjectRef(o wire.ObjectRef) route.ObjectRef {
+	return route.ObjectRef{APIGroup: o.APIGroup, Kind: o.Kind, Resource: o.Resource, Namespace: o.Namespace, Name: o.Name, UID: o.UID, Plane: o.Plane}
 }
 
-func toChanges(l []admit.PolicyChange) []wire.PolicyChange {
+func toChanges(l []route.PolicyChange) []wire.PolicyChange {
 	if l == nil {
 		return nil
 	}
@@ -33,19 +33,19 @@ func toChanges(l []admit.PolicyChange) []wire.PolicyChange {
 	return out
 }
 
-func fromChanges(l []wire.PolicyChange) []admit.PolicyChange {
+func fromChanges(l []wire.PolicyChange) []route.PolicyChange {
 	if l == nil {
 		return nil
 	}
-	out := make([]admit.PolicyChange, len(l))
+	out := make([]route.PolicyChange, len(l))
 	for i, c := range l {
-		out[i] = admit.PolicyChange{Policy: c.Policy, Claim: c.Claim, Check: admit.UpdateCheck{
+		out[i] = route.PolicyChange{Policy: c.Policy, Claim: c.Claim, Check: route.UpdateCheck{
 			Generation: c.Check.Generation, Trigger: c.Check.Trigger, Target: c.Check.Target, User: c.Check.User, RequestInfo: c.Check.RequestInfo}}
 	}
 	return out
 }
 
-func toSteps(l []admit.ReviewStep) []wire.ReviewStep {
+func toSteps(l []route.ReviewStep) []wire.ReviewStep {
 	if l == nil {
 		return nil
 	}
@@ -60,13 +60,13 @@ func toSteps(l []admit.ReviewStep) []wire.ReviewStep {
 	return out
 }
 
-func fromSteps(l []wire.ReviewStep) []admit.ReviewStep {
+func fromSteps(l []wire.ReviewStep) []route.ReviewStep {
 	if l == nil {
 		return nil
 	}
-	out := make([]admit.ReviewStep, len(l))
+	out := make([]route.ReviewStep, len(l))
 	for i, s := range l {
-		out[i] = admit.ReviewStep{Claims: s.Claims, Changes: fromChanges(s.Changes)}
+		out[i] = route.ReviewStep{Claims: s.Claims, Changes: fromChanges(s.Changes)}
 		if s.Update != nil {
 			o := fromObjectRef(*s.Update)
 			out[i].Update = &o
@@ -75,7 +75,7 @@ func fromSteps(l []wire.ReviewStep) []admit.ReviewStep {
 	return out
 }
 
-func toRefusal(r admit.Refusal) wire.Refusal {
+func toRefusal(r route.Refusal) wire.Refusal {
 	out := wire.Refusal{Consumer: toConsumer(r.Consumer), Policy: r.Policy, Message: r.Message,
 		Object: wire.ObjectName{APIGroup: r.Object.APIGroup, Kind: r.Object.Kind, Namespace: r.Object.Namespace, Name: r.Object.Name, UID: r.Object.UID}}
 	if r.Requests != nil {
@@ -87,8 +87,8 @@ func toRefusal(r admit.Refusal) wire.Refusal {
 	return out
 }
 
-func fromRefusal(r wire.Refusal) admit.Refusal {
-	out := admit.Refusal{Consumer: fromConsumer(r.Consumer), Policy: r.Policy, Message: r.Message,
+func fromRefusal(r wire.Refusal) route.Refusal {
+	out := route.Refusal{Consumer: fromConsumer(r.Consumer), Policy: r.Policy, Message: r.Message,
 		Object: history.ObjectRef{APIGroup: r.Object.APIGroup, Kind: r.Object.Kind, Namespace: r.Object.Namespace, Name: r.Object.Name, UID: r.Object.UID}}
 	if r.Requests != nil {
 		out.Requests = make([]history.Amount, len(r.Requests))
@@ -263,7 +263,7 @@ func fromClaim(c wire.Claim) quota.Claim {
 	return out
 }
 
-func toCreateResult(r admit.AdmitResult) *wire.CreateResult {
+func toCreateResult(r route.AdmitResult) *wire.CreateResult {
 	out := &wire.CreateResult{Granted: r.Granted, Decisions: toDecisions(r.Decisions)}
 	if r.Claims != nil {
 		out.Claims = make([]wire.Claim, len(r.Claims))
@@ -274,11 +274,11 @@ func toCreateResult(r admit.AdmitResult) *wire.CreateResult {
 	return out
 }
 
-func fromCreateResult(r *wire.CreateResult) admit.AdmitResult {
+func fromCreateResult(r *wire.CreateResult) route.AdmitResult {
 	if r == nil {
-		return admit.AdmitResult{}
+		return route.AdmitResult{}
 	}
-	out := admit.AdmitResult{Granted: r.Granted, Decisions: fromDecisions(r.Decisions)}
+	out := route.AdmitResult{Granted: r.Granted, Decisions: fromDecisions(r.Decisions)}
 	if r.Claims != nil {
 		out.Claims = make([]quota.Claim, len(r.Claims))
 		for i, c := range r.Claims {
@@ -299,7 +299,7 @@ func fromBudgetResult(r *wire.BudgetResult) quota.BudgetResult {
 	return quota.BudgetResult{OK: r.OK, ResourceType: r.ResourceType, Asked: r.Asked, Left: r.Left, Limit: r.Limit, Given: r.Given, Message: r.Message}
 }
 
-func toReviewResult(r admit.ReviewResult) *wire.ReviewResult {
+func toReviewResult(r route.ReviewResult) *wire.ReviewResult {
 	out := &wire.ReviewResult{}
 	if r.Steps != nil {
 		out.Steps = make([]wire.ReviewStepResult, len(r.Steps))
@@ -326,23 +326,23 @@ func toReviewResult(r admit.ReviewResult) *wire.ReviewResult {
 	return out
 }
 
-func fromReviewResult(r *wire.ReviewResult) admit.ReviewResult {
+func fromReviewResult(r *wire.ReviewResult) route.ReviewResult {
 	if r == nil {
-		return admit.ReviewResult{}
+		return route.ReviewResult{}
 	}
-	var out admit.ReviewResult
+	var out route.ReviewResult
 	if r.Steps != nil {
-		out.Steps = make([]admit.ReviewStepResult, len(r.Steps))
+		out.Steps = make([]route.ReviewStepResult, len(r.Steps))
 		for i, s := range r.Steps {
-			a := admit.ReviewStepResult{Granted: s.Granted, Decisions: fromDecisions(s.Decisions), Policies: s.Policies}
+			a := route.ReviewStepResult{Granted: s.Granted, Decisions: fromDecisions(s.Decisions), Policies: s.Policies}
 			if s.Charges != nil {
-				a.Charges = make([]admit.ReviewCharge, len(s.Charges))
+				a.Charges = make([]route.ReviewCharge, len(s.Charges))
 				for j, c := range s.Charges {
-					a.Charges[j] = admit.ReviewCharge{Policy: c.Policy, Cell: fromCell(c.Cell), New: c.New, Held: c.Held}
+					a.Charges[j] = route.ReviewCharge{Policy: c.Policy, Cell: fromCell(c.Cell), New: c.New, Held: c.Held}
 				}
 			}
 			if s.NameTaken != nil {
-				a.NameTaken = &admit.NameTakenError{Claim: s.NameTaken.Claim, Policy: s.NameTaken.Policy, By: s.NameTaken.By}
+				a.NameTaken = &route.NameTakenError{Claim: s.NameTaken.Claim, Policy: s.NameTaken.Policy, By: s.NameTaken.By}
 			}
 			out.Steps[i] = a
 		}

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/peer/wire"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -31,9 +31,9 @@ const (
 	RefusalPath = prefix + "refusal"
 )
 
-// toUpdateResult is admit.UpdateResult as a message: what a change holds by
+// toUpdateResult is route.UpdateResult as a message: what a change holds by
 // cell is a list (JSON has no struct keys), in a stable order.
-func toUpdateResult(r admit.UpdateResult) *wire.UpdateResult {
+func toUpdateResult(r route.UpdateResult) *wire.UpdateResult {
 	out := &wire.UpdateResult{Granted: r.Granted}
 	for _, c := range r.Changes {
 		w := wire.ChangeResult{Policy: c.Policy, Old: cells(c.Old), New: cells(c.New)}
@@ -46,13 +46,13 @@ func toUpdateResult(r admit.UpdateResult) *wire.UpdateResult {
 	return out
 }
 
-func fromUpdateResult(r *wire.UpdateResult) admit.UpdateResult {
+func fromUpdateResult(r *wire.UpdateResult) route.UpdateResult {
 	if r == nil {
-		return admit.UpdateResult{}
+		return route.UpdateResult{}
 	}
-	out := admit.UpdateResult{Granted: r.Granted}
+	out := route.UpdateResult{Granted: r.Granted}
 	for _, c := range r.Changes {
-		a := admit.ChangeResult{Policy: c.Policy, Old: byCell(c.Old), New: byCell(c.New)}
+		a := route.ChangeResult{Policy: c.Policy, Old: byCell(c.Old), New: byCell(c.New)}
 		if c.Decision != nil {
 			d := fromDecision(*c.Decision)
 			a.Decision = &d

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/history"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
@@ -17,15 +17,15 @@ import (
 type sample struct {
 	claim    *quotav1alpha1.ResourceClaim
 	grant    *quotav1alpha1.ResourceGrant
-	object   admit.ObjectRef
-	changes  []admit.PolicyChange
-	steps    []admit.ReviewStep
-	refusal  admit.Refusal
-	create   admit.AdmitResult
-	update   admit.UpdateResult
+	object   route.ObjectRef
+	changes  []route.PolicyChange
+	steps    []route.ReviewStep
+	refusal  route.Refusal
+	create   route.AdmitResult
+	update   route.UpdateResult
 	budget   quota.BudgetResult
-	review   admit.ReviewResult
-	nameTake *admit.NameTakenError
+	review   route.ReviewResult
+	nameTake *route.NameTakenError
 }
 
 func samples() sample {
@@ -47,26 +47,26 @@ func samples() sample {
 	grant := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns"},
 		Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: consumer.APIGroup, Kind: consumer.Kind, Name: consumer.Name},
 			Allowances: []quotav1alpha1.Allowance{{ResourceType: "compute.example.com/cpus", Buckets: []quotav1alpha1.GrantBucket{{Amount: 4}}}}}}
-	object := admit.ObjectRef{APIGroup: "apps", Kind: "Deployment", Resource: "deployments.v1.apps", Namespace: "ns", Name: "web", UID: "obj-1", Plane: "projects/p1"}
-	changes := []admit.PolicyChange{{Policy: "replicas", Claim: claim, Check: admit.UpdateCheck{Generation: 4,
+	object := route.ObjectRef{APIGroup: "apps", Kind: "Deployment", Resource: "deployments.v1.apps", Namespace: "ns", Name: "web", UID: "obj-1", Plane: "projects/p1"}
+	changes := []route.PolicyChange{{Policy: "replicas", Claim: claim, Check: route.UpdateCheck{Generation: 4,
 		Trigger: quotav1alpha1.Trigger{Resource: quotav1alpha1.TriggerResource{APIVersion: "apps/v1", Kind: "Deployment"}},
 		User:    map[string]any{"username": "alice"}, RequestInfo: map[string]any{"verb": "update"}}}}
 	cell := quota.Cell{Consumer: consumer, ResourceType: "compute.example.com/cpus", Dims: "zone=a"}
-	taken := &admit.NameTakenError{Claim: "ns/c", Policy: "replicas", By: "a stored ResourceClaim"}
+	taken := &route.NameTakenError{Claim: "ns/c", Policy: "replicas", By: "a stored ResourceClaim"}
 	return sample{
 		claim: claim, grant: grant, object: object, changes: changes,
-		steps: []admit.ReviewStep{{Claims: []*quotav1alpha1.ResourceClaim{claim}}, {Update: &object, Changes: changes}},
-		refusal: admit.Refusal{Consumer: consumer, Object: history.ObjectRef{APIGroup: "apps", Kind: "Deployment", Namespace: "ns", Name: "web", UID: "obj-1"},
+		steps: []route.ReviewStep{{Claims: []*quotav1alpha1.ResourceClaim{claim}}, {Update: &object, Changes: changes}},
+		refusal: route.Refusal{Consumer: consumer, Object: history.ObjectRef{APIGroup: "apps", Kind: "Deployment", Namespace: "ns", Name: "web", UID: "obj-1"},
 			Policy: "replicas", Requests: []history.Amount{{ResourceType: "compute.example.com/cpus", Amount: 2}}, Message: "insufficient quota"},
-		create: admit.AdmitResult{Granted: true, Decisions: []quota.Decision{decision}, Claims: []quota.Claim{{UID: "u1", Namespace: "ns", Name: "c",
+		create: route.AdmitResult{Granted: true, Decisions: []quota.Decision{decision}, Claims: []quota.Claim{{UID: "u1", Namespace: "ns", Name: "c",
 			Created: time.Date(2026, 12, 7, 5, 6, 7, 0, time.UTC), Consumer: consumer,
 			Requests:    []quota.Request{{ResourceType: "compute.example.com/cpus", Amount: 2, Dims: dims}},
 			ResourceRef: &quota.GroupKind{Group: "apps", Kind: "Deployment"}, Cluster: "east"}}},
-		update: admit.UpdateResult{Granted: true, Changes: []admit.ChangeResult{{Policy: "replicas",
+		update: route.UpdateResult{Granted: true, Changes: []route.ChangeResult{{Policy: "replicas",
 			Old: map[quota.Cell]int64{cell: 2}, New: map[quota.Cell]int64{cell: 5}, Decision: &decision}}},
 		budget: quota.BudgetResult{OK: true, ResourceType: "compute.example.com/cpus", Asked: 5, Left: 2, Limit: 10, Given: 8, Message: "within the budget"},
-		review: admit.ReviewResult{Steps: []admit.ReviewStepResult{{Granted: true, Decisions: []quota.Decision{decision}, Policies: []string{"replicas"},
-			Charges: []admit.ReviewCharge{{Policy: "replicas", Cell: cell, New: 5, Held: 2}}, NameTaken: taken}},
+		review: route.ReviewResult{Steps: []route.ReviewStepResult{{Granted: true, Decisions: []quota.Decision{decision}, Policies: []string{"replicas"},
+			Charges: []route.ReviewCharge{{Policy: "replicas", Cell: cell, New: 5, Held: 2}}, NameTaken: taken}},
 			Buckets: []accounting.WhatIfBucket{{Before: bucket, After: after}}},
 		nameTake: taken,
 	}

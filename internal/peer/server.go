@@ -15,7 +15,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/peer/wire"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
@@ -26,7 +26,7 @@ const maxBody = 32 << 20
 
 // Server answers the other replicas' requests with this replica's engine.
 type Server struct {
-	Handle *admit.Handle
+	Handle *route.Handle
 }
 
 // ServeHTTP answers a peer, and refuses anyone else.
@@ -59,21 +59,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serve(w, r, version, &req, func(ctx context.Context) wire.Response {
 			ctx = s.Handle.Session(ctx, req.Session)
 			res, err := s.Handle.DecideCreate(ctx, req.Claims, req.DryRun)
-			return wire.Response{Create: toCreateResult(res), Held: admit.Held(ctx), Error: errorOf(err)}
+			return wire.Response{Create: toCreateResult(res), Held: route.Held(ctx), Error: errorOf(err)}
 		})
 	case UpdatePath:
 		var req wire.UpdateRequest
 		serve(w, r, version, &req, func(ctx context.Context) wire.Response {
 			ctx = s.Handle.Session(ctx, req.Session)
 			res, err := s.Handle.DecideUpdate(ctx, fromObjectRef(req.Object), fromChanges(req.Changes), req.DryRun)
-			return wire.Response{Update: toUpdateResult(res), Held: admit.Held(ctx), Error: errorOf(err)}
+			return wire.Response{Update: toUpdateResult(res), Held: route.Held(ctx), Error: errorOf(err)}
 		})
 	case BudgetPath:
 		var req wire.BudgetRequest
 		serve(w, r, version, &req, func(ctx context.Context) wire.Response {
 			ctx = s.Handle.Session(ctx, req.Session)
 			res, err := s.Handle.DecideBudget(ctx, req.Grant, req.DryRun)
-			return wire.Response{Budget: toBudgetResult(res), Held: admit.Held(ctx), Error: errorOf(err)}
+			return wire.Response{Budget: toBudgetResult(res), Held: route.Held(ctx), Error: errorOf(err)}
 		})
 	case ReviewPath:
 		var req wire.ReviewRequest
@@ -89,7 +89,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serve(w, r, version, &req, func(ctx context.Context) wire.Response {
 			ctx = s.Handle.Session(ctx, req.Session)
 			err := s.Handle.UndoEarlierAttempt(ctx, req.ObjectUID)
-			return wire.Response{Held: admit.Held(ctx), Error: errorOf(err)}
+			return wire.Response{Held: route.Held(ctx), Error: errorOf(err)}
 		})
 	case EndedPath:
 		var req wire.EndedRequest
@@ -134,17 +134,17 @@ func fromPeer(r *http.Request) bool {
 
 // errorOf is err as a peer answer, nil for none.
 func errorOf(err error) *wire.Error {
-	var taken *admit.NameTakenError
+	var taken *route.NameTakenError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &taken):
 		return &wire.Error{Kind: wire.ErrorNameTaken, Message: err.Error(), Claim: taken.Claim, Policy: taken.Policy, By: taken.By}
-	case errors.Is(err, admit.ErrNotLeader):
+	case errors.Is(err, route.ErrNotLeader):
 		return &wire.Error{Kind: wire.ErrorNotLeader, Message: err.Error()}
-	case errors.Is(err, admit.ErrBusy):
+	case errors.Is(err, route.ErrBusy):
 		return &wire.Error{Kind: wire.ErrorBusy, Message: err.Error()}
-	case errors.Is(err, admit.ErrObjectBusy):
+	case errors.Is(err, route.ErrObjectBusy):
 		return &wire.Error{Kind: wire.ErrorObjectBusy, Message: err.Error()}
 	}
 	return &wire.Error{Kind: wire.ErrorOther, Message: err.Error()}

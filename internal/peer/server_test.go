@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/peer/wire"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
@@ -82,17 +82,17 @@ func TestOnlyReplicasReachThePeerListener(t *testing.T) {
 // back into the error the leader's own admission got; a replica that does
 // not lead either is "not the leader", retryable, never fail-open.
 func TestAFollowerGetsTheLeadersErrors(t *testing.T) {
-	taken := &admit.NameTakenError{Claim: "ns/c", Policy: "p", By: "a stored ResourceClaim"}
+	taken := &route.NameTakenError{Claim: "ns/c", Policy: "p", By: "a stored ResourceClaim"}
 	for name, tc := range map[string]struct {
 		err  error
 		want func(error) bool
 	}{
 		"name taken": {taken, func(err error) bool {
-			var got *admit.NameTakenError
+			var got *route.NameTakenError
 			return errors.As(err, &got) && *got == *taken
 		}},
-		"not the leader": {admit.ErrNotLeader, func(err error) bool { return errors.Is(err, admit.ErrNotLeader) }},
-		"busy":           {admit.ErrBusy, func(err error) bool { return errors.Is(err, admit.ErrBusy) }},
+		"not the leader": {route.ErrNotLeader, func(err error) bool { return errors.Is(err, route.ErrNotLeader) }},
+		"busy":           {route.ErrBusy, func(err error) bool { return errors.Is(err, route.ErrBusy) }},
 		"other":          {errors.New("boom"), func(err error) bool { return err.Error() == "boom" }},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -201,7 +201,7 @@ func signedByPeerCA(t *testing.T, f pki.Files, subject pkix.Name) (string, strin
 // replica serves a peer listener on host with a PKI of its own and a
 // handle that leads nothing; it returns the PKI, the handle and the
 // listener's address.
-func replica(t *testing.T, host string) (pki.Files, *admit.Handle, string) {
+func replica(t *testing.T, host string) (pki.Files, *route.Handle, string) {
 	t.Helper()
 	f, err := pki.Ensure(t.TempDir(), nil, nil)
 	if err != nil {
@@ -213,13 +213,13 @@ func replica(t *testing.T, host string) (pki.Files, *admit.Handle, string) {
 
 // listenWith serves a peer listener on host with the PKI f until the test
 // ends, and returns its handle (leading nothing) and address.
-func listenWith(t *testing.T, f pki.Files, host string) (*admit.Handle, string) {
+func listenWith(t *testing.T, f pki.Files, host string) (*route.Handle, string) {
 	t.Helper()
 	cfg, err := TLS(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := admit.NewHandle()
+	h := route.NewHandle()
 	addr, err := Listen(t.Context(), host+":0", cfg, &Server{Handle: h})
 	if err != nil {
 		t.Fatalf("listening on %s: %v", host, err)

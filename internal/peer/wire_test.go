@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/peer/wire"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
@@ -216,7 +216,7 @@ func TestALeaderOfAnotherVersion(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, _, err = c.DecideCreate(ctx, "s", nil, false)
-	if !errors.Is(err, admit.ErrNotLeader) || !strings.Contains(err.Error(), "4,3") || time.Since(start) > 5*time.Second {
+	if !errors.Is(err, route.ErrNotLeader) || !strings.Contains(err.Error(), "4,3") || time.Since(start) > 5*time.Second {
 		t.Fatalf("a leader two versions ahead: %v after %s; want \"not the leader\" (retry) at once, naming the versions it speaks", err, time.Since(start))
 	}
 	if calls.Load() != 1 {

@@ -22,7 +22,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
 	"github.com/quotaplane/quotaplane/internal/admission/tenancy"
 	"github.com/quotaplane/quotaplane/internal/charge"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
 )
 
@@ -39,7 +39,7 @@ var quotaPlugins = []string{nativeapi.PluginName, tenancy.PluginName, amounts.Pl
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
 // enforced at admission (the plugin is registered but disabled).
-func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Handle, opts *Options, reviews func(*charge.Charger)) {
+func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *route.Handle, opts *Options, reviews func(*charge.Charger)) {
 	systemNamespace := opts.SystemNamespace
 	nativeapi.RegisterAdmission(o.Plugins, !opts.CRDStorage)
 	tenancy.Register(o.Plugins)
@@ -54,7 +54,7 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *admit.Ha
 		claimpolicy.Register(o.Plugins, handle, systemNamespace, opts.ExemptNamespaces, reviews)
 	} else {
 		o.DisablePlugins = append(o.DisablePlugins, claimpolicy.PluginName)
-		claimpolicy.Register(o.Plugins, admit.NewHandle(), systemNamespace, opts.ExemptNamespaces, nil)
+		claimpolicy.Register(o.Plugins, route.NewHandle(), systemNamespace, opts.ExemptNamespaces, nil)
 	}
 	var order []string
 	for _, name := range o.RecommendedPluginOrder {

@@ -17,7 +17,6 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -36,8 +35,8 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/charge"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/portal"
@@ -242,7 +241,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	if err != nil {
 		return nil, fmt.Errorf("connecting to etcd: %w", err)
 	}
-	engineStorage := &admit.Storage{Client: c.storage, Prefix: opts.EtcdPrefix}
+	engineStorage := &route.Storage{Client: c.storage, Prefix: opts.EtcdPrefix}
 	if opts.QuotaEngine != nil {
 		opts.QuotaEngine.UseStorage(engineStorage)
 	}

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/server"
 	"github.com/quotaplane/quotaplane/internal/server/etcd"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
@@ -82,7 +82,7 @@ func TestExternalEtcdWithTLS(t *testing.T) {
 	o.EtcdServers = []string{etcdServer.ClientURL()}
 	o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = certs.CACert, certs.AdminCert, certs.AdminKey
 	engineOpts := quotatest.FastEngineOptions()
-	engineOpts.Handle = admit.NewHandle()
+	engineOpts.Handle = route.NewHandle()
 	o.QuotaEngine, o.SystemNamespace = engineOpts.Handle, engineOpts.SystemNamespace
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -14,8 +14,8 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/etcdflags"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/portal"
@@ -48,7 +48,7 @@ type Options struct {
 
 	// QuotaEngine, when set, enables the ClaimCreationPolicy admission
 	// plugin, which decides through this process's engine.
-	QuotaEngine *admit.Handle
+	QuotaEngine *route.Handle
 	// QuotaMetrics, when set, adds the engine's quota state to /metrics.
 	QuotaMetrics *observe.Exporter
 	// SystemNamespace holds claims for cluster-scoped objects and the Lease

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/responsewriter"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
 // reportCreateOutcomes wraps the API handler, inside every filter of the
@@ -16,7 +16,7 @@ import (
 // subresource) whose quota it granted at admission ended: stored, or refused
 // after admission. It sees the handler's own end even when the client was
 // already answered with a timeout.
-func reportCreateOutcomes(handle *admit.Handle, next func(http.Handler, *genericapiserver.Config) http.Handler) func(http.Handler, *genericapiserver.Config) http.Handler {
+func reportCreateOutcomes(handle *route.Handle, next func(http.Handler, *genericapiserver.Config) http.Handler) func(http.Handler, *genericapiserver.Config) http.Handler {
 	return func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
 		inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			info, ok := request.RequestInfoFrom(r.Context())
@@ -24,7 +24,7 @@ func reportCreateOutcomes(handle *admit.Handle, next func(http.Handler, *generic
 				apiHandler.ServeHTTP(w, r)
 				return
 			}
-			ctx, rec := admit.WithCreateRecord(r.Context())
+			ctx, rec := route.WithCreateRecord(r.Context())
 			sw := &statusRecorder{ResponseWriter: w}
 			ended := false
 			defer func() {

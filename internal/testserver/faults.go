@@ -5,10 +5,10 @@ import (
 	"time"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
-// Faults are admit.Faults a test switches while its server runs: pass them
+// Faults are route.Faults a test switches while its server runs: pass them
 // in Options.Faults when the server starts, then SetFailure or
 // SetAdmittedDelay. The zero value injects nothing. They exist only in
 // tests: the shipped binary makes its Handle without faults
@@ -19,7 +19,7 @@ type Faults struct {
 	delay   atomic.Pointer[func(claims []*quotav1alpha1.ResourceClaim) time.Duration]
 }
 
-var _ admit.Faults = (*Faults)(nil)
+var _ route.Faults = (*Faults)(nil)
 
 // SetFailure makes the leading engine answer every decision with err, as
 // when its journal cannot be written; nil stops it.

@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,21 +12,20 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"crypto/tls"
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/server"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve/collect"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // Options configure a test server.
@@ -42,9 +42,9 @@ type Options struct {
 	// served them natively (to compare the two, and to test the upgrade).
 	CRDStorage bool
 	// Faults, when set with Engine, are injected into the engine's
-	// decisions (admit.HandleOptions): a *Faults lets the test switch them
+	// decisions (route.HandleOptions): a *Faults lets the test switch them
 	// while the server runs.
-	Faults admit.Faults
+	Faults route.Faults
 	// Fsync keeps etcd's fsync on. Off by default: tests stop servers
 	// gracefully, and fsync makes them slow on shared disks.
 	Fsync bool
@@ -64,7 +64,7 @@ type Server struct {
 	EtcdServers []string
 	// Handle is the in-process engine's handle for admission, and Metrics
 	// what it shows operators; nil without an engine.
-	Handle  *admit.Handle
+	Handle  *route.Handle
 	Metrics *observe.Exporter
 	// PlaneCollector is the planes' garbage collector (to sweep on demand).
 	PlaneCollector *collect.Collector
@@ -108,7 +108,7 @@ func Start(o Options) (*Server, error) {
 	components := o.Components
 	if o.Engine != nil {
 		eo := *o.Engine
-		eo.Handle = admit.NewHandleFor(admit.HandleOptions{Faults: o.Faults})
+		eo.Handle = route.NewHandleFor(route.HandleOptions{Faults: o.Faults})
 		if eo.Identity == "" {
 			eo.Identity = engine.StableIdentity("serve", s.DataDir)
 		}

@@ -9,7 +9,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/charge"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
 // PluginName is the admission plugin's name.
@@ -18,7 +18,7 @@ const PluginName = "ClaimCreator"
 // Register adds the plugin to plugins. With the engine's handle (nil when
 // serve runs without its engine), a dry-run create of a claim is answered
 // with the decision the engine would make now.
-func Register(plugins *admission.Plugins, handle *admit.Handle) {
+func Register(plugins *admission.Plugins, handle *route.Handle) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
 		return &plugin{Handler: admission.NewHandler(admission.Create, admission.Update), handle: handle}, nil
 	})
@@ -26,7 +26,7 @@ func Register(plugins *admission.Plugins, handle *admit.Handle) {
 
 type plugin struct {
 	*admission.Handler
-	handle *admit.Handle
+	handle *route.Handle
 }
 
 var (

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/initializer"
 
 	"github.com/quotaplane/quotaplane/internal/charge"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
 // PluginName is the admission plugin's name.
@@ -19,7 +19,7 @@ const PluginName = "QuotaClaimPolicy"
 // (internal/policy/governed). created, when not nil, is given the charging
 // component of each plugin made, so that QuotaReviews and member clusters'
 // reviews are charged by the same one as the server's own requests.
-func Register(plugins *admission.Plugins, handle *admit.Handle, systemNamespace string, exemptNamespaces []string, created func(*charge.Charger)) {
+func Register(plugins *admission.Plugins, handle *route.Handle, systemNamespace string, exemptNamespaces []string, created func(*charge.Charger)) {
 	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
 		p := &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), Charger: charge.New(handle, systemNamespace, exemptNamespaces)}
 		if created != nil {

@@ -8,9 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +23,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
 // PluginName is the plugin's name in the admission chain.
@@ -35,7 +34,7 @@ const PlatformNamespaceLabel = "quota.miloapis.com/platform"
 
 // Config is what the plugin is told by the server.
 type Config struct {
-	Handle              *admit.Handle
+	Handle              *route.Handle
 	SystemNamespace     string
 	PlatformNamespaces  []string
 	ReservedLabelPrefix string
@@ -300,7 +299,7 @@ func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) erro
 		return nil
 	}
 	res, err := p.cfg.Handle.DecideBudget(ctx, g, a.IsDryRun())
-	if errors.Is(err, admit.ErrNotLeader) {
+	if errors.Is(err, route.ErrNotLeader) {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("the budget of Organization %s cannot be checked right now (%v); retry the request", org, err))
 	} else if err != nil {
 		return apierrors.NewInternalError(err)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -14,11 +14,11 @@ type Link func(consumer quota.ConsumerID, resourceType string) string
 
 // Create is the refusal of a create: the resource type, requested,
 // available, limit and consumer of the request that is short.
-func Create(kind, name string, res admit.AdmitResult, link Link) string {
+func Create(kind, name string, res route.AdmitResult, link Link) string {
 	return withLink(createMessage(kind, name, res), link, res.Decisions)
 }
 
-func createMessage(kind, name string, res admit.AdmitResult) string {
+func createMessage(kind, name string, res route.AdmitResult) string {
 	// The request that is short, not a claim undone because another was.
 	for _, d := range res.Decisions {
 		for _, r := range d.Requests {
@@ -37,7 +37,7 @@ func createMessage(kind, name string, res admit.AdmitResult) string {
 
 // Update is the refusal of an update: for the request that does not fit,
 // the amount before and after, and what is available of which limit.
-func Update(kind, name string, res admit.UpdateResult, link Link) string {
+func Update(kind, name string, res route.UpdateResult, link Link) string {
 	var decisions []quota.Decision
 	for _, c := range res.Changes {
 		if c.Decision != nil {
@@ -47,7 +47,7 @@ func Update(kind, name string, res admit.UpdateResult, link Link) string {
 	return withLink(updateMessage(kind, name, res), link, decisions)
 }
 
-func updateMessage(kind, name string, res admit.UpdateResult) string {
+func updateMessage(kind, name string, res route.UpdateResult) string {
 	for _, c := range res.Changes {
 		if c.Decision == nil {
 			continue
@@ -67,13 +67,13 @@ func updateMessage(kind, name string, res admit.UpdateResult) string {
 
 // Review is the refusal admission would give the object of a QuotaReview's
 // step, given the engine's answer to it: the same words as Create or Update.
-func Review(kind, name string, step admit.ReviewStep, res admit.ReviewStepResult, link Link) string {
+func Review(kind, name string, step route.ReviewStep, res route.ReviewStepResult, link Link) string {
 	if step.Update == nil {
-		return Create(kind, name, admit.AdmitResult{Decisions: res.Decisions}, link)
+		return Create(kind, name, route.AdmitResult{Decisions: res.Decisions}, link)
 	}
-	ur := admit.UpdateResult{}
+	ur := route.UpdateResult{}
 	for _, ch := range step.Changes {
-		cr := admit.ChangeResult{Policy: ch.Policy, Old: map[quota.Cell]int64{}, New: map[quota.Cell]int64{}}
+		cr := route.ChangeResult{Policy: ch.Policy, Old: map[quota.Cell]int64{}, New: map[quota.Cell]int64{}}
 		for _, c := range res.Charges {
 			if c.Policy != ch.Policy {
 				continue

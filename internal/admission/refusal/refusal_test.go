@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -31,14 +31,14 @@ func TestTheLinkNamesTheLevelThatRefused(t *testing.T) {
 		asked = c
 		return "https://portal/" + c.Kind + "/" + c.Name + "?type=" + rt
 	}
-	msg := Create("Instance", "vm-1", admit.AdmitResult{Decisions: []quota.Decision{short(project, &org)}}, link)
+	msg := Create("Instance", "vm-1", route.AdmitResult{Decisions: []quota.Decision{short(project, &org)}}, link)
 	if asked != org || !strings.HasSuffix(msg, "; to ask for a higher limit, open https://portal/Organization/acme?type=example.com/cpus") {
 		t.Fatalf("link asked for %v, message %q; want the organization's form", asked, msg)
 	}
 	if !strings.HasPrefix(msg, quota.RefusalPrefix+": 3 of example.com/cpus") {
 		t.Fatalf("message %q does not start with the decision's words", msg)
 	}
-	if got := Create("Instance", "vm-1", admit.AdmitResult{Decisions: []quota.Decision{short(project, nil)}}, nil); strings.Contains(got, "open") {
+	if got := Create("Instance", "vm-1", route.AdmitResult{Decisions: []quota.Decision{short(project, nil)}}, nil); strings.Contains(got, "open") {
 		t.Fatalf("without a portal the message links somewhere: %q", got)
 	}
 }
@@ -48,14 +48,14 @@ func TestTheLinkNamesTheLevelThatRefused(t *testing.T) {
 func TestAReviewedUpdateIsWordedAsTheUpdate(t *testing.T) {
 	cell := quota.Cell{Consumer: project, ResourceType: "example.com/cpus"}
 	d := short(project, nil)
-	update := admit.UpdateResult{Changes: []admit.ChangeResult{{Policy: "instances", Old: map[quota.Cell]int64{cell: 2}, New: map[quota.Cell]int64{cell: 5}, Decision: &d}}}
+	update := route.UpdateResult{Changes: []route.ChangeResult{{Policy: "instances", Old: map[quota.Cell]int64{cell: 2}, New: map[quota.Cell]int64{cell: 5}, Decision: &d}}}
 	want := Update("Instance", "vm-1", update, nil)
 	if !strings.Contains(want, "would change example.com/cpus of Project web from 2 to 5 (3 more)") {
 		t.Fatalf("update refusal %q does not say before, after and the growth", want)
 	}
-	step := admit.ReviewStep{Update: &admit.ObjectRef{}, Changes: []admit.PolicyChange{{Policy: "instances"}}}
-	res := admit.ReviewStepResult{Policies: []string{"instances"}, Decisions: []quota.Decision{d},
-		Charges: []admit.ReviewCharge{{Policy: "instances", Cell: cell, Held: 2, New: 5}}}
+	step := route.ReviewStep{Update: &route.ObjectRef{}, Changes: []route.PolicyChange{{Policy: "instances"}}}
+	res := route.ReviewStepResult{Policies: []string{"instances"}, Decisions: []quota.Decision{d},
+		Charges: []route.ReviewCharge{{Policy: "instances", Cell: cell, Held: 2, New: 5}}}
 	if got := Review("Instance", "vm-1", step, res, nil); got != want {
 		t.Fatalf("review words the update\n  %q\nadmission words it\n  %q", got, want)
 	}

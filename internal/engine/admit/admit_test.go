@@ -10,6 +10,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/cache"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 )
@@ -87,7 +88,7 @@ func TestDecideCreate(t *testing.T) {
 			_, res, err := term.decideCreateLocked(tc.claims, metav1.Now())
 			pending := term.Cache.PendingCountLocked()
 			term.Cache.Unlock()
-			var taken *NameTakenError
+			var taken *route.NameTakenError
 			switch {
 			case tc.wantTakenBy != "":
 				if !errors.As(err, &taken) || taken.By != tc.wantTakenBy {
@@ -106,7 +107,7 @@ func TestDecideCreate(t *testing.T) {
 // TestDecideChanges: an update needs room only for its growth; a change
 // that holds what it should is nothing; a dry run keeps nothing.
 func TestDecideChanges(t *testing.T) {
-	obj := ObjectRef{APIGroup: "x.io", Kind: "Widget", Resource: "widgets.v1.x.io", Namespace: "ns", Name: "w", UID: "obj-1"}
+	obj := route.ObjectRef{APIGroup: "x.io", Kind: "Widget", Resource: "widgets.v1.x.io", Namespace: "ns", Name: "w", UID: "obj-1"}
 	cases := map[string]struct {
 		old, new      int64
 		limit         int64
@@ -131,7 +132,7 @@ func TestDecideChanges(t *testing.T) {
 			stored.Status.Conditions = []metav1.Condition{{Type: quotav1alpha1.ClaimConditionGranted, Status: metav1.ConditionTrue, Reason: quotav1alpha1.ClaimReasonQuotaAvailable}}
 			term.Cache.ClaimAdded(stored)
 			term.Cache.Lock()
-			res, entries, err := term.decideChangesLocked(obj, []PolicyChange{{Policy: "p", Claim: rendered("w-p", "p", tc.new)}}, tc.dryRun)
+			res, entries, err := term.decideChangesLocked(obj, []route.PolicyChange{{Policy: "p", Claim: rendered("w-p", "p", tc.new)}}, tc.dryRun)
 			term.Cache.Unlock()
 			if err != nil {
 				t.Fatal(err)
@@ -156,12 +157,12 @@ func TestDecideChanges(t *testing.T) {
 
 // TestAHandleWithoutATermIsNotTheLeader: admission is told to retry.
 func TestAHandleWithoutATermIsNotTheLeader(t *testing.T) {
-	h := NewHandle()
-	if _, err := h.DecideCreate(context.Background(), []*quotav1alpha1.ResourceClaim{rendered("a", "p", 1)}, false); !errors.Is(err, ErrNotLeader) {
-		t.Errorf("DecideCreate: %v; want ErrNotLeader", err)
+	h := route.NewHandle()
+	if _, err := h.DecideCreate(context.Background(), []*quotav1alpha1.ResourceClaim{rendered("a", "p", 1)}, false); !errors.Is(err, route.ErrNotLeader) {
+		t.Errorf("DecideCreate: %v; want route.ErrNotLeader", err)
 	}
-	if _, err := h.DecideUpdate(context.Background(), ObjectRef{UID: "x"}, nil, false); !errors.Is(err, ErrNotLeader) {
-		t.Errorf("DecideUpdate: %v; want ErrNotLeader", err)
+	if _, err := h.DecideUpdate(context.Background(), route.ObjectRef{UID: "x"}, nil, false); !errors.Is(err, route.ErrNotLeader) {
+		t.Errorf("DecideUpdate: %v; want route.ErrNotLeader", err)
 	}
-	h.RecordRefusal(Refusal{}) // recorded nowhere, without a panic
+	h.RecordRefusal(route.Refusal{}) // recorded nowhere, without a panic
 }

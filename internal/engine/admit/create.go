@@ -14,70 +14,23 @@ import (
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
-	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
-
-// NameTakenError refuses a create whose policy renders a claim name that is
-// already used (by a stored claim, a claim being admitted, or another claim
-// of the same create). Admitting it would store the object uncharged.
-type NameTakenError struct {
-	// Claim is namespace/name; Policy the ClaimCreationPolicy that rendered it.
-	Claim, Policy string
-	// By says what holds the name.
-	By string
-}
-
-func (e *NameTakenError) Error() string {
-	return fmt.Sprintf("ClaimCreationPolicy %s renders the claim name %s, which is taken by %s", e.Policy, e.Claim, e.By)
-}
-
-// ErrBusy means too many grants wait to be written; the caller should retry.
-var ErrBusy = errors.New("the quota engine has too many grants waiting to be written")
 
 // maxPending bounds the claims admitted and not written yet: the work the
 // settlers have left. Admission waits (and at its deadline answers "retry")
 // rather than let it grow.
 const maxPending = 2000
 
-// AdmitResult is the decision on the claims of one create.
-type AdmitResult struct {
-	Granted bool
-	// Decisions, in the order of the claims asked for.
-	Decisions []quota.Decision
-	// Claims are the claims as decided (created ones carry their names).
-	Claims []quota.Claim
-}
-
-// DecideCreate decides the claims of one create together: all are granted or none.
-// With dryRun nothing is recorded or allocated. Otherwise a grant is durable
-// (in the journal) before DecideCreate returns, and the claims are written once the
-// object is stored; a denial writes nothing: a refused create leaves no
-// claim behind.
-func (h *Handle) DecideCreate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error) {
-	return route(ctx, h, func(t *Term) (AdmitResult, error) {
-		if err := h.injected(); err != nil {
-			return AdmitResult{}, err
-		}
-		if dryRun {
-			return t.evaluate(ctx, claims)
-		}
-		return t.admit(ctx, claims)
-	}, func(f Forwarder) (AdmitResult, error) {
-		res, held, err := f.DecideCreate(ctx, sessionOf(ctx, f), claims, dryRun)
-		noteRemote(ctx, held)
-		return res, err
-	})
-}
-
 // evaluate decides claims without keeping anything.
-func (t *Term) evaluate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (AdmitResult, error) {
+func (t *Term) Evaluate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (route.AdmitResult, error) {
 	if err := t.lockCurrent(ctx); err != nil {
-		return AdmitResult{}, err
+		return route.AdmitResult{}, err
 	}
 	defer t.Cache.Unlock()
 	acc := t.Cache.AccountsLocked()
 	uids := make([]string, len(claims))
-	res := AdmitResult{}
+	res := route.AdmitResult{}
 	for i, c := range claims {
 		qc := convert.Claim(c)
 		qc.UID = "dry-run-" + rand.String(12)
@@ -109,7 +62,7 @@ func (t *Term) lockWithRoom(ctx context.Context) error {
 		t.Cache.Unlock()
 		select {
 		case <-ctx.Done():
-			return ErrBusy
+			return route.ErrBusy
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -125,7 +78,7 @@ func (t *Term) lockCurrent(ctx context.Context) error {
 		t.Cache.Lock()
 		if t.Cache.StoppedLocked() {
 			t.Cache.Unlock()
-			return ErrNotLeader
+			return route.ErrNotLeader
 		}
 		if t.Cache.WindowsCurrentLocked(t.now()) {
 			return nil
@@ -134,7 +87,7 @@ func (t *Term) lockCurrent(ctx context.Context) error {
 		t.Cache.Notify()
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: a grant's window started or ended and its new phase is still being recorded", ErrBusy)
+			return fmt.Errorf("%w: a grant's window started or ended and its new phase is still being recorded", route.ErrBusy)
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
@@ -153,10 +106,10 @@ func (t *Term) now() time.Time {
 // every concurrent request and fenced by the ledger. Nothing else is written
 // in the request: the claims are written after the object is stored,
 // already decided and owned by it. A denial writes nothing at all.
-func (t *Term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (AdmitResult, error) {
+func (t *Term) Admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim) (route.AdmitResult, error) {
 	for {
 		if err := t.lockWithRoom(ctx); err != nil {
-			return AdmitResult{}, err
+			return route.AdmitResult{}, err
 		}
 		res, entries, again := t.grantedBeforeLocked(claims)
 		if again == attemptNew {
@@ -168,14 +121,14 @@ func (t *Term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 			// The same object UID is the same API request: its end
 			// settles these grants (a grant read from the journal has no
 			// request here otherwise, and waits for the hold period).
-			noteGrants(ctx, entries)
+			route.NoteGrants(ctx, entries)
 			return res, nil
 		}
 		// Its first grant's journal write has not finished: wait for it
 		// rather than refuse the retry as a name collision.
 		select {
 		case <-ctx.Done():
-			return AdmitResult{}, fmt.Errorf("%w: the grant of an earlier attempt of this create is still being recorded", ErrObjectBusy)
+			return route.AdmitResult{}, fmt.Errorf("%w: the grant of an earlier attempt of this create is still being recorded", route.ErrObjectBusy)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -185,16 +138,16 @@ func (t *Term) admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 		return res, err
 	}
 	if err := t.record(ctx, entries, "a stored ResourceClaim or a claim being admitted"); err != nil {
-		return AdmitResult{}, err
+		return route.AdmitResult{}, err
 	}
 	return res, nil
 }
 
 // decideCreateLocked decides claims together and, when all are granted,
 // holds them as pending entries. The cache's lock is held.
-func (t *Term) decideCreateLocked(claims []*quotav1alpha1.ResourceClaim, now metav1.Time) ([]*record.PendingClaim, AdmitResult, error) {
+func (t *Term) decideCreateLocked(claims []*quotav1alpha1.ResourceClaim, now metav1.Time) ([]*record.PendingClaim, route.AdmitResult, error) {
 	acc := t.Cache.AccountsLocked()
-	res := AdmitResult{}
+	res := route.AdmitResult{}
 	var ids []string
 	var entries []*record.PendingClaim
 	undo := func() {
@@ -206,21 +159,21 @@ func (t *Term) decideCreateLocked(claims []*quotav1alpha1.ResourceClaim, now met
 	for _, c := range claims {
 		p := record.NewPendingClaim(c, now)
 		k := p.Key()
-		var taken *NameTakenError
+		var taken *route.NameTakenError
 		switch {
 		case c.Name == "":
 			undo()
-			return nil, AdmitResult{}, fmt.Errorf("ClaimCreationPolicy %s rendered a claim without a name", p.Policy)
+			return nil, route.AdmitResult{}, fmt.Errorf("ClaimCreationPolicy %s rendered a claim without a name", p.Policy)
 		case seen[k] != "":
-			taken = &NameTakenError{Claim: k, Policy: p.Policy, By: "the claim ClaimCreationPolicy " + seen[k] + " renders for the same create"}
+			taken = &route.NameTakenError{Claim: k, Policy: p.Policy, By: "the claim ClaimCreationPolicy " + seen[k] + " renders for the same create"}
 		case t.Cache.PendingLocked(k) != nil:
-			taken = &NameTakenError{Claim: k, Policy: p.Policy, By: "a claim being admitted for another create"}
+			taken = &route.NameTakenError{Claim: k, Policy: p.Policy, By: "a claim being admitted for another create"}
 		case t.Cache.ClaimStoredLocked(k):
-			taken = &NameTakenError{Claim: k, Policy: p.Policy, By: "a stored ResourceClaim"}
+			taken = &route.NameTakenError{Claim: k, Policy: p.Policy, By: "a stored ResourceClaim"}
 		}
 		if taken != nil {
 			undo()
-			return nil, AdmitResult{}, taken
+			return nil, route.AdmitResult{}, taken
 		}
 		seen[k] = p.Policy
 		qc := convert.Claim(c)
@@ -257,7 +210,7 @@ func (t *Term) record(ctx context.Context, entries []*record.PendingClaim, taken
 		for _, p := range entries {
 			if _, taken := written.Exists[p.Key()]; taken {
 				t.giveBack(ctx, entries, written.Exists)
-				return &NameTakenError{Claim: p.Key(), Policy: p.Policy, By: takenBy}
+				return &route.NameTakenError{Claim: p.Key(), Policy: p.Policy, By: takenBy}
 			}
 		}
 	}
@@ -268,7 +221,7 @@ func (t *Term) record(ctx context.Context, entries []*record.PendingClaim, taken
 		}
 		t.Cache.Unlock()
 	}
-	noteGrants(ctx, entries)
+	route.NoteGrants(ctx, entries)
 	for _, p := range entries {
 		t.SettleLater(p.Key())
 	}
@@ -276,7 +229,7 @@ func (t *Term) record(ctx context.Context, entries []*record.PendingClaim, taken
 	if written.Err != nil && ctx.Err() == nil && (errors.Is(written.Err, context.Canceled) || errors.Is(written.Err, fence.ErrDeposed)) {
 		// The term ended under the write (its Lease lost): the next
 		// leader decides, and holds this grant if the write landed.
-		return fmt.Errorf("%w: leadership ended while the grant was being recorded (%v)", ErrNotLeader, written.Err)
+		return fmt.Errorf("%w: leadership ended while the grant was being recorded (%v)", route.ErrNotLeader, written.Err)
 	}
 	return written.Err
 }

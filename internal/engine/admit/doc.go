@@ -1,11 +1,12 @@
-// Package admit is the quota engine's entry point for admission, and the
-// only engine package admission plugins import. A Handle connects the
-// in-process admission of quotaplane serve to the term of leadership this
-// replica runs, if any: creates, updates and delegated grants are decided
-// against the engine's cache, all or nothing, and a grant is durable in the
-// fenced journal before the request is answered. A refusal holds nothing.
+// Package admit is the quota engine's local decisions for admission: while
+// this replica leads, its Term decides creates, updates, delegated grants
+// and reviews against the engine's cache, all or nothing, and a grant is
+// durable in the fenced journal before the decision returns. A refusal
+// holds nothing. It implements route.Decider: internal/engine/route brings
+// it the questions, from this replica's own requests or, on the leader,
+// from the followers'.
 //
 // It decides only in memory and records only through the fence's Committer;
 // it never writes API objects (settling writes the claims once the object is
-// stored). When this replica does not lead it answers ErrNotLeader.
+// stored).
 package admit

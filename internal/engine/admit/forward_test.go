@@ -11,6 +11,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/test/timed"
 )
 
@@ -88,12 +89,12 @@ func TestARetryWaitsForItsFirstGrantsWrite(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			res, err := term.admit(ctx, []*quotav1alpha1.ResourceClaim{rendered("a", "p", 4)})
+			res, err := term.Admit(ctx, []*quotav1alpha1.ResourceClaim{rendered("a", "p", 4)})
 			switch {
 			case lands && (err != nil || !res.Granted || res.Claims[0].Requests[0].Amount != 4):
 				t.Fatalf("the retry after its first grant's write landed: %+v, %v; want the first grant", res, err)
-			case !lands && !errors.Is(err, ErrObjectBusy):
-				t.Fatalf("the retry whose first grant's write never finished: %+v, %v; want %v (retry), not a name collision", res, err, ErrObjectBusy)
+			case !lands && !errors.Is(err, route.ErrObjectBusy):
+				t.Fatalf("the retry whose first grant's write never finished: %+v, %v; want %v (retry), not a name collision", res, err, route.ErrObjectBusy)
 			}
 			if got := allocated(term); got != 4 {
 				t.Errorf("allocated %d after asking twice, want 4 (charged once)", got)
@@ -106,13 +107,13 @@ func TestARetryWaitsForItsFirstGrantsWrite(t *testing.T) {
 // ErrLeadsHere, as the peer client does when the engine's Lease names its
 // own replica.
 type leadsHere struct {
-	Forwarder
+	route.Forwarder
 	calls atomic.Int32
 }
 
-func (f *leadsHere) DecideCreate(context.Context, string, []*quotav1alpha1.ResourceClaim, bool) (AdmitResult, bool, error) {
+func (f *leadsHere) DecideCreate(context.Context, string, []*quotav1alpha1.ResourceClaim, bool) (route.AdmitResult, bool, error) {
 	f.calls.Add(1)
-	return AdmitResult{}, false, ErrLeadsHere
+	return route.AdmitResult{}, false, route.ErrLeadsHere
 }
 
 // TestAForwardedCreateIsDecidedHereOnceThisReplicaLeads: a create being
@@ -120,7 +121,7 @@ func (f *leadsHere) DecideCreate(context.Context, string, []*quotav1alpha1.Resou
 // died) is decided by this replica's engine once it is ready — not asked of
 // a leader until the request's deadline and refused.
 func TestAForwardedCreateIsDecidedHereOnceThisReplicaLeads(t *testing.T) {
-	h := NewHandle()
+	h := route.NewHandle()
 	fw := &leadsHere{}
 	h.ForwardTo(fw)
 	term := newTerm(10)
@@ -146,11 +147,11 @@ func TestAForwardedCreateIsDecidedHereOnceThisReplicaLeads(t *testing.T) {
 
 	// A replica whose engine never becomes ready refuses at the deadline,
 	// as "not the leader" (retryable), never fail-open.
-	h2 := NewHandle()
+	h2 := route.NewHandle()
 	h2.ForwardTo(&leadsHere{})
 	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
-	if _, err := h2.DecideCreate(short, []*quotav1alpha1.ResourceClaim{rendered("a", "p", 4)}, true); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("an engine that never became ready: %v; want %v", err, ErrNotLeader)
+	if _, err := h2.DecideCreate(short, []*quotav1alpha1.ResourceClaim{rendered("a", "p", 4)}, true); !errors.Is(err, route.ErrNotLeader) {
+		t.Fatalf("an engine that never became ready: %v; want %v", err, route.ErrNotLeader)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 )
@@ -20,65 +21,14 @@ import (
 // with the same decision admission makes (Accounts.DecideTogether); nothing
 // is recorded, written or kept (accounting.WhatIf).
 
-// ReviewStep is one object of a review as admission rendered it: the claims
-// its create would make, or the changes its update would.
-type ReviewStep struct {
-	Claims []*quotav1alpha1.ResourceClaim `json:"claims,omitempty"`
-	// Update is the object an update changes, with Changes.
-	Update  *ObjectRef     `json:"update,omitempty"`
-	Changes []PolicyChange `json:"changes,omitempty"`
-}
-
-// ReviewCharge is one amount a step would hold: New after it, Held before
-// (an update's).
-type ReviewCharge struct {
-	Policy string     `json:"policy,omitempty"`
-	Cell   quota.Cell `json:"cell"`
-	New    int64      `json:"new"`
-	Held   int64      `json:"held,omitempty"`
-}
-
-// ReviewStepResult is the decision on one step.
-type ReviewStepResult struct {
-	Granted bool `json:"granted"`
-	// Decisions are the decisions of the claims decided: a create's, in
-	// claim order; an update's growth, in change order.
-	Decisions []quota.Decision `json:"decisions,omitempty"`
-	// Policies are the policy of each decision.
-	Policies []string       `json:"policies,omitempty"`
-	Charges  []ReviewCharge `json:"charges,omitempty"`
-	// NameTaken refuses the step: its claim's name is taken.
-	NameTaken *NameTakenError `json:"nameTaken,omitempty"`
-}
-
-// ReviewResult is the decision on a review.
-type ReviewResult struct {
-	Steps []ReviewStepResult `json:"steps"`
-	// Buckets are the overall buckets of every level drawn from, before and
-	// after the steps that fit.
-	Buckets []accounting.WhatIfBucket `json:"buckets"`
-}
-
-// Review decides a review's steps in order, taking nothing.
-func (h *Handle) Review(ctx context.Context, steps []ReviewStep) (ReviewResult, error) {
-	return route(ctx, h, func(t *Term) (ReviewResult, error) {
-		if err := h.injected(); err != nil {
-			return ReviewResult{}, err
-		}
-		return t.review(ctx, steps)
-	}, func(f Forwarder) (ReviewResult, error) {
-		return f.Review(ctx, steps)
-	})
-}
-
-func (t *Term) review(ctx context.Context, steps []ReviewStep) (ReviewResult, error) {
+func (t *Term) Review(ctx context.Context, steps []route.ReviewStep) (route.ReviewResult, error) {
 	if err := t.lockCurrent(ctx); err != nil {
-		return ReviewResult{}, err
+		return route.ReviewResult{}, err
 	}
 	defer t.Cache.Unlock()
 	r := reviewer{t: t, w: t.Cache.AccountsLocked().WhatIf(), names: map[string]bool{}, now: time.Now()}
 	defer r.w.Undo()
-	out := ReviewResult{Steps: make([]ReviewStepResult, len(steps))}
+	out := route.ReviewResult{Steps: make([]route.ReviewStepResult, len(steps))}
 	for i, s := range steps {
 		if s.Update != nil {
 			out.Steps[i] = r.update(i, *s.Update, s.Changes)
@@ -115,8 +65,8 @@ func (r *reviewer) taken(key string) string {
 	return ""
 }
 
-func (r *reviewer) create(step int, claims []*quotav1alpha1.ResourceClaim) ReviewStepResult {
-	res := ReviewStepResult{}
+func (r *reviewer) create(step int, claims []*quotav1alpha1.ResourceClaim) route.ReviewStepResult {
+	res := route.ReviewStepResult{}
 	seen := map[string]string{}
 	qcs := make([]quota.Claim, 0, len(claims))
 	for _, c := range claims {
@@ -127,7 +77,7 @@ func (r *reviewer) create(step int, claims []*quotav1alpha1.ResourceClaim) Revie
 			by = "the claim ClaimCreationPolicy " + seen[k] + " renders for the same object"
 		}
 		if by != "" {
-			res.NameTaken = &NameTakenError{Claim: k, Policy: policy, By: by}
+			res.NameTaken = &route.NameTakenError{Claim: k, Policy: policy, By: by}
 			return res
 		}
 		seen[k] = policy
@@ -135,7 +85,7 @@ func (r *reviewer) create(step int, claims []*quotav1alpha1.ResourceClaim) Revie
 		qc.UID, qc.Created = r.id(step, k), r.now.Add(time.Duration(step)*time.Microsecond)
 		qcs = append(qcs, qc)
 		for cell, n := range quota.Holding(qc) {
-			res.Charges = append(res.Charges, ReviewCharge{Policy: policy, Cell: cell, New: n})
+			res.Charges = append(res.Charges, route.ReviewCharge{Policy: policy, Cell: cell, New: n})
 		}
 	}
 	decisions, ok := r.w.Decide(qcs)
@@ -152,8 +102,8 @@ func (r *reviewer) create(step int, claims []*quotav1alpha1.ResourceClaim) Revie
 	return res
 }
 
-func (r *reviewer) update(step int, obj ObjectRef, changes []PolicyChange) ReviewStepResult {
-	res := ReviewStepResult{Granted: true}
+func (r *reviewer) update(step int, obj route.ObjectRef, changes []route.PolicyChange) route.ReviewStepResult {
+	res := route.ReviewStepResult{Granted: true}
 	type planned struct {
 		olds   []string
 		new    *quota.Claim
@@ -186,11 +136,11 @@ func (r *reviewer) update(step int, obj ObjectRef, changes []PolicyChange) Revie
 			}
 		}
 		for cell, n := range now {
-			res.Charges = append(res.Charges, ReviewCharge{Policy: ch.Policy, Cell: cell, New: n, Held: held[cell]})
+			res.Charges = append(res.Charges, route.ReviewCharge{Policy: ch.Policy, Cell: cell, New: n, Held: held[cell]})
 		}
 		for cell, n := range held {
 			if _, ok := now[cell]; !ok {
-				res.Charges = append(res.Charges, ReviewCharge{Policy: ch.Policy, Cell: cell, Held: n})
+				res.Charges = append(res.Charges, route.ReviewCharge{Policy: ch.Policy, Cell: cell, Held: n})
 			}
 		}
 		plans = append(plans, p)

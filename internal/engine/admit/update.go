@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"slices"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -32,118 +32,32 @@ import (
 // both the old and the new claim, or neither, count. docs/exactly-once.md,
 // "Updates", has the argument.
 
-// ObjectRef names the object an update changes.
-type ObjectRef struct {
-	APIGroup, Kind string
-	// Resource is resource.version.group (quotav1alpha1.FormatResource) of
-	// the object itself, also for an update through its scale subresource.
-	Resource        string
-	Namespace, Name string
-	UID             string
-	// Plane is the control plane the object is in ("projects/<name>"), ""
-	// at the root: a later leader looks the object up there.
-	Plane string
-}
-
-// UpdateCheck is what a later leader needs to find out whether an update was
-// stored.
-type UpdateCheck = record.UpdateCheck
-
-// PolicyChange is what one policy charges for an updated object.
-type PolicyChange struct {
-	Policy string
-	// Claim is the claim the policy renders for the object as updated; nil
-	// when the policy no longer applies to it.
-	Claim *quotav1alpha1.ResourceClaim
-	Check UpdateCheck
-}
-
-// ChangeResult is the outcome of one policy's change.
-type ChangeResult struct {
-	Policy string
-	// Old and New are what the object holds before and after, by cell.
-	Old, New map[quota.Cell]int64
-	// Decision is the decision on the growth, when there is growth.
-	Decision *quota.Decision
-}
-
-// UpdateResult is the decision on an update.
-type UpdateResult struct {
-	Granted bool
-	Changes []ChangeResult
-}
-
-// ErrObjectBusy means another change of the same object is being decided
-// and did not settle in time; the caller should retry.
-var ErrObjectBusy = errors.New("another change of this object is still being charged")
-
-// DecideUpdate decides the policies' changes for one update of obj together:
-// all are granted, or none is and nothing is held. A change that grows needs
-// room for its growth; one that shrinks or stops is granted at once and
-// releases only once the update is stored. With dryRun nothing is kept.
-// Admission of an update can run again in the same request (the storage
-// retries on a conflict): the request's earlier decision is undone first.
-func (h *Handle) DecideUpdate(ctx context.Context, obj ObjectRef, changes []PolicyChange, dryRun bool) (UpdateResult, error) {
-	return route(ctx, h, func(t *Term) (UpdateResult, error) {
-		return t.admitUpdate(ctx, obj, changes, dryRun)
-	}, func(f Forwarder) (UpdateResult, error) {
-		res, held, err := f.DecideUpdate(ctx, sessionOf(ctx, f), obj, changes, dryRun)
-		noteRemote(ctx, held)
-		return res, err
-	})
-}
-
-// UndoEarlierAttempt undoes what an earlier run of admission decided for an
-// update of obj in this same request: admission runs again when the storage
-// retries on a conflict, and the newer object may need a different change, or
-// none. It costs nothing when the request decided nothing for the object.
-func (h *Handle) UndoEarlierAttempt(ctx context.Context, objectUID string) error {
-	rec := recordOf(ctx)
-	if rec == nil || rec.empty() {
-		return nil
-	}
-	t := h.leading()
-	if t == nil {
-		rec.mu.Lock()
-		session, fw := rec.session, rec.forwardedTo
-		rec.mu.Unlock()
-		if session != "" && h.forwarder(ctx) != nil {
-			if err := fw.UndoEarlierAttempt(ctx, session, objectUID); !errors.Is(err, ErrLeadsHere) {
-				return err
-			}
-		}
-		return nil // a new leader (this one, if it took the Lease) settles them by looking the object up
-	}
-	_, err := t.admitUpdate(ctx, ObjectRef{UID: objectUID}, nil, false)
-	return err
-}
-
 // lockObject takes the cache's lock once no other change of the object is
 // pending or being decided, so each is decided against what the object
 // really holds. It returns this request's own earlier entries.
 func (t *Term) lockObject(ctx context.Context, objectUID string) ([]*record.PendingClaim, error) {
-	rec := recordOf(ctx)
+	rec := route.RecordOf(ctx)
 	for {
 		if err := t.lockCurrent(ctx); err != nil {
 			return nil, err
 		}
-		mine, others := t.Cache.PendingOfObjectLocked(objectUID, rec.has)
+		mine, others := t.Cache.PendingOfObjectLocked(objectUID, rec.Has)
 		if !others && !t.Cache.UpdatingLocked(objectUID) {
 			return mine, nil
 		}
 		t.Cache.Unlock()
 		select {
 		case <-ctx.Done():
-			return nil, ErrObjectBusy
+			return nil, route.ErrObjectBusy
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
 
-func (t *Term) admitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyChange, dryRun bool) (UpdateResult, error) {
+func (t *Term) AdmitUpdate(ctx context.Context, obj route.ObjectRef, changes []route.PolicyChange, dryRun bool) (route.UpdateResult, error) {
 	mine, err := t.lockObject(ctx, obj.UID)
 	if err != nil {
-		return UpdateResult{}, err
+		return route.UpdateResult{}, err
 	}
 	if dryRun {
 		defer t.Cache.Unlock()
@@ -162,7 +76,7 @@ func (t *Term) admitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyC
 		}
 		t.Cache.Unlock()
 		if res := t.Committer.Write(ctx, &fence.Ops{Releases: keys}); res.Err != nil {
-			return UpdateResult{}, res.Err
+			return route.UpdateResult{}, res.Err
 		}
 		t.Cache.Notify()
 		t.Cache.Lock()
@@ -173,7 +87,7 @@ func (t *Term) admitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyC
 		return res, err
 	}
 	if err := t.record(ctx, entries, "a ResourceClaim stored or admitted meanwhile"); err != nil {
-		return UpdateResult{}, err
+		return route.UpdateResult{}, err
 	}
 	return res, nil
 }
@@ -181,9 +95,9 @@ func (t *Term) admitUpdate(ctx context.Context, obj ObjectRef, changes []PolicyC
 // decideChangesLocked decides the growth of every change together and, unless
 // dryRun, holds it and records each change as a pending entry. The cache's
 // lock is held.
-func (t *Term) decideChangesLocked(obj ObjectRef, changes []PolicyChange, dryRun bool) (UpdateResult, []*record.PendingClaim, error) {
+func (t *Term) decideChangesLocked(obj route.ObjectRef, changes []route.PolicyChange, dryRun bool) (route.UpdateResult, []*record.PendingClaim, error) {
 	acc := t.Cache.AccountsLocked()
-	res := UpdateResult{Granted: true}
+	res := route.UpdateResult{Granted: true}
 	now := metav1.Now()
 	var ids []string
 	var planned []*record.PendingClaim
@@ -198,7 +112,7 @@ func (t *Term) decideChangesLocked(obj ObjectRef, changes []PolicyChange, dryRun
 		for _, o := range olds {
 			oldQ = append(oldQ, o.Claim)
 		}
-		cr := ChangeResult{Policy: ch.Policy, Old: quota.Holding(oldQ...), New: map[quota.Cell]int64{}}
+		cr := route.ChangeResult{Policy: ch.Policy, Old: quota.Holding(oldQ...), New: map[quota.Cell]int64{}}
 		var newQ []quota.Claim
 		if ch.Claim != nil {
 			newQ = []quota.Claim{convert.Claim(ch.Claim)}
@@ -229,7 +143,7 @@ func (t *Term) decideChangesLocked(obj ObjectRef, changes []PolicyChange, dryRun
 			p.Namespace, p.Name, p.Spec = c.Namespace, t.replacementNameLocked(c, obj, ch.Policy, olds), c.Spec
 			if p.Name == "" {
 				undo()
-				return UpdateResult{}, nil, &NameTakenError{Claim: record.Key(c.Namespace, c.Name), Policy: ch.Policy, By: "other claims (and the name derived from the object)"}
+				return route.UpdateResult{}, nil, &route.NameTakenError{Claim: record.Key(c.Namespace, c.Name), Policy: ch.Policy, By: "other claims (and the name derived from the object)"}
 			}
 			if len(c.Labels) > 0 {
 				p.Labels = c.Labels
@@ -287,7 +201,7 @@ func growthRequests(c *quotav1alpha1.ResourceClaim, old []quota.Claim) []quotav1
 // rendered name when it is free, otherwise one derived from the object, the
 // policy and the claims it replaces (so each resize gets a new name). "" when
 // even that is taken.
-func (t *Term) replacementNameLocked(c *quotav1alpha1.ResourceClaim, obj ObjectRef, policy string, olds []cache.HeldClaim) string {
+func (t *Term) replacementNameLocked(c *quotav1alpha1.ResourceClaim, obj route.ObjectRef, policy string, olds []cache.HeldClaim) string {
 	taken := func(name string) bool {
 		k := record.Key(c.Namespace, name)
 		return t.Cache.PendingLocked(k) != nil || t.Cache.ClaimStoredLocked(k) || slices.ContainsFunc(olds, func(o cache.HeldClaim) bool { return o.Ref.Key() == k })

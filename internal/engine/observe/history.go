@@ -17,8 +17,8 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/history"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
@@ -359,7 +359,7 @@ func (h *Recorder) liveNumbers(consumer quota.ConsumerID, resourceTypes []string
 
 // Refusal records an admission refusal in the consumer's decision history,
 // with its buckets' numbers, without waiting.
-func (h *Recorder) Refusal(r admit.Refusal) {
+func (h *Recorder) Refusal(r route.Refusal) {
 	if h.off() {
 		return
 	}

@@ -14,11 +14,12 @@ const module = "github.com/quotaplane/quotaplane/"
 const (
 	chargePkg = module + "internal/charge"
 	authzPkg  = module + "internal/admission/claimauthz"
+	routePkg  = module + "internal/engine/route"
 	admitPkg  = module + "internal/engine/admit"
 	peerPkg   = module + "internal/peer"
 )
 
-// entryPoints are admit.Handle's methods that decide a charge or a review.
+// entryPoints are route.Handle's methods that decide a charge or a review.
 func entryPoints() map[string]bool {
 	return map[string]bool{"DecideCreate": true, "DecideUpdate": true, "Review": true, "WaitAdmitted": true}
 }
@@ -34,17 +35,21 @@ func Analyzer() *analysis.Analyzer {
 
 func run(pass *analysis.Pass) (any, error) {
 	path := pass.Pkg.Path()
-	if path == chargePkg || path == authzPkg || strings.HasPrefix(path, chargePkg+"/") {
-		return nil, nil
-	}
+	charging := path == chargePkg || strings.HasPrefix(path, chargePkg+"/")
+	routing := charging || path == peerPkg || strings.HasPrefix(path, peerPkg+"/")
 	for _, f := range pass.Files {
 		for _, imp := range f.Imports {
-			if p, err := strconv.Unquote(imp.Path.Value); err == nil && p == authzPkg {
+			p, err := strconv.Unquote(imp.Path.Value)
+			switch {
+			case err != nil:
+			case p == authzPkg && !charging && path != authzPkg:
 				pass.Reportf(imp.Pos(), "%s imports claimauthz: authorize consumers through internal/charge, the one charging path", path)
+			case p == admitPkg && routing:
+				pass.Reportf(imp.Pos(), "%s imports the local-decision package internal/engine/admit: ask through internal/engine/route, which takes a decision where it is made", path)
 			}
 		}
 	}
-	if path == admitPkg || path == peerPkg {
+	if charging || path == routePkg || path == peerPkg {
 		return nil, nil
 	}
 	points := entryPoints()
@@ -58,14 +63,14 @@ func run(pass *analysis.Pass) (any, error) {
 			if !ok || !isHandleMethod(fn) {
 				return true
 			}
-			pass.Reportf(sel.Sel.Pos(), "%s calls admit.Handle.%s: ask the engine through internal/charge, the one charging path", path, sel.Sel.Name)
+			pass.Reportf(sel.Sel.Pos(), "%s calls route.Handle.%s: ask the engine through internal/charge, the one charging path", path, sel.Sel.Name)
 			return true
 		})
 	}
 	return nil, nil
 }
 
-// isHandleMethod reports whether fn is a method of admit.Handle.
+// isHandleMethod reports whether fn is a method of route.Handle.
 func isHandleMethod(fn *types.Func) bool {
 	sig, ok := fn.Type().(*types.Signature)
 	if !ok || sig.Recv() == nil {
@@ -80,5 +85,5 @@ func isHandleMethod(fn *types.Func) bool {
 		return false
 	}
 	obj := named.Obj()
-	return obj.Name() == "Handle" && obj.Pkg() != nil && obj.Pkg().Path() == admitPkg
+	return obj.Name() == "Handle" && obj.Pkg() != nil && obj.Pkg().Path() == routePkg
 }

@@ -6,10 +6,13 @@
 //     that a requester may charge a consumer: every way in authorizes
 //     through the component, in its place among the steps.
 //   - Only internal/charge calls the engine's entry points that decide a
-//     charge or a review (admit.Handle's DecideCreate, DecideUpdate,
-//     Review and WaitAdmitted). internal/engine/admit defines them, and
+//     charge or a review (route.Handle's DecideCreate, DecideUpdate,
+//     Review and WaitAdmitted). internal/engine/route defines them, and
 //     internal/peer calls them on the leader for a follower's forwarded
 //     request, which the follower's charging component sent.
+//   - Neither internal/charge nor internal/peer imports the local-decision
+//     package, internal/engine/admit: they ask through internal/engine/route,
+//     which takes a decision to where it is made.
 //
 // internal/layout runs it over the whole module; its tests hold each
 // pattern it refuses.

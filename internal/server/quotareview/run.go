@@ -21,7 +21,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/charge"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
 // reviewRun is one review being answered.
@@ -34,7 +34,7 @@ type reviewRun struct {
 	objects []*unstructured.Unstructured
 
 	entries []*entry
-	result  admit.ReviewResult
+	result  route.ReviewResult
 	notes   []string
 }
 

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 	"github.com/quotaplane/quotaplane/test/timed"
@@ -186,7 +186,7 @@ func TestUndecidedCreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = closed.Close()
-	s.Handle.UseStorage(&admit.Storage{Client: closed, Prefix: "/registry"})
+	s.Handle.UseStorage(&route.Storage{Client: closed, Prefix: "/registry"})
 	_, err = wkube.CoreV1().ConfigMaps(w.NS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unrecorded"}}, metav1.CreateOptions{})
 	if !apierrors.IsTimeout(err) || !strings.Contains(err.Error(), "could not be written") || !strings.Contains(err.Error(), "retry") {
 		t.Errorf("a fail-open create whose record cannot be written: want a 504 saying the record could not be written and to retry, got %v", err)

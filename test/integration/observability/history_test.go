@@ -15,7 +15,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/history"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -53,7 +53,7 @@ func hasEvent(event string) func([]history.Row) bool {
 }
 
 // TestHistoryAnswersWhyAnObjectWasRefused: an admission refusal leaves no
-// claim; admission reports it (admit.Handle.RecordRefusal) and the history
+// claim; admission reports it (route.Handle.RecordRefusal) and the history
 // of the object says who was charged, what was asked, and what the bucket
 // showed at that moment.
 func TestHistoryAnswersWhyAnObjectWasRefused(t *testing.T) {
@@ -75,7 +75,7 @@ func TestHistoryAnswersWhyAnObjectWasRefused(t *testing.T) {
 	}
 	// What admission reports for that refusal.
 	rt := string(f.RT("secrets"))
-	srv.Handle.RecordRefusal(admit.Refusal{Consumer: convert.ConsumerID(f.Org), Policy: p.Name,
+	srv.Handle.RecordRefusal(route.Refusal{Consumer: convert.ConsumerID(f.Org), Policy: p.Name,
 		Object: history.ObjectRef{Kind: "Secret", Namespace: f.NS, Name: "s2"}, Requests: []history.Amount{{ResourceType: rt, Amount: 1}}, Message: err.Error()})
 	rows := readHistory(t, history.Query{ObjectKind: "secret", ObjectNamespace: f.NS, ObjectName: "s2"}, hasEvent(history.AdmissionRefused))
 	r := rows[len(rows)-1]

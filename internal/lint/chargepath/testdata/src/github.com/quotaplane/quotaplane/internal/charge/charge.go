@@ -2,10 +2,10 @@ package charge
 
 import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
-func Charge(h *admit.Handle) error {
+func Charge(h *route.Handle) error {
 	if err := claimauthz.AuthorizeClaim(); err != nil {
 		return err
 	}

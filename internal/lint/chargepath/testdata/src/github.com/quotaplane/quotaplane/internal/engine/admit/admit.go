@@ -1,11 +1,6 @@
 package admit
 
-type Handle struct{}
+// Term decides locally.
+type Term struct{}
 
-func (h *Handle) DecideCreate() error { return nil }
-func (h *Handle) DecideUpdate() error { return nil }
-func (h *Handle) Review() error       { return nil }
-func (h *Handle) WaitAdmitted()       {}
-func (h *Handle) CreateEnded()        {}
-
-func (h *Handle) own() error { return h.DecideCreate() }
+func (t *Term) Admit() error { return nil }

@@ -2,7 +2,7 @@ package elsewhere
 
 import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz" // want `imports claimauthz`
-	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
 type reviewer struct{}
@@ -10,13 +10,13 @@ type reviewer struct{}
 // Review of another type is not the engine's.
 func (reviewer) Review() error { return nil }
 
-func Assemble(h *admit.Handle) error {
+func Assemble(h *route.Handle) error {
 	_ = claimauthz.AuthorizeClaim()
-	_ = h.Review()       // want `calls admit.Handle.Review`
-	_ = h.DecideUpdate() // want `calls admit.Handle.DecideUpdate`
-	h.WaitAdmitted()     // want `calls admit.Handle.WaitAdmitted`
+	_ = h.Review()       // want `calls route.Handle.Review`
+	_ = h.DecideUpdate() // want `calls route.Handle.DecideUpdate`
+	h.WaitAdmitted()     // want `calls route.Handle.WaitAdmitted`
 	h.CreateEnded()
-	f := h.DecideCreate // want `calls admit.Handle.DecideCreate`
+	f := h.DecideCreate // want `calls route.Handle.DecideCreate`
 	_ = reviewer{}.Review()
 	return f()
 }

@@ -1,10 +1,9 @@
-package admit
+package route
 
 import (
 	"context"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -40,7 +39,8 @@ func WithCreateRecord(ctx context.Context) (context.Context, *CreateRecord) {
 	return context.WithValue(ctx, createRecordKey{}, rec), rec
 }
 
-func recordOf(ctx context.Context) *CreateRecord {
+// RecordOf is the record of ctx's request, nil when it has none.
+func RecordOf(ctx context.Context) *CreateRecord {
 	rec, _ := ctx.Value(createRecordKey{}).(*CreateRecord)
 	return rec
 }
@@ -61,8 +61,8 @@ func (rec *CreateRecord) Empty() bool {
 	return len(rec.entries) == 0 && len(rec.budgets) == 0 && !rec.remoteHeld
 }
 
-// has reports whether this request made the pending entry p.
-func (rec *CreateRecord) has(p *record.PendingClaim) bool {
+// Has reports whether this request made the pending entry p.
+func (rec *CreateRecord) Has(p *record.PendingClaim) bool {
 	if rec == nil {
 		return false
 	}
@@ -71,8 +71,10 @@ func (rec *CreateRecord) has(p *record.PendingClaim) bool {
 	return slices.Contains(rec.entries, p)
 }
 
-func noteGrants(ctx context.Context, entries []*record.PendingClaim) {
-	rec := recordOf(ctx)
+// NoteGrants notes in ctx's record the pending entries a decision of its
+// request made.
+func NoteGrants(ctx context.Context, entries []*record.PendingClaim) {
+	rec := RecordOf(ctx)
 	if rec == nil {
 		return
 	}
@@ -85,8 +87,10 @@ func noteGrants(ctx context.Context, entries []*record.PendingClaim) {
 	}
 }
 
-func noteBudget(ctx context.Context, g quota.Grant) {
-	rec := recordOf(ctx)
+// NoteBudget notes in ctx's record a delegated grant its request holds
+// budget for.
+func NoteBudget(ctx context.Context, g quota.Grant) {
+	rec := RecordOf(ctx)
 	if rec == nil {
 		return
 	}
@@ -108,23 +112,9 @@ func (h *Handle) CreateEnded(rec *CreateRecord, status int) {
 	if len(entries) == 0 && len(budgets) == 0 {
 		return
 	}
-	t := h.term.Load()
-	if t == nil {
+	d := h.termOf()
+	if d == nil {
 		return // the next leader looks the objects up
 	}
-	out := record.OutcomeUnclear
-	switch {
-	case status >= 200 && status < 300:
-		out = record.OutcomeStored
-	case status >= 400 && status < 500:
-		// Admission, validation and the storage's name check all answer
-		// before anything is written.
-		out = record.OutcomeRefused
-	}
-	if len(budgets) > 0 {
-		t.BudgetEnded(budgets, out)
-	}
-	for _, k := range t.Cache.MarkEnded(entries, out, time.Now()) {
-		t.Settle(k)
-	}
+	d.Ended(entries, budgets, status)
 }
