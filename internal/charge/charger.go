@@ -128,9 +128,9 @@ func (ch *Charger) Charge(ctx context.Context, r Request) (Result, error) {
 	if r.Mode == Review {
 		run.step = &Step{}
 	}
-	var rec *route.CreateRecord
+	var rec *route.RequestGrants
 	if r.StoredElsewhere {
-		ctx, rec = route.WithCreateRecord(ctx)
+		ctx, rec = route.WithRequestGrants(ctx)
 	}
 	err := ch.steps(ctx, run)
 	res := Result{Step: run.step}

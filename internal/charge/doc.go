@@ -32,7 +32,7 @@
 //     mode stops before this step and returns what would be asked (Step);
 //     the review asks for all its objects at once (Decide).
 //  6. Record: a granted create is held until its object is stored
-//     (admit's CreateRecord, settled by the engine); a refusal is written
+//     (admit's RequestGrants, settled by the engine); a refusal is written
 //     to the history and counted; a fail-open admission (every policy
 //     failurePolicy: Ignore, the engine unable to decide) is recorded
 //     before it is admitted, or refused.

@@ -20,10 +20,10 @@ import (
 	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // validateUpdate charges an update by the difference it makes: every policy
@@ -229,7 +229,7 @@ func (ch *Charger) scaledObjects(ctx context.Context, a admission.Attributes) (t
 	if kind, ok := builtinScales[gvr.GroupResource()]; ok {
 		tg.kind = gvr.GroupVersion().WithKind(kind)
 	} else {
-		c, err := ch.policies.Dynamic.Resource(crdsGVR).Get(ctx, served.CRDName(gvr.GroupResource()), metav1.GetOptions{})
+		c, err := ch.policies.Dynamic.Resource(crdsGVR).Get(ctx, kinds.CRDName(gvr.GroupResource()), metav1.GetOptions{})
 		if err != nil {
 			return tg, nil, nil, apierrors.NewInternalError(fmt.Errorf("reading the definition of %s to charge its scale: %w", gvr.GroupResource(), err))
 		}
@@ -237,7 +237,7 @@ func (ch *Charger) scaledObjects(ctx context.Context, a admission.Attributes) (t
 		tg.kind = gvr.GroupVersion().WithKind(k)
 		crd = c
 	}
-	path := served.ScaleReplicasPath(crd, gvr.Version)
+	path := kinds.ScaleReplicasPath(crd, gvr.Version)
 	if ch.policiesFor(tg.kind) == 0 {
 		return tg, nil, nil, nil // nothing charges this kind: no read
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/hierarchy"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // readContentTypes: protobuf where the quota kinds are served natively
@@ -244,7 +244,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // the CustomResourceDefinition obj changed.
 func (t *term) kindsChanged(obj any) {
 	if m, err := reconcile.Meta(obj); err == nil {
-		if group, ok := served.CRDGroup(m.GetName()); ok {
+		if group, ok := kinds.CRDGroup(m.GetName()); ok {
 			t.r.schemas.InvalidateGroup(group)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
-	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 )
 
 // rebuildPoll is how often a term looks for a request of a new term.
@@ -27,40 +27,40 @@ func (t *term) answerRebuild(ctx context.Context, endTerm func()) {
 	cms := t.r.kube.CoreV1().ConfigMaps(t.r.opts.SystemNamespace)
 	logger := klog.FromContext(ctx)
 	var answered string
-	if cm, err := cms.Get(ctx, recordfmt.RebuildName, metav1.GetOptions{}); err == nil {
-		answered = cm.Data[recordfmt.RebuildRequestedKey]
-		if answered != "" && cm.Data[recordfmt.RebuildDoneKey] != answered {
+	if cm, err := cms.Get(ctx, formats.RebuildName, metav1.GetOptions{}); err == nil {
+		answered = cm.Data[formats.RebuildRequestedKey]
+		if answered != "" && cm.Data[formats.RebuildDoneKey] != answered {
 			t.waitFirstWrites(ctx)
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				cm, err := cms.Get(ctx, recordfmt.RebuildName, metav1.GetOptions{})
+				cm, err := cms.Get(ctx, formats.RebuildName, metav1.GetOptions{})
 				if err != nil {
 					return err
 				}
 				if cm.Data == nil {
 					cm.Data = map[string]string{}
 				}
-				cm.Data[recordfmt.RebuildDoneKey] = answered
+				cm.Data[formats.RebuildDoneKey] = answered
 				_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 				return err
 			})
 			if err != nil && ctx.Err() == nil {
-				logger.Error(err, "Saying that the requested rebuild is done failed", "configMap", recordfmt.RebuildName)
+				logger.Error(err, "Saying that the requested rebuild is done failed", "configMap", formats.RebuildName)
 			} else if err == nil {
 				logger.Info("Rebuilt the quota state from storage, as requested", "request", answered)
 			}
 		}
 	} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
-		logger.Error(err, "Reading the rebuild requests failed; a request made now ends this term", "configMap", recordfmt.RebuildName)
+		logger.Error(err, "Reading the rebuild requests failed; a request made now ends this term", "configMap", formats.RebuildName)
 	}
 	_ = wait.PollUntilContextCancel(ctx, rebuildPoll, false, func(ctx context.Context) (bool, error) {
-		cm, err := cms.Get(ctx, recordfmt.RebuildName, metav1.GetOptions{})
+		cm, err := cms.Get(ctx, formats.RebuildName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		return cm.Data[recordfmt.RebuildRequestedKey] != answered, nil
+		return cm.Data[formats.RebuildRequestedKey] != answered, nil
 	})
 	if ctx.Err() == nil {
-		logger.Info("A new quota engine term was requested; ending this one", "configMap", recordfmt.RebuildName)
+		logger.Info("A new quota engine term was requested; ending this one", "configMap", formats.RebuildName)
 		endTerm()
 	}
 }

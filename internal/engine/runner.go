@@ -31,16 +31,16 @@ import (
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/hierarchy"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
-	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/engine/settle"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // Options configure the engine.
@@ -112,13 +112,13 @@ type Runner struct {
 	client client.Client
 	scheme *runtime.Scheme
 	// served finds the version a claim's object is read at now.
-	served *served.Resolver
+	served *kinds.Resolver
 	// schemas finds trigger kinds' schemas, to judge policies' CEL cost.
 	schemas *triggerschema.Resolver
 	// mapper finds the resource of a policy's trigger kind.
 	mapper meta.ResettableRESTMapper
 	// kinds says whether a registration's consumer kind is served.
-	kinds *served.KindCache
+	kinds *kinds.KindCache
 	// terms counts the terms this process has led.
 	terms int
 	// events records the engine's Events, made when first needed.
@@ -203,7 +203,7 @@ func New(cfg *rest.Config, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, planes: planeClients, rest: rc, client: cl, scheme: scheme, served: served.New(dyn), kinds: served.NewKindCache(kube.Discovery(), kindsMaxAge), schemas: triggerschema.New(kube.Discovery(), 0),
+	return &Runner{opts: opts, kube: kube, metadata: md, dynamic: dyn, planes: planeClients, rest: rc, client: cl, scheme: scheme, served: kinds.New(dyn), kinds: kinds.NewKindCache(kube.Discovery(), kindsMaxAge), schemas: triggerschema.New(kube.Discovery(), 0),
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}, nil
 }
 
@@ -228,14 +228,14 @@ func (r *Runner) CheckStore(ctx context.Context) error {
 	if r.opts.Handle != nil && r.opts.Handle.Storage() != nil {
 		return nil
 	}
-	cm, err := r.kube.CoreV1().ConfigMaps(r.opts.SystemNamespace).Get(ctx, recordfmt.LedgerName, metav1.GetOptions{})
+	cm, err := r.kube.CoreV1().ConfigMaps(r.opts.SystemNamespace).Get(ctx, formats.LedgerName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("reading the ledger %s/%s: %w", r.opts.SystemNamespace, recordfmt.LedgerName, err)
+		return fmt.Errorf("reading the ledger %s/%s: %w", r.opts.SystemNamespace, formats.LedgerName, err)
 	}
-	if cm.Data[recordfmt.LedgerJournalKey] == "true" {
+	if cm.Data[formats.LedgerJournalKey] == "true" {
 		return fence.ErrJournalInUse
 	}
 	return nil
@@ -247,7 +247,7 @@ func (r *Runner) CheckStore(ctx context.Context) error {
 // only when it must not run on this store at all (fence.ErrJournalInUse).
 func (r *Runner) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("identity", r.opts.Identity)
-	election := leader.Election{Namespace: r.opts.SystemNamespace, Lease: recordfmt.LeaseName, Identity: r.opts.Identity,
+	election := leader.Election{Namespace: r.opts.SystemNamespace, Lease: formats.LeaseName, Identity: r.opts.Identity,
 		LeaseDuration: r.opts.LeaseDuration, RenewDeadline: r.opts.RenewDeadline, RetryPeriod: r.opts.RetryPeriod}
 	err := leader.Campaign(klog.NewContext(ctx, logger), r.kube, election, "quota engine", func(leading context.Context) error {
 		enginemetrics.IsLeader.Set(1)

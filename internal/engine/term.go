@@ -25,8 +25,8 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/existing"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
-	recordfmt "github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/engine/settle"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -67,7 +67,7 @@ type term struct {
 
 	// source and recorder show the term to operators (nil recorder: none).
 	source   *observe.Source
-	recorder *observe.Recorder
+	recorder *observe.HistoryWriter
 	// budgetMu serializes the journal writes of budget holds.
 	budgetMu sync.Mutex
 }
@@ -96,8 +96,8 @@ func (r *Runner) lead(ctx context.Context) error {
 		return err
 	}
 	var j *fence.Journal
-	var pending []*recordfmt.PendingClaim
-	var holds []*recordfmt.BudgetHold
+	var pending []*formats.PendingClaim
+	var holds []*formats.BudgetHold
 	if storage != nil {
 		if j, err = fence.NewJournal(storage, l); err != nil {
 			return err
@@ -129,7 +129,7 @@ func (r *Runner) lead(ctx context.Context) error {
 	// now, before any claim is seen.
 	for _, p := range pending {
 		if restarted {
-			p.Outcome, p.Ended = recordfmt.OutcomeUnclear, time.Now()
+			p.Outcome, p.Ended = formats.OutcomeUnclear, time.Now()
 		}
 		t.cache.HoldPending(p)
 	}
@@ -380,7 +380,7 @@ func (t *term) observe() func() {
 	}
 	t.source = &observe.Source{Registrations: t.regInformer.GetStore(), Grants: t.grantInformer.GetStore(),
 		Claims: t.claimInformer.GetStore(), Policies: t.policyInformer.GetStore()}
-	h := observe.NewRecorder(x, t.r.kube, t.r.opts.SystemNamespace, t.cache.BucketNumbers)
+	h := observe.NewHistoryWriter(x, t.r.kube, t.r.opts.SystemNamespace, t.cache.BucketNumbers)
 	t.recorder = h
 	src := t.source
 	t.buckets.Verified = func(id quota.BucketID, b *quotav1alpha1.AllowanceBucket, st quota.BucketStatus, at time.Time) {

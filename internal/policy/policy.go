@@ -614,7 +614,7 @@ func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 }
 
 // KindNotServedWarning is what is said of a policy whose trigger kind is not
-// served; hint is served.Kind's.
+// served; hint is kinds.Kind's.
 func KindNotServedWarning(tr quotav1alpha1.TriggerResource, hint string) string {
 	return fmt.Sprintf("kind %s (apiVersion %s) is not served: %s; the policy charges nothing until it is. Correct spec.trigger.resource, or install the kind", tr.Kind, tr.APIVersion, hint)
 }

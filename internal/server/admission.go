@@ -16,11 +16,11 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimcreator"
 	"github.com/quotaplane/quotaplane/internal/admission/claimguard"
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
-	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
+	"github.com/quotaplane/quotaplane/internal/admission/delegation"
 	"github.com/quotaplane/quotaplane/internal/admission/policycheck"
 	"github.com/quotaplane/quotaplane/internal/admission/quotarequest"
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
-	"github.com/quotaplane/quotaplane/internal/admission/tenancy"
+	"github.com/quotaplane/quotaplane/internal/admission/resourcemanager"
 	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/server/nativeapi"
@@ -34,7 +34,7 @@ import (
 // (ClaimCreator's Validate) only once its requester may claim its consumer,
 // so a caller without verb claim gets the authorization refusal and nothing
 // else (TestADryRunClaimAnswersOnlyAfterAuthorization).
-var quotaPlugins = []string{nativeapi.PluginName, tenancy.PluginName, amounts.PluginName, hierarchy.PluginName, registration.PluginName, policycheck.PluginName, quotarequest.PluginName, claimguard.PluginName, claimcreator.PluginName, claimpolicy.PluginName}
+var quotaPlugins = []string{nativeapi.PluginName, resourcemanager.PluginName, amounts.PluginName, delegation.PluginName, registration.PluginName, policycheck.PluginName, quotarequest.PluginName, claimguard.PluginName, claimcreator.PluginName, claimpolicy.PluginName}
 
 // registerQuotaAdmission registers quotaplane's plugins and puts them in the
 // admission order. Without an engine handle, ClaimCreationPolicies are not
@@ -42,9 +42,9 @@ var quotaPlugins = []string{nativeapi.PluginName, tenancy.PluginName, amounts.Pl
 func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *route.Handle, opts *Options, reviews func(*charge.Charger)) {
 	systemNamespace := opts.SystemNamespace
 	nativeapi.RegisterAdmission(o.Plugins, !opts.CRDStorage)
-	tenancy.Register(o.Plugins)
+	resourcemanager.Register(o.Plugins)
 	amounts.Register(o.Plugins)
-	hierarchy.Register(o.Plugins, hierarchy.Config{Handle: handle, SystemNamespace: systemNamespace, PlatformNamespaces: opts.PlatformNamespaces, ReservedLabelPrefix: opts.ReservedLabelPrefix})
+	delegation.Register(o.Plugins, delegation.Config{Handle: handle, SystemNamespace: systemNamespace, PlatformNamespaces: opts.PlatformNamespaces, ReservedLabelPrefix: opts.ReservedLabelPrefix})
 	registration.Register(o.Plugins)
 	policycheck.Register(o.Plugins)
 	quotarequest.Register(o.Plugins)

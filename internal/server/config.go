@@ -35,7 +35,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/charge"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/leader"
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -225,7 +225,7 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		}
 	}
 	// quotaplane verify --data-dir reads admission's journal from here.
-	if err := record.WriteEtcdFile(opts.DataDir, record.EtcdLocation{Servers: servers, Prefix: opts.EtcdPrefix,
+	if err := formats.WriteEtcdFile(opts.DataDir, formats.EtcdLocation{Servers: servers, Prefix: opts.EtcdPrefix,
 		CAFile: opts.EtcdCAFile, CertFile: opts.EtcdCertFile, KeyFile: opts.EtcdKeyFile}); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ func reportCreateOutcomes(handle *route.Handle, next func(http.Handler, *generic
 				apiHandler.ServeHTTP(w, r)
 				return
 			}
-			ctx, rec := route.WithCreateRecord(r.Context())
+			ctx, rec := route.WithRequestGrants(r.Context())
 			sw := &statusRecorder{ResponseWriter: w}
 			ended := false
 			defer func() {

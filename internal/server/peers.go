@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/peer"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 )
@@ -56,7 +56,7 @@ func startPeers(o CompletedOptions, files pki.Files, caCheck *peer.CACheck) Comp
 		}
 		go peer.Announce(ctx, kube, o.SystemNamespace, o.Identity, advertise, ca)
 		leader := func() *peer.Resolver {
-			return &peer.Resolver{Client: kube, Namespace: o.SystemNamespace, EngineLease: record.LeaseName, Self: o.Identity}
+			return &peer.Resolver{Client: kube, Namespace: o.SystemNamespace, EngineLease: formats.LeaseName, Self: o.Identity}
 		}
 		client, err := peer.NewClient(files, leader())
 		if err != nil {

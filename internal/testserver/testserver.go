@@ -21,8 +21,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/observe"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/server"
 	"github.com/quotaplane/quotaplane/internal/server/planeserve/collect"
@@ -229,7 +229,7 @@ func Main(m interface{ Run() int }, srv **Server, o Options) {
 // EtcdClient is a client of the server's etcd with the credentials serve
 // recorded in its data directory (the embedded etcd accepts only those).
 func (s *Server) EtcdClient() (*clientv3.Client, error) {
-	loc, err := record.ReadEtcdFile(s.DataDir)
+	loc, err := formats.ReadEtcdFile(s.DataDir)
 	if err != nil {
 		return nil, err
 	}

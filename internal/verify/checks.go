@@ -15,17 +15,17 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/quota"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // newTermRepair is how every difference between the engine's memory and
 // storage is repaired: a new term rebuilds the engine from storage.
-const newTermRepair = "start a new engine term, which rebuilds every bucket from the stored grants and claims and settles every grant in flight first: quotaplane verify --repair asks the engine for one (ConfigMap %s/" + record.RebuildName + "); or restart quotaplane serve (with several replicas, the one holding the Lease %s/%s)"
+const newTermRepair = "start a new engine term, which rebuilds every bucket from the stored grants and claims and settles every grant in flight first: quotaplane verify --repair asks the engine for one (ConfigMap %s/" + formats.RebuildName + "); or restart quotaplane serve (with several replicas, the one holding the Lease %s/%s)"
 
 // checkBuckets compares every stored AllowanceBucket with the bucket the
 // rebuilt engine gives for its consumer, resource type and dimensions: the
@@ -34,7 +34,7 @@ const newTermRepair = "start a new engine term, which rebuilds every bucket from
 // stored, and stored buckets it does not give, are reported too.
 func (v *verifier) checkBuckets(ctx context.Context, s *reading, r *Report) error {
 	placement := quota.Placement{SystemNamespace: v.o.SystemNamespace, OrganizationOf: func(p string) string { return s.projectOrgs[p] }}
-	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, v.o.SystemNamespace, record.LeaseName)
+	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, v.o.SystemNamespace, formats.LeaseName)
 	seen := map[quota.BucketID]bool{}
 	err := listQuota(ctx, v, func() *quotav1alpha1.AllowanceBucketList { return &quotav1alpha1.AllowanceBucketList{} }, func(list *quotav1alpha1.AllowanceBucketList) error {
 		for i := range list.Items {
@@ -106,7 +106,7 @@ func (v *verifier) checkGovernedObjects(ctx context.Context, s *reading, r *Repo
 			p.stats.Enforced, p.stats.NotEnforced = false, "invalid trigger apiVersion: "+err.Error()
 			continue
 		}
-		gvr, err := served.ResourceFor(ctx, v.mapper, v.dynamic, schema.GroupKind{Group: gv.Group, Kind: p.compiled.Kind}, gv.Version)
+		gvr, err := kinds.ResourceFor(ctx, v.mapper, v.dynamic, schema.GroupKind{Group: gv.Group, Kind: p.compiled.Kind}, gv.Version)
 		if err != nil || gvr.Empty() {
 			r.Note("ClaimCreationPolicy %s: its trigger %s %s is not served, so no object of it exists", p.name, p.apiVersion, p.compiled.Kind)
 			continue
@@ -394,7 +394,7 @@ const (
 // whose claim is gone holds nothing: it is noted, not reported.
 func (v *verifier) checkInFlight(s *reading, r *Report) {
 	now := time.Now()
-	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, v.o.SystemNamespace, record.LeaseName)
+	repair := fmt.Sprintf(newTermRepair, v.o.SystemNamespace, v.o.SystemNamespace, formats.LeaseName)
 	for _, g := range s.journal {
 		if g.adopted || g.sinceAdmission(now) <= admissionDeadline+deadlineMargin {
 			continue

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/quotaplane/quotaplane/internal/clientconfig"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/etcdflags"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
@@ -21,7 +21,7 @@ type Options struct {
 	// of DataDir.
 	Kubeconfig string
 	// DataDir is the data directory of a local quotaplane serve: its admin
-	// kubeconfig and its etcd (recorded in record.EtcdFile) are used
+	// kubeconfig and its etcd (recorded in formats.EtcdFile) are used
 	// unless given explicitly.
 	DataDir string
 	// Etcd reaches the etcd that holds admission's journal and fail-open
@@ -61,7 +61,7 @@ func NewOptions() *Options {
 // AddFlags registers the flags of verify.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the API server to audit. Defaults to <data-dir>/admin.kubeconfig with --data-dir, else $KUBECONFIG, else ~/.kube/config.")
-	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Data directory of a local quotaplane serve: use its admin kubeconfig and the etcd it recorded in "+record.EtcdFile+".")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Data directory of a local quotaplane serve: use its admin kubeconfig and the etcd it recorded in "+formats.EtcdFile+".")
 	o.Etcd.AddFlags(fs, "URLs of the etcd that holds admission's in-flight grants and fail-open records. Without it (or --data-dir) they are not checked.")
 	fs.StringVar(&o.SystemNamespace, "system-namespace", o.SystemNamespace, "The quota engine's system namespace (its Lease, ledger, and the buckets of consumers without a namespace).")
 	fs.StringSliceVar(&o.ExemptNamespaces, governed.FlagName, o.ExemptNamespaces, governed.FlagUsage)
@@ -80,7 +80,7 @@ func (o Options) complete() (Options, error) {
 	if o.DataDir != "" {
 		o.Kubeconfig = o.KubeconfigPath()
 		if len(o.EtcdServers) == 0 {
-			loc, err := record.ReadEtcdFile(o.DataDir)
+			loc, err := formats.ReadEtcdFile(o.DataDir)
 			if err != nil {
 				return o, err
 			}

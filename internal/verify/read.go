@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/planes"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // verifier holds the clients of one audit. Every one of them only reads.
@@ -38,7 +38,7 @@ type verifier struct {
 	metadata metadata.Interface
 	mapper   meta.ResettableRESTMapper
 	// served reads CRDs, for kinds discovery does not list yet.
-	served *served.Resolver
+	served *kinds.Resolver
 	// etcd is nil when no etcd was given: the journal is not read.
 	etcd *clientv3.Client
 	// planes reach the objects of control planes.
@@ -80,7 +80,7 @@ func connect(ctx context.Context, o Options) (*verifier, error) {
 	}
 	v.planes = planes.NewClients(cfg)
 	v.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(v.kube.Discovery()))
-	v.served = served.New(v.dynamic)
+	v.served = kinds.New(v.dynamic)
 	if _, err := v.kube.Discovery().ServerVersion(); err != nil {
 		return nil, fmt.Errorf("the API server %s is not reachable: %w", cfg.Host, err)
 	}
@@ -210,9 +210,9 @@ func (v *verifier) rangePrefix(ctx context.Context, prefix string, each func(key
 
 // leader describes who holds the engine's Lease.
 func (v *verifier) leader(ctx context.Context) (string, bool, error) {
-	lease, err := v.kube.CoordinationV1().Leases(v.o.SystemNamespace).Get(ctx, record.LeaseName, metav1.GetOptions{})
+	lease, err := v.kube.CoordinationV1().Leases(v.o.SystemNamespace).Get(ctx, formats.LeaseName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "none (no Lease " + v.o.SystemNamespace + "/" + record.LeaseName + ")", false, nil
+		return "none (no Lease " + v.o.SystemNamespace + "/" + formats.LeaseName + ")", false, nil
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("reading the engine's Lease: %w", err)

@@ -16,7 +16,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
@@ -109,7 +109,7 @@ type enforcedPolicy struct {
 }
 
 // journalGrant is what verify reads of a grant made at admission, decoded
-// from the engine's own record (record.PendingClaim).
+// from the engine's own record (formats.PendingClaim).
 type journalGrant struct {
 	Namespace string
 	Name      string
@@ -132,7 +132,7 @@ type journalGrant struct {
 
 // decodeJournalGrant reads the journal entry at etcd key key.
 func decodeJournalGrant(key string, value []byte) (*journalGrant, error) {
-	var p record.PendingClaim
+	var p formats.PendingClaim
 	if err := json.Unmarshal(value, &p); err != nil {
 		return nil, err
 	}
@@ -215,14 +215,14 @@ func (v *verifier) readPolicies(ctx context.Context, s *reading, r *Report) erro
 
 // readLedger reads the engine's in-flight grants from its ledger.
 func (v *verifier) readLedger(ctx context.Context, s *reading) error {
-	cm, err := v.kube.CoreV1().ConfigMaps(v.o.SystemNamespace).Get(ctx, record.LedgerName, metav1.GetOptions{})
+	cm, err := v.kube.CoreV1().ConfigMaps(v.o.SystemNamespace).Get(ctx, formats.LedgerName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil // no engine has led yet
 	}
 	if err != nil {
-		return fmt.Errorf("reading the ledger %s/%s: %w", v.o.SystemNamespace, record.LedgerName, err)
+		return fmt.Errorf("reading the ledger %s/%s: %w", v.o.SystemNamespace, formats.LedgerName, err)
 	}
-	_, state, err := record.DecodeLedger(cm)
+	_, state, err := formats.DecodeLedger(cm)
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (v *verifier) readJournal(ctx context.Context, s *reading, r *Report) error
 	if v.etcd == nil {
 		return nil
 	}
-	err := v.rangePrefix(ctx, record.AdmissionGrantsPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
+	err := v.rangePrefix(ctx, formats.AdmissionGrantsPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
 		g, err := decodeJournalGrant(key, value)
 		if err != nil {
 			r.Add(Discrepancy{Check: CheckJournalUnreadable, ID: string(CheckJournalUnreadable) + "/" + key,
@@ -251,14 +251,14 @@ func (v *verifier) readJournal(ctx context.Context, s *reading, r *Report) error
 	if err != nil {
 		return err
 	}
-	return v.rangePrefix(ctx, record.FailOpenPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
+	return v.rangePrefix(ctx, formats.FailOpenPrefix(v.o.EtcdPrefix), func(key string, value []byte) {
 		f := &FailOpen{Key: key}
 		if err := json.Unmarshal(value, &f.FailOpenRecord); err != nil {
 			f.Unreadable = err.Error()
 		}
 		uid := f.UID
 		if uid == "" {
-			uid = strings.TrimPrefix(key, record.FailOpenPrefix(v.o.EtcdPrefix))
+			uid = strings.TrimPrefix(key, formats.FailOpenPrefix(v.o.EtcdPrefix))
 		}
 		s.failOpen[uid] = f
 	})

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/verify/report"
 )
@@ -23,10 +23,10 @@ func TestOptionsFromDataDir(t *testing.T) {
 	o := *NewOptions()
 	o.DataDir = dir
 	if _, err := o.complete(); err == nil || !strings.Contains(err.Error(), "--etcd-servers") {
-		t.Errorf("without %s: %v, want an error that says to pass --etcd-servers", record.EtcdFile, err)
+		t.Errorf("without %s: %v, want an error that says to pass --etcd-servers", formats.EtcdFile, err)
 	}
-	loc := record.EtcdLocation{Servers: []string{"http://127.0.0.1:1234"}, Prefix: "/p"}
-	if err := record.WriteEtcdFile(dir, loc); err != nil {
+	loc := formats.EtcdLocation{Servers: []string{"http://127.0.0.1:1234"}, Prefix: "/p"}
+	if err := formats.WriteEtcdFile(dir, loc); err != nil {
 		t.Fatal(err)
 	}
 	got, err := o.complete()

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/members"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // maxBody bounds an AdmissionReview read from the member's API server.
@@ -226,7 +226,7 @@ func (w *Webhook) asUpdate(ctx context.Context, req *admissionv1.AdmissionReques
 func (w *Webhook) replicasPath(ctx context.Context, gvr schema.GroupVersionResource) ([]string, error) {
 	var crd *unstructured.Unstructured // none for the built-in kinds
 	if gvr.Group != "" && gvr.Group != "apps" {
-		c, err := w.memberDynamic.Resource(crdsGVR).Get(ctx, served.CRDName(gvr.GroupResource()), metav1.GetOptions{})
+		c, err := w.memberDynamic.Resource(crdsGVR).Get(ctx, kinds.CRDName(gvr.GroupResource()), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err): // an aggregated API: the usual place
 		case err != nil:
@@ -235,7 +235,7 @@ func (w *Webhook) replicasPath(ctx context.Context, gvr schema.GroupVersionResou
 			crd = c
 		}
 	}
-	return served.ScaleReplicasPath(crd, gvr.Version), nil
+	return kinds.ScaleReplicasPath(crd, gvr.Version), nil
 }
 
 var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/peer"
 	"github.com/quotaplane/quotaplane/internal/server/pki"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -50,7 +50,7 @@ func TestAReplicaWithAnotherPeerCAIsNotReady(t *testing.T) {
 	a := startReplica(t, bin, "a", etcdURL)
 	systemNamespace := engine.DefaultOptions().SystemNamespace
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := a.Client.CoordinationV1().Leases(systemNamespace).Get(ctx, record.LeaseName, metav1.GetOptions{})
+		l, err := a.Client.CoordinationV1().Leases(systemNamespace).Get(ctx, formats.LeaseName, metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == a.Identity, nil
 	})
 	if err != nil {

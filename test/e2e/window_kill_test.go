@@ -15,7 +15,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 	"github.com/quotaplane/quotaplane/test/timed"
 )
@@ -62,11 +62,11 @@ func TestGrantExpirySurvivesKill(t *testing.T) {
 	}
 
 	// Kill at the first sign of the expiry: its ledger record, or the grant's status.
-	ledgerKey := client.ObjectKey{Namespace: engine.DefaultOptions().SystemNamespace, Name: record.LedgerName}
+	ledgerKey := client.ObjectKey{Namespace: engine.DefaultOptions().SystemNamespace, Name: formats.LedgerName}
 	var seen string
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 40*time.Second, true, func(ctx context.Context) (bool, error) {
 		cm := &corev1.ConfigMap{}
-		if k.c.Get(ctx, ledgerKey, cm) == nil && strings.Contains(cm.Data[record.LedgerWindowsKey], string(trial.UID)) {
+		if k.c.Get(ctx, ledgerKey, cm) == nil && strings.Contains(cm.Data[formats.LedgerWindowsKey], string(trial.UID)) {
 			seen = "in the ledger"
 			return true, nil
 		}

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/test/etcdcluster"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -508,7 +508,7 @@ func firstGrant(t *testing.T, c *cluster, ns string, start func()) {
 	cli := c.etcdClient()
 	wctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	w := cli.Watch(clientv3.WithRequireLeader(wctx), record.AdmissionGrantsPrefix("/registry")+ns+"/", clientv3.WithPrefix())
+	w := cli.Watch(clientv3.WithRequireLeader(wctx), formats.AdmissionGrantsPrefix("/registry")+ns+"/", clientv3.WithPrefix())
 	start()
 	for resp := range w {
 		for _, ev := range resp.Events {
@@ -524,13 +524,13 @@ func firstGrant(t *testing.T, c *cluster, ns string, start func()) {
 // journal holds (decided, their claims not written yet), by object UID.
 func journalGrants(t *testing.T, c *cluster, ns string) map[string]bool {
 	t.Helper()
-	resp, err := c.etcdClient().Get(t.Context(), record.AdmissionGrantsPrefix("/registry")+ns+"/", clientv3.WithPrefix())
+	resp, err := c.etcdClient().Get(t.Context(), formats.AdmissionGrantsPrefix("/registry")+ns+"/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatalf("reading the journal: %v", err)
 	}
 	out := map[string]bool{}
 	for _, kv := range resp.Kvs {
-		var p record.PendingClaim
+		var p formats.PendingClaim
 		if err := json.Unmarshal(kv.Value, &p); err != nil {
 			t.Fatalf("journal entry %s: %v", kv.Key, err)
 		}

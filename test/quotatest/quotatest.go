@@ -26,7 +26,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	resourcemanagerv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
+	"github.com/quotaplane/quotaplane/internal/admission/delegation"
 	"github.com/quotaplane/quotaplane/internal/engine"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -185,7 +185,7 @@ func NewFixture(t testing.TB, c client.Client) *Fixture {
 	for _, ns := range []string{f.NS, f.BucketNS} {
 		var labels map[string]string
 		if ns == f.NS {
-			labels = map[string]string{hierarchy.PlatformNamespaceLabel: "true"}
+			labels = map[string]string{delegation.PlatformNamespaceLabel: "true"}
 		}
 		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}); err != nil {
 			t.Fatal(err)

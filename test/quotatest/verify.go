@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/verify"
 )
@@ -18,7 +18,7 @@ func VerifyClean(t testing.TB, s *testserver.Server) {
 	o := *verify.NewOptions()
 	o.Kubeconfig = s.Kubeconfig
 	o.RecheckAfter = time.Second
-	loc, err := record.ReadEtcdFile(s.DataDir)
+	loc, err := formats.ReadEtcdFile(s.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
 	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // PluginName is the admission plugin's name.
@@ -48,7 +48,7 @@ type plugin struct {
 	planeClients plugininit.PlaneClients
 
 	servedOnce sync.Once
-	served     *served.Resolver
+	served     *kinds.Resolver
 }
 
 // SetPlaneClients implements plugininit.WantsPlaneClients.

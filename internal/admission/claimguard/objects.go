@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // holderOf looks up where the object of claim c (made for an object) is
@@ -78,7 +78,7 @@ func (p *plugin) objectLive(ctx context.Context, cl dynamic.Interface, c *quotav
 	if !ok || ref == nil {
 		return false, nil
 	}
-	p.servedOnce.Do(func() { p.served = served.New(p.Client()) })
+	p.servedOnce.Do(func() { p.served = kinds.New(p.Client()) })
 	var o *unstructured.Unstructured
 	err := p.served.Read(ctx, gvr, func(at schema.GroupVersionResource) error {
 		var err error
@@ -86,7 +86,7 @@ func (p *plugin) objectLive(ctx context.Context, cl dynamic.Interface, c *quotav
 		return err
 	})
 	switch {
-	case errors.Is(err, served.ErrNotServed):
+	case errors.Is(err, kinds.ErrNotServed):
 		return true, nil
 	case planes.ObjectNotFound(err, ref.Name):
 		return false, nil

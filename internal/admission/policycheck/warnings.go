@@ -8,9 +8,9 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/triggerschema"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // warn tells the client, as warnings (kubectl prints them), what checking a
@@ -28,7 +28,7 @@ func (p *plugin) warn(ctx context.Context, tr quotav1alpha1.TriggerResource, com
 		return
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: tr.Kind}
-	ok, hint, err := served.Kind(p.kube.Discovery(), gk)
+	ok, hint, err := kinds.Kind(p.kube.Discovery(), gk)
 	if err != nil {
 		return
 	}

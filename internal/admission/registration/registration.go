@@ -20,8 +20,8 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/quota"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // PluginName is the admission plugin's name.
@@ -161,11 +161,11 @@ func (p *plugin) warnUnservedKinds(ctx context.Context, obj *unstructured.Unstru
 			return
 		}
 		gk := schema.GroupKind{Group: group, Kind: kind}
-		ok, hint, err := served.Kind(p.kube.Discovery(), gk)
+		ok, hint, err := kinds.Kind(p.kube.Discovery(), gk)
 		if err != nil || ok {
 			return
 		}
-		warning.AddWarning(ctx, "", fmt.Sprintf("%s: %s is not served by this API server (%s); %s", path, served.KindString(gk), hint, what))
+		warning.AddWarning(ctx, "", fmt.Sprintf("%s: %s is not served by this API server (%s); %s", path, kinds.KindString(gk), hint, what))
 	}
 	if ct, found, _ := unstructured.NestedMap(obj.Object, "spec", "consumerType"); found {
 		check(field.NewPath("spec", "consumerType"), ct,

@@ -7,7 +7,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -25,7 +25,7 @@ func (t *Term) DecideBudget(ctx context.Context, g *quotav1alpha1.ResourceGrant,
 		return res, nil
 	}
 	acc.HoldBudget(qg)
-	hold := record.NewBudgetHold(qg)
+	hold := formats.NewBudgetHold(qg)
 	t.Cache.AddBudgetHoldLocked(hold)
 	t.Cache.Unlock()
 	t.BudgetMu.Lock()

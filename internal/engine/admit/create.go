@@ -13,7 +13,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
@@ -117,7 +117,7 @@ func (t *Term) Admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 		}
 		t.Cache.Unlock()
 		if again == attemptGranted {
-			klog.FromContext(ctx).Info("A create asked again (a retry across a timeout or a change of leader) is answered with its earlier grant", "claim", record.Key(claims[0].Namespace, claims[0].Name))
+			klog.FromContext(ctx).Info("A create asked again (a retry across a timeout or a change of leader) is answered with its earlier grant", "claim", formats.Key(claims[0].Namespace, claims[0].Name))
 			// The same object UID is the same API request: its end
 			// settles these grants (a grant read from the journal has no
 			// request here otherwise, and waits for the hold period).
@@ -145,11 +145,11 @@ func (t *Term) Admit(ctx context.Context, claims []*quotav1alpha1.ResourceClaim)
 
 // decideCreateLocked decides claims together and, when all are granted,
 // holds them as pending entries. The cache's lock is held.
-func (t *Term) decideCreateLocked(claims []*quotav1alpha1.ResourceClaim, now metav1.Time) ([]*record.PendingClaim, route.AdmitResult, error) {
+func (t *Term) decideCreateLocked(claims []*quotav1alpha1.ResourceClaim, now metav1.Time) ([]*formats.PendingClaim, route.AdmitResult, error) {
 	acc := t.Cache.AccountsLocked()
 	res := route.AdmitResult{}
 	var ids []string
-	var entries []*record.PendingClaim
+	var entries []*formats.PendingClaim
 	undo := func() {
 		for _, id := range ids {
 			acc.RemoveClaim(id)
@@ -157,7 +157,7 @@ func (t *Term) decideCreateLocked(claims []*quotav1alpha1.ResourceClaim, now met
 	}
 	seen := map[string]string{}
 	for _, c := range claims {
-		p := record.NewPendingClaim(c, now)
+		p := formats.NewPendingClaim(c, now)
 		k := p.Key()
 		var taken *route.NameTakenError
 		switch {
@@ -177,7 +177,7 @@ func (t *Term) decideCreateLocked(claims []*quotav1alpha1.ResourceClaim, now met
 		}
 		seen[k] = p.Policy
 		qc := convert.Claim(c)
-		qc.UID, qc.Created = record.ProvisionalID(k), now.Time
+		qc.UID, qc.Created = formats.ProvisionalID(k), now.Time
 		acc.AddClaim(qc)
 		ids = append(ids, qc.UID)
 		entries = append(entries, p)
@@ -204,7 +204,7 @@ func (t *Term) decideCreateLocked(claims []*quotav1alpha1.ResourceClaim, now met
 // written as a claim or released. A name found taken by the journal's own
 // check (by takenBy) refuses the request, and gives back what its other
 // claims got.
-func (t *Term) record(ctx context.Context, entries []*record.PendingClaim, takenBy string) error {
+func (t *Term) record(ctx context.Context, entries []*formats.PendingClaim, takenBy string) error {
 	written := t.Committer.Write(ctx, &fence.Ops{Grants: entries})
 	if written.Err == nil {
 		for _, p := range entries {
@@ -237,7 +237,7 @@ func (t *Term) record(ctx context.Context, entries []*record.PendingClaim, taken
 // giveBack forgets the grants of a request refused after they were decided.
 // The journal refused the keys in taken (they belong to someone else); the
 // others this request wrote, and deletes again.
-func (t *Term) giveBack(ctx context.Context, entries []*record.PendingClaim, taken map[string]error) {
+func (t *Term) giveBack(ctx context.Context, entries []*formats.PendingClaim, taken map[string]error) {
 	var releases []string
 	t.Cache.Lock()
 	acc := t.Cache.AccountsLocked()
@@ -249,7 +249,7 @@ func (t *Term) giveBack(ctx context.Context, entries []*record.PendingClaim, tak
 		case p.Update:
 			acc.RemoveClaim(p.GrowthID())
 		default:
-			acc.RemoveClaim(record.ProvisionalID(k))
+			acc.RemoveClaim(formats.ProvisionalID(k))
 		}
 		if _, ok := taken[k]; !ok {
 			releases = append(releases, k)

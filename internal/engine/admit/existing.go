@@ -8,7 +8,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -66,11 +66,11 @@ func (t *Term) ChargeExisting(ctx context.Context, policy string, claims []*quot
 
 // chargeExistingLocked holds the claims of objects that hold none of policy
 // as pending entries, the cache's lock held.
-func (t *Term) chargeExistingLocked(policy string, claims []*quotav1alpha1.ResourceClaim, now metav1.Time) (ExistingResult, []*record.PendingClaim) {
+func (t *Term) chargeExistingLocked(policy string, claims []*quotav1alpha1.ResourceClaim, now metav1.Time) (ExistingResult, []*formats.PendingClaim) {
 	acc := t.Cache.AccountsLocked()
 	res := ExistingResult{Refused: map[string]string{}}
-	var entries []*record.PendingClaim
-	notMine := func(*record.PendingClaim) bool { return false }
+	var entries []*formats.PendingClaim
+	notMine := func(*formats.PendingClaim) bool { return false }
 	for _, c := range claims {
 		uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
 		if len(t.Cache.ClaimsOfObjectLocked(uid, policy)) > 0 {
@@ -81,14 +81,14 @@ func (t *Term) chargeExistingLocked(policy string, claims []*quotav1alpha1.Resou
 			res.Busy = append(res.Busy, uid)
 			continue
 		}
-		p := record.NewPendingClaim(c, now)
+		p := formats.NewPendingClaim(c, now)
 		k := p.Key()
 		if t.Cache.PendingLocked(k) != nil || t.Cache.ClaimStoredLocked(k) {
 			res.Refused[uid] = fmt.Sprintf("the claim name %s is taken by another claim; give the policy's claim template a name unique per object", k)
 			continue
 		}
 		qc := convert.Claim(c)
-		qc.UID, qc.Created = record.ProvisionalID(k), now.Time
+		qc.UID, qc.Created = formats.ProvisionalID(k), now.Time
 		acc.AddClaim(qc)
 		d, fits := acc.DecideTogether([]string{qc.UID})
 		if !fits {
@@ -105,7 +105,7 @@ func (t *Term) chargeExistingLocked(policy string, claims []*quotav1alpha1.Resou
 		// looking it up again. Deleted meanwhile, the claim names an owner
 		// that is gone and goes with it (the garbage collector, or
 		// settle.ObjectWatch for a claim in another namespace).
-		p.Outcome, p.Ended = record.OutcomeStored, now.Time
+		p.Outcome, p.Ended = formats.OutcomeStored, now.Time
 		t.Cache.AddPendingLocked(p)
 		entries = append(entries, p)
 		res.Charged = append(res.Charged, k)

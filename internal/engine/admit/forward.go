@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
@@ -30,17 +30,17 @@ const (
 // once, by the first decision, and answered with it; never decided again,
 // nor refused as a name collision. A grant of the same attempt whose write
 // is still in flight is attemptInFlight. The cache's lock is held.
-func (t *Term) grantedBeforeLocked(claims []*quotav1alpha1.ResourceClaim) (route.AdmitResult, []*record.PendingClaim, attempt) {
+func (t *Term) grantedBeforeLocked(claims []*quotav1alpha1.ResourceClaim) (route.AdmitResult, []*formats.PendingClaim, attempt) {
 	if len(claims) == 0 {
 		return route.AdmitResult{}, nil, attemptNew
 	}
-	var entries []*record.PendingClaim
+	var entries []*formats.PendingClaim
 	acc := t.Cache.AccountsLocked()
 	res := route.AdmitResult{Granted: true}
 	inFlight := false
 	for _, c := range claims {
 		uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
-		k := record.Key(c.Namespace, c.Name)
+		k := formats.Key(c.Namespace, c.Name)
 		p := t.Cache.PendingLocked(k)
 		if uid == "" || p == nil || p.Update || p.ObjectUID != uid ||
 			p.Policy != c.Annotations[quotav1alpha1.AnnotationPolicy] || !equality.Semantic.DeepEqual(p.Spec, c.Spec) {
@@ -51,7 +51,7 @@ func (t *Term) grantedBeforeLocked(claims []*quotav1alpha1.ResourceClaim) (route
 			inFlight = true
 			continue
 		}
-		id := record.ProvisionalID(k)
+		id := formats.ProvisionalID(k)
 		qc, ok := acc.Claim(id)
 		d, decided := acc.Decision(id)
 		if !ok || !decided {

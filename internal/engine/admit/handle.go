@@ -6,7 +6,7 @@ import (
 
 	"github.com/quotaplane/quotaplane/internal/engine/cache"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
@@ -21,7 +21,7 @@ type Term struct {
 	// ended); SettleLater after the recheck period (it has not yet).
 	Settle, SettleLater func(key string)
 	// BudgetEnded settles the budget holds of a request that ended.
-	BudgetEnded func(holds []quota.Grant, out record.Outcome)
+	BudgetEnded func(holds []quota.Grant, out formats.Outcome)
 	// BudgetMu serializes the journal writes of budget holds with their
 	// settling, so that a settled hold's key is never deleted after a newer
 	// hold of the same grant wrote it. Taken before the cache's lock.
@@ -48,15 +48,15 @@ func (t *Term) Refused(r route.Refusal) {
 // Ended settles what a request was granted here, given its HTTP status
 // (0 when it ended without one: a panic): a stored object's claims are
 // written at once, a refused one's grants released.
-func (t *Term) Ended(entries []*record.PendingClaim, budgets []quota.Grant, status int) {
-	out := record.OutcomeUnclear
+func (t *Term) Ended(entries []*formats.PendingClaim, budgets []quota.Grant, status int) {
+	out := formats.OutcomeUnclear
 	switch {
 	case status >= 200 && status < 300:
-		out = record.OutcomeStored
+		out = formats.OutcomeStored
 	case status >= 400 && status < 500:
 		// Admission, validation and the storage's name check all answer
 		// before anything is written.
-		out = record.OutcomeRefused
+		out = formats.OutcomeRefused
 	}
 	if len(budgets) > 0 {
 		t.BudgetEnded(budgets, out)
@@ -69,7 +69,7 @@ func (t *Term) Ended(entries []*record.PendingClaim, budgets []quota.Grant, stat
 // The engine's own objects in the system namespace, which admission guards.
 const (
 	// LedgerName is the ConfigMap that fences the engine's decisions.
-	LedgerName = record.LedgerName
+	LedgerName = formats.LedgerName
 	// SealSecretName is the Secret holding the key Granted decisions are
 	// sealed with.
 	SealSecretName = fence.SealSecretName

@@ -7,7 +7,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
@@ -70,7 +70,7 @@ func (r *reviewer) create(step int, claims []*quotav1alpha1.ResourceClaim) route
 	seen := map[string]string{}
 	qcs := make([]quota.Claim, 0, len(claims))
 	for _, c := range claims {
-		k := record.Key(c.Namespace, c.Name)
+		k := formats.Key(c.Namespace, c.Name)
 		policy := c.Annotations[quotav1alpha1.AnnotationPolicy]
 		by := r.taken(k)
 		if seen[k] != "" {

@@ -28,7 +28,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/cache"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 )
@@ -349,7 +349,7 @@ func (w scaleWorld) creates(mine func(int) bool) ([][]*quotav1alpha1.ResourceCla
 // decideScale is admission's work under the lock for one create
 // (Term.admit without the journal write): the lock with room, the names
 // checked, the claims decided together and held as pending.
-func (t *Term) decideScale(ctx context.Context, create []*quotav1alpha1.ResourceClaim) ([]*record.PendingClaim, bool) {
+func (t *Term) decideScale(ctx context.Context, create []*quotav1alpha1.ResourceClaim) ([]*formats.PendingClaim, bool) {
 	if err := t.lockWithRoom(ctx); err != nil {
 		panic(err)
 	}
@@ -363,7 +363,7 @@ func (t *Term) decideScale(ctx context.Context, create []*quotav1alpha1.Resource
 
 // releaseScale gives back what pending entries hold, as the settler does for a
 // create that was never stored.
-func (t *Term) releaseScale(entries []*record.PendingClaim) {
+func (t *Term) releaseScale(entries []*formats.PendingClaim) {
 	t.Cache.Lock()
 	for _, p := range entries {
 		t.Cache.ForgetPendingLocked(p)
@@ -407,7 +407,7 @@ func BenchmarkScaleDecide(b *testing.B) {
 		b.Run(fmt.Sprintf("orgs=%d", orgs), func(b *testing.B) {
 			ctx := context.Background()
 			t := st.term
-			held := make([]*record.PendingClaim, 0, scaleBatch)
+			held := make([]*formats.PendingClaim, 0, scaleBatch)
 			granted, want := 0, 0
 			var release time.Duration
 			var cpu timedCPU
@@ -471,7 +471,7 @@ func BenchmarkScaleChange(b *testing.B) {
 		ctx := context.Background()
 		t := st.term
 		next := 0 // the next create
-		decideBatch := func(held []*record.PendingClaim) []*record.PendingClaim {
+		decideBatch := func(held []*formats.PendingClaim) []*formats.PendingClaim {
 			for len(held) < scaleBatch {
 				entries, _ := t.decideScale(ctx, st.creates[next])
 				held = append(held, entries...)
@@ -495,7 +495,7 @@ func BenchmarkScaleChange(b *testing.B) {
 			cpu.report(b)
 		})
 		b.Run(fmt.Sprintf("orgs=%d/release+round", orgs), func(b *testing.B) {
-			var held []*record.PendingClaim
+			var held []*formats.PendingClaim
 			var cpu timedCPU
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -510,7 +510,7 @@ func BenchmarkScaleChange(b *testing.B) {
 				}
 				p := held[len(held)-1]
 				held = held[:len(held)-1]
-				t.releaseScale([]*record.PendingClaim{p})
+				t.releaseScale([]*formats.PendingClaim{p})
 				t.Cache.Decide(false)
 			}
 			cpu.stop(b)
@@ -520,7 +520,7 @@ func BenchmarkScaleChange(b *testing.B) {
 		})
 		projects := 0
 		b.Run(fmt.Sprintf("orgs=%d/project+decision", orgs), func(b *testing.B) {
-			var held []*record.PendingClaim
+			var held []*formats.PendingClaim
 			var cpu timedCPU
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -744,7 +744,7 @@ func runShards(b *testing.B, terms []*Term, creates [][][]*quotav1alpha1.Resourc
 			n++
 		}
 		wg.Go(func() {
-			held := make([][]*record.PendingClaim, len(terms))
+			held := make([][]*formats.PendingClaim, len(terms))
 			for i := range n {
 				op := work[g][i%len(work[g])]
 				if entries, ok := terms[op.shard].decideScale(ctx, creates[op.shard][op.create]); ok {

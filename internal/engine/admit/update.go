@@ -15,7 +15,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/cache"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -35,7 +35,7 @@ import (
 // lockObject takes the cache's lock once no other change of the object is
 // pending or being decided, so each is decided against what the object
 // really holds. It returns this request's own earlier entries.
-func (t *Term) lockObject(ctx context.Context, objectUID string) ([]*record.PendingClaim, error) {
+func (t *Term) lockObject(ctx context.Context, objectUID string) ([]*formats.PendingClaim, error) {
 	rec := route.RecordOf(ctx)
 	for {
 		if err := t.lockCurrent(ctx); err != nil {
@@ -95,12 +95,12 @@ func (t *Term) AdmitUpdate(ctx context.Context, obj route.ObjectRef, changes []r
 // decideChangesLocked decides the growth of every change together and, unless
 // dryRun, holds it and records each change as a pending entry. The cache's
 // lock is held.
-func (t *Term) decideChangesLocked(obj route.ObjectRef, changes []route.PolicyChange, dryRun bool) (route.UpdateResult, []*record.PendingClaim, error) {
+func (t *Term) decideChangesLocked(obj route.ObjectRef, changes []route.PolicyChange, dryRun bool) (route.UpdateResult, []*formats.PendingClaim, error) {
 	acc := t.Cache.AccountsLocked()
 	res := route.UpdateResult{Granted: true}
 	now := metav1.Now()
 	var ids []string
-	var planned []*record.PendingClaim
+	var planned []*formats.PendingClaim
 	undo := func() {
 		for _, id := range ids {
 			acc.RemoveClaim(id)
@@ -127,7 +127,7 @@ func (t *Term) decideChangesLocked(obj route.ObjectRef, changes []route.PolicyCh
 			continue
 		}
 		check := ch.Check
-		p := &record.PendingClaim{Policy: ch.Policy, Resource: obj.Resource, ObjectUID: obj.UID, Created: now, Update: true, Check: &check,
+		p := &formats.PendingClaim{Policy: ch.Policy, Resource: obj.Resource, ObjectUID: obj.UID, Created: now, Update: true, Check: &check,
 			ClaimUID: string(uuid.NewUUID())}
 		for _, o := range olds {
 			p.Replaces = append(p.Replaces, o.Ref)
@@ -143,12 +143,12 @@ func (t *Term) decideChangesLocked(obj route.ObjectRef, changes []route.PolicyCh
 			p.Namespace, p.Name, p.Spec = c.Namespace, t.replacementNameLocked(c, obj, ch.Policy, olds), c.Spec
 			if p.Name == "" {
 				undo()
-				return route.UpdateResult{}, nil, &route.NameTakenError{Claim: record.Key(c.Namespace, c.Name), Policy: ch.Policy, By: "other claims (and the name derived from the object)"}
+				return route.UpdateResult{}, nil, &route.NameTakenError{Claim: formats.Key(c.Namespace, c.Name), Policy: ch.Policy, By: "other claims (and the name derived from the object)"}
 			}
 			if len(c.Labels) > 0 {
 				p.Labels = c.Labels
 			}
-			p.Extra = record.ExtraAnnotations(c.Annotations)
+			p.Extra = formats.ExtraAnnotations(c.Annotations)
 			p.Growth = growthRequests(c, oldQ)
 		}
 		if len(p.Growth) > 0 {
@@ -203,7 +203,7 @@ func growthRequests(c *quotav1alpha1.ResourceClaim, old []quota.Claim) []quotav1
 // even that is taken.
 func (t *Term) replacementNameLocked(c *quotav1alpha1.ResourceClaim, obj route.ObjectRef, policy string, olds []cache.HeldClaim) string {
 	taken := func(name string) bool {
-		k := record.Key(c.Namespace, name)
+		k := formats.Key(c.Namespace, name)
 		return t.Cache.PendingLocked(k) != nil || t.Cache.ClaimStoredLocked(k) || slices.ContainsFunc(olds, func(o cache.HeldClaim) bool { return o.Ref.Key() == k })
 	}
 	if !taken(c.Name) {

@@ -6,7 +6,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 )
@@ -33,7 +33,7 @@ type Cache struct {
 	// pending are grants made at admission whose claims are not created
 	// yet, by claim namespace/name; each is held in the accounts under a
 	// provisional ID until its claim exists.
-	pending map[string]*record.PendingClaim
+	pending map[string]*formats.PendingClaim
 	// pendingByObject are the keys of pending, by object UID.
 	pendingByObject map[string]map[string]struct{}
 	// updating marks an object whose update is being decided, with a token
@@ -49,7 +49,7 @@ type Cache struct {
 	replacing map[string]bool
 	// budgetHolds are the budget holds kept in the journal, by grant
 	// namespace/name.
-	budgetHolds map[string]*record.BudgetHold
+	budgetHolds map[string]*formats.BudgetHold
 
 	// windows are the windowed grants' phases, by grant UID;
 	// windowRecords the phases the ledger holds (or will at its next
@@ -57,7 +57,7 @@ type Cache struct {
 	// and ApplyWindows has not applied; windowCheck when WindowsDue must
 	// look again (zero: at once).
 	windows       map[string]*windowState
-	windowRecords map[string]record.WindowRecord
+	windowRecords map[string]formats.WindowRecord
 	windowsDue    map[string]quota.Phase
 	windowCheck   time.Time
 
@@ -81,15 +81,15 @@ func New(inflight map[string]string, trusted func(*quotav1alpha1.ResourceClaim) 
 		inflight:        inflight,
 		projected:       map[string]struct{}{},
 		firstSeen:       map[string]time.Time{},
-		pending:         map[string]*record.PendingClaim{},
+		pending:         map[string]*formats.PendingClaim{},
 		pendingByObject: map[string]map[string]struct{}{},
 		updating:        map[string]uint64{},
 		objectClaims:    map[string]map[string]string{},
 		claimObject:     map[string]string{},
 		replacing:       map[string]bool{},
-		budgetHolds:     map[string]*record.BudgetHold{},
+		budgetHolds:     map[string]*formats.BudgetHold{},
 		windows:         map[string]*windowState{},
-		windowRecords:   map[string]record.WindowRecord{},
+		windowRecords:   map[string]formats.WindowRecord{},
 		windowsDue:      map[string]quota.Phase{},
 		trusted:         trusted,
 		claimStored:     func(string) bool { return false },
@@ -186,7 +186,7 @@ func (c *Cache) RegistrationDeleted(name string) {
 // the grant may have settled.
 func (c *Cache) GrantChanged(g *quotav1alpha1.ResourceGrant) (holds bool) {
 	c.mu.Lock()
-	c.grantKeys[string(g.UID)] = record.Key(g.Namespace, g.Name)
+	c.grantKeys[string(g.UID)] = formats.Key(g.Namespace, g.Name)
 	qg := convert.Grant(g)
 	qg.Phase = c.phaseOfLocked(g, qg.Window)
 	c.acc.UpsertGrant(qg)
@@ -229,7 +229,7 @@ func (c *Cache) ClaimAdded(cl *quotav1alpha1.ResourceClaim) (write bool) {
 	if c.adoptLocked(cl) || c.acc.Knows(uid) {
 		return true // write its decision now that the cache has it
 	}
-	c.claimKeys[uid] = record.Key(cl.Namespace, cl.Name)
+	c.claimKeys[uid] = formats.Key(cl.Namespace, cl.Name)
 	c.indexClaimLocked(cl)
 	_, recorded := c.inflight[uid]
 	// A Granted status counts only when an engine sealed it; any other is

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 )
@@ -120,7 +120,7 @@ func TestAdoptionReplacesTheProvisionalGrant(t *testing.T) {
 	c := world(t, 10, nil, true)
 	stored := claim("a", 3, true)
 	stored.Annotations = map[string]string{quotav1alpha1.AnnotationResourceUID: "obj-1", quotav1alpha1.AnnotationPolicy: "p"}
-	p := record.NewPendingClaim(stored, metav1.Now())
+	p := formats.NewPendingClaim(stored, metav1.Now())
 	c.HoldPending(p)
 	if got := allocated(c); got != 3 {
 		t.Fatalf("a pending grant holds %d; want 3", got)
@@ -157,8 +157,8 @@ func TestAReplacedClaimCountsUntilTheUpdateSettles(t *testing.T) {
 	if len(held) != 1 || held[0].Ref.UID != "uid-a" {
 		t.Fatalf("claims of the object: %+v", held)
 	}
-	p := &record.PendingClaim{Namespace: "ns", Name: "a2", ObjectUID: "obj-1", Policy: "p", Update: true, ClaimUID: "uid-a2",
-		Replaces: []record.ReplacedClaim{held[0].Ref}, Spec: claim("a2", 5, false).Spec,
+	p := &formats.PendingClaim{Namespace: "ns", Name: "a2", ObjectUID: "obj-1", Policy: "p", Update: true, ClaimUID: "uid-a2",
+		Replaces: []formats.ReplacedClaim{held[0].Ref}, Spec: claim("a2", 5, false).Spec,
 		Growth: []quotav1alpha1.ResourceRequest{{ResourceType: "x.io/widgets", Amount: 2}}}
 	c.HoldPending(p)
 	if got := allocated(c); got != 5 {
@@ -180,16 +180,16 @@ func TestAReplacedClaimCountsUntilTheUpdateSettles(t *testing.T) {
 // TestMarkEnded: only entries still pending as the request's own are marked.
 func TestMarkEnded(t *testing.T) {
 	c := world(t, 10, nil, true)
-	mine := record.NewPendingClaim(claim("a", 1, false), metav1.Now())
+	mine := formats.NewPendingClaim(claim("a", 1, false), metav1.Now())
 	c.HoldPending(mine)
-	other := record.NewPendingClaim(claim("b", 1, false), metav1.Now())
-	settled := record.NewPendingClaim(claim("b", 1, false), metav1.Now()) // same key, an earlier request's
+	other := formats.NewPendingClaim(claim("b", 1, false), metav1.Now())
+	settled := formats.NewPendingClaim(claim("b", 1, false), metav1.Now()) // same key, an earlier request's
 	c.HoldPending(other)
-	keys := c.MarkEnded([]*record.PendingClaim{mine, settled}, record.OutcomeStored, time.Now())
+	keys := c.MarkEnded([]*formats.PendingClaim{mine, settled}, formats.OutcomeStored, time.Now())
 	if diff := cmp.Diff([]string{"ns/a"}, keys); diff != "" {
 		t.Errorf("marked (-want +got):\n%s", diff)
 	}
-	if _, out, _, _ := c.Pending("ns/b"); out != record.OutcomeUnknown {
+	if _, out, _, _ := c.Pending("ns/b"); out != formats.OutcomeUnknown {
 		t.Errorf("another request's entry was marked %v", out)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 )
@@ -70,7 +70,7 @@ func (c *Cache) Decide(flush bool) Decisions {
 
 // InflightRecord is what the next ledger record holds: the grants decided
 // and not yet written to their claims.
-func (c *Cache) InflightRecord() record.LedgerState {
+func (c *Cache) InflightRecord() formats.LedgerState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for uid := range c.projected {
@@ -78,7 +78,7 @@ func (c *Cache) InflightRecord() record.LedgerState {
 	}
 	clear(c.projected)
 	c.ledgerStale = false
-	return record.LedgerState{Inflight: maps.Clone(c.inflight), Windows: c.windowRecordsLocked()}
+	return formats.LedgerState{Inflight: maps.Clone(c.inflight), Windows: c.windowRecordsLocked()}
 }
 
 // BucketIDs lists every bucket the accounts have.
@@ -104,7 +104,7 @@ func (c *Cache) BucketNumbers(consumer quota.ConsumerID, resourceTypes []string)
 
 // RestoreBudgetHold restores a hold recorded by this or an earlier leader,
 // before any grant is seen.
-func (c *Cache) RestoreBudgetHold(r *record.BudgetHold) {
+func (c *Cache) RestoreBudgetHold(r *formats.BudgetHold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.acc.HoldBudget(r.Grant())
@@ -112,10 +112,10 @@ func (c *Cache) RestoreBudgetHold(r *record.BudgetHold) {
 }
 
 // AddBudgetHoldLocked keeps the journal record of a hold just made.
-func (c *Cache) AddBudgetHoldLocked(r *record.BudgetHold) { c.budgetHolds[r.Key()] = r }
+func (c *Cache) AddBudgetHoldLocked(r *formats.BudgetHold) { c.budgetHolds[r.Key()] = r }
 
 // DropBudgetHold undoes a hold whose journal record could not be written.
-func (c *Cache) DropBudgetHold(r *record.BudgetHold, g quota.Grant) {
+func (c *Cache) DropBudgetHold(r *formats.BudgetHold, g quota.Grant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.acc.ReleaseBudgetHold(g)
@@ -136,10 +136,10 @@ func (c *Cache) ReleaseBudgetHolds(gs ...quota.Grant) {
 
 // SettledBudgetHolds forgets, and returns, the journal records of holds the
 // accounts no longer have (settled by the stored grant, or released).
-func (c *Cache) SettledBudgetHolds() []*record.BudgetHold {
+func (c *Cache) SettledBudgetHolds() []*formats.BudgetHold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var done []*record.BudgetHold
+	var done []*formats.BudgetHold
 	for k, r := range c.budgetHolds {
 		if h, ok := c.acc.BudgetHold(k); !ok || h.UID != r.UID || h.Generation != r.Generation {
 			done = append(done, r)

@@ -7,19 +7,19 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // PendingLocked is the pending entry of a claim key, nil when none.
-func (c *Cache) PendingLocked(key string) *record.PendingClaim { return c.pending[key] }
+func (c *Cache) PendingLocked(key string) *formats.PendingClaim { return c.pending[key] }
 
 // PendingCountLocked counts the pending entries.
 func (c *Cache) PendingCountLocked() int { return len(c.pending) }
 
 // Pending is the pending entry of key with its reported outcome, read under
 // the lock (the outcome changes when its request ends).
-func (c *Cache) Pending(key string) (p *record.PendingClaim, out record.Outcome, ended time.Time, ok bool) {
+func (c *Cache) Pending(key string) (p *formats.PendingClaim, out formats.Outcome, ended time.Time, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok = c.pending[key]
@@ -34,7 +34,7 @@ func (c *Cache) ClaimStoredLocked(key string) bool { return c.claimStored(key) }
 
 // HoldPending restores a grant recorded at admission (by this or an earlier
 // leader) under its provisional ID.
-func (c *Cache) HoldPending(p *record.PendingClaim) {
+func (c *Cache) HoldPending(p *formats.PendingClaim) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.Durable = true // read from the journal
@@ -49,7 +49,7 @@ func (c *Cache) HoldPending(p *record.PendingClaim) {
 }
 
 // AddPendingLocked records a pending entry (what it holds is the caller's).
-func (c *Cache) AddPendingLocked(p *record.PendingClaim) {
+func (c *Cache) AddPendingLocked(p *formats.PendingClaim) {
 	k := p.Key()
 	c.pending[k] = p
 	m := c.pendingByObject[p.ObjectUID]
@@ -64,7 +64,7 @@ func (c *Cache) AddPendingLocked(p *record.PendingClaim) {
 }
 
 // DropPendingLocked forgets a pending entry (not what it holds).
-func (c *Cache) DropPendingLocked(p *record.PendingClaim) {
+func (c *Cache) DropPendingLocked(p *formats.PendingClaim) {
 	k := p.Key()
 	if c.pending[k] == p {
 		delete(c.pending, k)
@@ -83,7 +83,7 @@ func (c *Cache) DropPendingLocked(p *record.PendingClaim) {
 // ForgetPendingLocked releases what a pending entry holds and forgets it: its
 // object's change was refused. The claims an update would have replaced stay,
 // unless they were deleted meanwhile.
-func (c *Cache) ForgetPendingLocked(p *record.PendingClaim) {
+func (c *Cache) ForgetPendingLocked(p *formats.PendingClaim) {
 	if p.Update {
 		c.acc.RemoveClaim(p.GrowthID())
 		for _, r := range p.Replaces {
@@ -92,7 +92,7 @@ func (c *Cache) ForgetPendingLocked(p *record.PendingClaim) {
 			}
 		}
 	} else {
-		c.acc.RemoveClaim(record.ProvisionalID(p.Key()))
+		c.acc.RemoveClaim(formats.ProvisionalID(p.Key()))
 	}
 	c.DropPendingLocked(p)
 }
@@ -110,7 +110,7 @@ func (c *Cache) ForgetPending(key string) {
 
 // MarkEnded records how the request that made entries ended, for those
 // still pending as that request's, and returns their keys.
-func (c *Cache) MarkEnded(entries []*record.PendingClaim, out record.Outcome, at time.Time) []string {
+func (c *Cache) MarkEnded(entries []*formats.PendingClaim, out formats.Outcome, at time.Time) []string {
 	var keys []string
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -130,7 +130,7 @@ func (c *Cache) MarkEnded(entries []*record.PendingClaim, out record.Outcome, at
 func (c *Cache) Provisional(key string) (quota.Claim, quota.Decision) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id := record.ProvisionalID(key)
+	id := formats.ProvisionalID(key)
 	qc, _ := c.acc.Claim(id)
 	d, _ := c.acc.Decision(id)
 	return qc, d
@@ -148,7 +148,7 @@ func (c *Cache) Adopt(cl *quotav1alpha1.ResourceClaim) bool {
 // claim, stored granted, replaced the grant in the journal. It reports
 // whether cl was such a claim.
 func (c *Cache) adoptLocked(cl *quotav1alpha1.ResourceClaim) bool {
-	k := record.GrantKeyOf(cl)
+	k := formats.GrantKeyOf(cl)
 	p, ok := c.pending[k]
 	if ok && p.Update {
 		return c.adoptUpdateLocked(p, cl)
@@ -157,26 +157,26 @@ func (c *Cache) adoptLocked(cl *quotav1alpha1.ResourceClaim) bool {
 		return false
 	}
 	uid := string(cl.UID)
-	if !c.acc.Rekey(record.ProvisionalID(k), uid) {
+	if !c.acc.Rekey(formats.ProvisionalID(k), uid) {
 		return false
 	}
 	c.DropPendingLocked(p)
-	c.claimKeys[uid] = record.Key(cl.Namespace, cl.Name)
+	c.claimKeys[uid] = formats.Key(cl.Namespace, cl.Name)
 	c.indexClaimLocked(cl)
 	return true
 }
 
 // AdoptUpdate counts the claim written for update p, found stored under
 // its grant key, if p is still pending.
-func (c *Cache) AdoptUpdate(p *record.PendingClaim, stored *quotav1alpha1.ResourceClaim) bool {
+func (c *Cache) AdoptUpdate(p *formats.PendingClaim, stored *quotav1alpha1.ResourceClaim) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return record.GrantKeyOf(stored) == p.Key() && c.pending[p.Key()] == p && c.adoptUpdateLocked(p, stored)
+	return formats.GrantKeyOf(stored) == p.Key() && c.pending[p.Key()] == p && c.adoptUpdateLocked(p, stored)
 }
 
 // adoptUpdateLocked counts a claim written for an update, seen by the cache
 // (possibly before the writer learned its transaction committed).
-func (c *Cache) adoptUpdateLocked(p *record.PendingClaim, cl *quotav1alpha1.ResourceClaim) bool {
+func (c *Cache) adoptUpdateLocked(p *formats.PendingClaim, cl *quotav1alpha1.ResourceClaim) bool {
 	if string(cl.UID) != p.ClaimUID || !convert.IsGranted(cl) {
 		return false
 	}
@@ -187,7 +187,7 @@ func (c *Cache) adoptUpdateLocked(p *record.PendingClaim, cl *quotav1alpha1.Reso
 // Swap counts the claim that replaced update p's old claims, if p is still
 // pending: the growth and the old claims go, the new claim (nil for a
 // release) is restored as granted, in one step.
-func (c *Cache) Swap(p *record.PendingClaim, cl *quotav1alpha1.ResourceClaim) {
+func (c *Cache) Swap(p *formats.PendingClaim, cl *quotav1alpha1.ResourceClaim) {
 	c.mu.Lock()
 	if c.pending[p.Key()] == p {
 		c.swapLocked(p, cl)
@@ -196,7 +196,7 @@ func (c *Cache) Swap(p *record.PendingClaim, cl *quotav1alpha1.ResourceClaim) {
 	c.Notify()
 }
 
-func (c *Cache) swapLocked(p *record.PendingClaim, cl *quotav1alpha1.ResourceClaim) {
+func (c *Cache) swapLocked(p *formats.PendingClaim, cl *quotav1alpha1.ResourceClaim) {
 	c.acc.RemoveClaim(p.GrowthID())
 	for _, r := range p.Replaces {
 		c.forgetClaimLocked(r.UID)
@@ -204,7 +204,7 @@ func (c *Cache) swapLocked(p *record.PendingClaim, cl *quotav1alpha1.ResourceCla
 	if cl != nil {
 		uid := string(cl.UID)
 		c.acc.RestoreGranted(convert.Claim(cl))
-		c.claimKeys[uid] = record.Key(cl.Namespace, cl.Name)
+		c.claimKeys[uid] = formats.Key(cl.Namespace, cl.Name)
 		c.indexClaimLocked(cl)
 	}
 	c.DropPendingLocked(p)
@@ -212,7 +212,7 @@ func (c *Cache) swapLocked(p *record.PendingClaim, cl *quotav1alpha1.ResourceCla
 
 // HeldClaim is a granted claim of an object.
 type HeldClaim struct {
-	Ref   record.ReplacedClaim
+	Ref   formats.ReplacedClaim
 	Claim quota.Claim
 }
 
@@ -229,7 +229,7 @@ func (c *Cache) ClaimsOfObjectLocked(objectUID, policy string) []HeldClaim {
 			continue
 		}
 		cl, _ := c.acc.Claim(uid)
-		out = append(out, HeldClaim{Ref: record.ReplacedClaim{Namespace: cl.Namespace, Name: cl.Name, UID: uid}, Claim: cl})
+		out = append(out, HeldClaim{Ref: formats.ReplacedClaim{Namespace: cl.Namespace, Name: cl.Name, UID: uid}, Claim: cl})
 	}
 	slices.SortFunc(out, func(a, b HeldClaim) int { return strings.Compare(a.Ref.Key(), b.Ref.Key()) })
 	return out
@@ -238,13 +238,13 @@ func (c *Cache) ClaimsOfObjectLocked(objectUID, policy string) []HeldClaim {
 // PendingOfObjectLocked returns the pending entries of an object for which
 // mine is true (made by the caller's request and not yet ended), and
 // whether any other exists.
-func (c *Cache) PendingOfObjectLocked(objectUID string, mine func(*record.PendingClaim) bool) (own []*record.PendingClaim, others bool) {
+func (c *Cache) PendingOfObjectLocked(objectUID string, mine func(*formats.PendingClaim) bool) (own []*formats.PendingClaim, others bool) {
 	for k := range c.pendingByObject[objectUID] {
 		p := c.pending[k]
 		if p == nil {
 			continue
 		}
-		if p.Update && p.Outcome == record.OutcomeUnknown && mine(p) {
+		if p.Update && p.Outcome == formats.OutcomeUnknown && mine(p) {
 			own = append(own, p)
 		} else {
 			others = true

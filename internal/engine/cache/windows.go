@@ -6,7 +6,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -23,7 +23,7 @@ func (s *windowState) honoured() quota.Phase { return s.window.Honoured(s.record
 // RestoreWindows holds the grant window phases earlier leaders recorded in
 // the ledger: they are honoured, whatever this leader's clock says, from
 // the moment their grants are seen. Call it before any grant is seen.
-func (c *Cache) RestoreWindows(records map[string]record.WindowRecord) {
+func (c *Cache) RestoreWindows(records map[string]formats.WindowRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for uid, r := range records {
@@ -115,7 +115,7 @@ func (c *Cache) WindowsDue(now time.Time) bool {
 	for uid, st := range c.windows {
 		h := st.honoured()
 		if p, ok := st.window.Due(h, now); ok {
-			c.windowRecords[uid] = record.WindowRecord{Phase: p.String(), From: st.window.From, Until: st.window.Until}
+			c.windowRecords[uid] = formats.WindowRecord{Phase: p.String(), From: st.window.From, Until: st.window.Until}
 			c.windowsDue[uid] = p
 			due = true
 			h = p
@@ -153,7 +153,7 @@ func (c *Cache) ApplyWindows() {
 }
 
 // windowRecordsLocked are the window records the next ledger record holds.
-func (c *Cache) windowRecordsLocked() map[string]record.WindowRecord {
+func (c *Cache) windowRecordsLocked() map[string]formats.WindowRecord {
 	if len(c.windowRecords) == 0 {
 		return nil
 	}

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
 )
@@ -92,7 +92,7 @@ func TestALaterLeaderHonoursTheRecord(t *testing.T) {
 	behind := now.Add(-time.Hour)
 	for name, setUp := range map[string]func(c *Cache) *quotav1alpha1.ResourceGrant{
 		"in the ledger": func(c *Cache) *quotav1alpha1.ResourceGrant {
-			c.RestoreWindows(map[string]record.WindowRecord{"w": {Phase: "Expired", From: from.Time, Until: until.Time}})
+			c.RestoreWindows(map[string]formats.WindowRecord{"w": {Phase: "Expired", From: from.Time, Until: until.Time}})
 			return windowed(&from, &until, quotav1alpha1.GrantWindowActive)
 		},
 		"on the grant": func(*Cache) *quotav1alpha1.ResourceGrant {
@@ -117,7 +117,7 @@ func TestALaterLeaderHonoursTheRecord(t *testing.T) {
 	// A record for another window (the grant's expiry was moved later)
 	// does not apply: the new window is judged on its own.
 	c := world(t, 2, nil, true)
-	c.RestoreWindows(map[string]record.WindowRecord{"w": {Phase: "Expired", From: from.Time, Until: until.Time}})
+	c.RestoreWindows(map[string]formats.WindowRecord{"w": {Phase: "Expired", From: from.Time, Until: until.Time}})
 	later := metav1.NewTime(now.Add(time.Hour))
 	c.GrantChanged(windowed(&from, &later, ""))
 	if !c.WindowsDue(now) {

@@ -21,12 +21,12 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // batchSize is how many claims one ChargeExisting call decides under the
@@ -212,7 +212,7 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		return 0, nil
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: e.Trigger.Resource.Kind}
-	gvr, err := served.ResourceFor(ctx, c.Mapper, c.Dynamic, gk, "")
+	gvr, err := kinds.ResourceFor(ctx, c.Mapper, c.Dynamic, gk, "")
 	if err != nil {
 		return 0, err
 	}

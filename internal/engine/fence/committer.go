@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 )
 
 // ErrNotLeader means this replica's engine is not deciding now (another
@@ -42,7 +42,7 @@ type Committer struct {
 	ledger  *Ledger
 	journal *Journal // nil without direct storage
 	// inflight snapshots the grants to record, under the cache's lock.
-	inflight func() record.LedgerState
+	inflight func() formats.LedgerState
 	requests chan request
 	// done is closed when Run exits: requests still waiting are answered
 	// ErrNotLeader at once.
@@ -51,7 +51,7 @@ type Committer struct {
 
 // NewCommitter commits to l and j (j nil: ledger records only); inflight
 // returns the grants a ledger record holds.
-func NewCommitter(l *Ledger, j *Journal, inflight func() record.LedgerState) *Committer {
+func NewCommitter(l *Ledger, j *Journal, inflight func() formats.LedgerState) *Committer {
 	return &Committer{ledger: l, journal: j, inflight: inflight, requests: make(chan request, 4096), done: make(chan struct{})}
 }
 
@@ -154,7 +154,7 @@ func (c *Committer) Run(ctx context.Context, fail func(error)) {
 				ops.merge(r.ops)
 			}
 		}
-		var recorded record.LedgerState
+		var recorded formats.LedgerState
 		if recordLedger {
 			recorded = c.inflight()
 		}

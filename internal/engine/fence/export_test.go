@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -37,8 +37,8 @@ func (r *Replica) Stamp(ctx context.Context) error {
 
 // Grant records a grant made at admission for the claim ns/name.
 func (r *Replica) Grant(ctx context.Context, ns, name string) error {
-	p := &record.PendingClaim{Namespace: ns, Name: name, Created: metav1.Now()}
-	return r.j.Write(ctx, &Ops{Grants: []*record.PendingClaim{p}}, map[string]error{})
+	p := &formats.PendingClaim{Namespace: ns, Name: name, Created: metav1.Now()}
+	return r.j.Write(ctx, &Ops{Grants: []*formats.PendingClaim{p}}, map[string]error{})
 }
 
 // WriteClaim writes c as admission's claims are written, replacing its
@@ -66,7 +66,7 @@ func IsDeposed(err error) bool { return errors.Is(err, ErrDeposed) }
 
 // Record writes the ledger's in-flight grants, as a leader does after deciding.
 func (r *Replica) Record(ctx context.Context) error {
-	return r.l.Record(ctx, record.LedgerState{Inflight: map[string]string{}})
+	return r.l.Record(ctx, formats.LedgerState{Inflight: map[string]string{}})
 }
 
 // WriteClaimAsIs writes c exactly as given (uid, creation time, generation
@@ -86,9 +86,9 @@ func (r *Replica) WriteClaimAsIs(ctx context.Context, c *quotav1alpha1.ResourceC
 // write, as given (duplicates included), and reports whether an error it
 // returns is one the committer answers and goes past instead of retrying.
 func (r *Replica) WriteGrantsRaw(ctx context.Context, ns string, names ...string) (err error, permanent bool) {
-	var ps []*record.PendingClaim
+	var ps []*formats.PendingClaim
 	for _, n := range names {
-		ps = append(ps, &record.PendingClaim{Namespace: ns, Name: n, Created: metav1.Now()})
+		ps = append(ps, &formats.PendingClaim{Namespace: ns, Name: n, Created: metav1.Now()})
 	}
 	err = r.j.Write(ctx, &Ops{Grants: ps}, map[string]error{})
 	return err, IsPermanent(err)
@@ -97,7 +97,7 @@ func (r *Replica) WriteGrantsRaw(ctx context.Context, ns string, names ...string
 // HoldBudget records a budget hold for the grant ns/name, as admission does.
 func (r *Replica) HoldBudget(ctx context.Context, ns, name string) error {
 	org := quota.ConsumerID{APIGroup: quota.OrganizationGroup, Kind: "Organization", Name: "acme"}
-	return r.j.RecordBudgetHold(ctx, record.NewBudgetHold(quota.Grant{UID: string(uuid.NewUUID()), Generation: 1, Namespace: ns, Name: name, Budget: &org,
+	return r.j.RecordBudgetHold(ctx, formats.NewBudgetHold(quota.Grant{UID: string(uuid.NewUUID()), Generation: 1, Namespace: ns, Name: name, Budget: &org,
 		Allowances: []quota.Allowance{{ResourceType: "example.com/widgets", Buckets: []quota.GrantBucket{{Amount: 1}}}}}))
 }
 
@@ -117,14 +117,14 @@ func (r *Replica) BudgetHolds(ctx context.Context) ([]string, error) {
 func (r *Replica) WriteBatch(ctx context.Context, ns string, grants, releases []string, creates []*quotav1alpha1.ResourceClaim) (map[string]error, error) {
 	ops := &Ops{Releases: releases, Creates: creates}
 	for _, n := range grants {
-		ops.Grants = append(ops.Grants, &record.PendingClaim{Namespace: ns, Name: n, Created: metav1.Now()})
+		ops.Grants = append(ops.Grants, &formats.PendingClaim{Namespace: ns, Name: n, Created: metav1.Now()})
 	}
 	exists := map[string]error{}
 	return exists, r.j.Write(ctx, ops, exists)
 }
 
 // PendingKey is the etcd key of the grant of the claim ns/name.
-func (r *Replica) PendingKey(ns, name string) string { return r.j.pendingKey(record.Key(ns, name)) }
+func (r *Replica) PendingKey(ns, name string) string { return r.j.pendingKey(formats.Key(ns, name)) }
 
 // ClaimKey is the etcd key of the claim ns/name.
 func (r *Replica) ClaimKey(ns, name string) string { return r.j.claimKey(ns, name) }

@@ -14,7 +14,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/config/crd"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 )
 
 // Storage is direct access to the etcd of the API server the engine runs in
@@ -70,7 +70,7 @@ type Journal struct {
 // journalOps is one batch of journal writes.
 type Ops struct {
 	// grants are recorded as pending: their objects may not exist yet.
-	Grants []*record.PendingClaim
+	Grants []*formats.PendingClaim
 	// creates are claims written decided and owned, each replacing its
 	// pending grant in the same transaction.
 	Creates []*quotav1alpha1.ResourceClaim
@@ -103,7 +103,7 @@ func (j *Journal) ledgerKey() string {
 // pendingPrefix holds the grants made at admission whose claims are not
 // written yet. It is outside every API resource's key range.
 func (j *Journal) pendingPrefix() string {
-	return record.AdmissionGrantsPrefix(j.s.Prefix)
+	return formats.AdmissionGrantsPrefix(j.s.Prefix)
 }
 
 func (j *Journal) pendingKey(claimKey string) string {
@@ -139,14 +139,14 @@ func NewJournal(s *Storage, l *Ledger) (*Journal, error) {
 
 // Pending reads every grant made at admission and not yet written as a
 // claim. Called after the stamp, it sees every grant an earlier leader made.
-func (j *Journal) Pending(ctx context.Context) ([]*record.PendingClaim, error) {
+func (j *Journal) Pending(ctx context.Context) ([]*formats.PendingClaim, error) {
 	resp, err := j.s.Client.Get(ctx, j.pendingPrefix(), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("reading grants made at admission: %w", err)
 	}
-	out := make([]*record.PendingClaim, 0, len(resp.Kvs))
+	out := make([]*formats.PendingClaim, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		p := &record.PendingClaim{}
+		p := &formats.PendingClaim{}
 		if err := json.Unmarshal(kv.Value, p); err != nil {
 			return nil, fmt.Errorf("grant made at admission %s is unreadable: %w", kv.Key, err)
 		}
@@ -231,7 +231,7 @@ func (j *Journal) Write(ctx context.Context, ops *Ops, exists map[string]error) 
 				}
 				err = j.Commit(ctx, o, []clientv3.Cmp{cmp})
 				if errors.Is(err, errCompareFailed) {
-					k := record.Key(c.Namespace, c.Name)
+					k := formats.Key(c.Namespace, c.Name)
 					exists[k], err = ErrClaimExists{key: k}, nil
 				}
 				if err != nil {
@@ -304,7 +304,7 @@ func (j *Journal) writeTogether(ctx context.Context, ops *Ops) (done bool, err e
 // nor another grant of its claim's name exists: a name that collides is
 // refused at admission, never discovered after the object is stored.
 // Duplicate names within one batch are refused by admit before this.
-func (j *Journal) grantOps(grants []*record.PendingClaim) ([]clientv3.Op, []clientv3.Cmp, error) {
+func (j *Journal) grantOps(grants []*formats.PendingClaim) ([]clientv3.Op, []clientv3.Cmp, error) {
 	var txn []clientv3.Op
 	var conds []clientv3.Cmp
 	for _, p := range grants {
@@ -330,11 +330,11 @@ func (j *Journal) createOps(ctx context.Context, c *quotav1alpha1.ResourceClaim)
 	ck := j.claimKey(c.Namespace, c.Name)
 	v, err := j.claims.Encode(ctx, ck, stored)
 	if err != nil {
-		return nil, clientv3.Cmp{}, fmt.Errorf("encoding claim %s: %w", record.Key(c.Namespace, c.Name), err)
+		return nil, clientv3.Cmp{}, fmt.Errorf("encoding claim %s: %w", formats.Key(c.Namespace, c.Name), err)
 	}
 	return []clientv3.Op{
 			clientv3.OpPut(ck, string(v)),
-			clientv3.OpDelete(j.pendingKey(record.GrantKeyOf(c))),
+			clientv3.OpDelete(j.pendingKey(formats.GrantKeyOf(c))),
 		},
 		clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
 		nil
@@ -376,11 +376,11 @@ func (j *Journal) Commit(ctx context.Context, ops []clientv3.Op, conds []clientv
 
 // BudgetKey is the journal key of the budget hold of a grant.
 func (j *Journal) BudgetKey(grantKey string) string {
-	return record.BudgetHoldsPrefix(j.s.Prefix) + grantKey
+	return formats.BudgetHoldsPrefix(j.s.Prefix) + grantKey
 }
 
 // RecordBudgetHold writes a hold, fenced like every journal write.
-func (j *Journal) RecordBudgetHold(ctx context.Context, r *record.BudgetHold) error {
+func (j *Journal) RecordBudgetHold(ctx context.Context, r *formats.BudgetHold) error {
 	v, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -389,14 +389,14 @@ func (j *Journal) RecordBudgetHold(ctx context.Context, r *record.BudgetHold) er
 }
 
 // BudgetHolds reads every hold recorded in the journal.
-func (j *Journal) BudgetHolds(ctx context.Context) ([]*record.BudgetHold, error) {
-	resp, err := j.s.Client.Get(ctx, record.BudgetHoldsPrefix(j.s.Prefix), clientv3.WithPrefix())
+func (j *Journal) BudgetHolds(ctx context.Context) ([]*formats.BudgetHold, error) {
+	resp, err := j.s.Client.Get(ctx, formats.BudgetHoldsPrefix(j.s.Prefix), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("reading budget holds: %w", err)
 	}
-	out := make([]*record.BudgetHold, 0, len(resp.Kvs))
+	out := make([]*formats.BudgetHold, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		r := &record.BudgetHold{}
+		r := &formats.BudgetHold{}
 		if err := json.Unmarshal(kv.Value, r); err != nil {
 			return nil, fmt.Errorf("budget hold %s is unreadable: %w", kv.Key, err)
 		}
@@ -409,7 +409,7 @@ func (j *Journal) BudgetHolds(ctx context.Context) ([]*record.BudgetHold, error)
 // claims it replaces that are still the ones it names (same UID), and drops
 // its pending entry, in one fenced transaction. ErrClaimExists: a claim of
 // c's name exists; nothing was written.
-func (j *Journal) Replace(ctx context.Context, p *record.PendingClaim, c *quotav1alpha1.ResourceClaim) error {
+func (j *Journal) Replace(ctx context.Context, p *formats.PendingClaim, c *quotav1alpha1.ResourceClaim) error {
 	for {
 		ops := []clientv3.Op{clientv3.OpDelete(j.pendingKey(p.Key()))}
 		var conds []clientv3.Cmp
@@ -447,7 +447,7 @@ func (j *Journal) Replace(ctx context.Context, p *record.PendingClaim, c *quotav
 				return err
 			}
 			if len(resp.Kvs) > 0 {
-				return ErrClaimExists{key: record.Key(c.Namespace, c.Name)}
+				return ErrClaimExists{key: formats.Key(c.Namespace, c.Name)}
 			}
 		}
 		// A replaced claim changed between the read and the write (its

@@ -21,7 +21,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -255,14 +255,14 @@ func TestFenceSurvivesTheLedgerDeleted(t *testing.T) {
 	if err := a.Grant(ctx, ns, "before"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := etcd.Delete(ctx, "/registry/configmaps/"+ns+"/"+record.LedgerName); err != nil {
+	if _, err := etcd.Delete(ctx, "/registry/configmaps/"+ns+"/"+formats.LedgerName); err != nil {
 		t.Fatal(err)
 	}
 	b := fence.NewReplica(kube, storage, ns, "b")
 	if err := b.Stamp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, record.LedgerName, metav1.GetOptions{})
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, formats.LedgerName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

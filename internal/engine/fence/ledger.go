@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 )
 
 // ErrDeposed means another replica has stamped the ledger with a newer
@@ -50,10 +50,10 @@ type Ledger struct {
 	uid string
 }
 
-// NewLedger is the ledger record.LedgerName in namespace, stamped by holder.
+// NewLedger is the ledger formats.LedgerName in namespace, stamped by holder.
 // withJournal is set by a replica that writes admission's journal (serve).
 func NewLedger(client kubernetes.Interface, namespace, holder string, withJournal bool) *Ledger {
-	return &Ledger{client: client, namespace: namespace, name: record.LedgerName, holder: holder, journal: withJournal}
+	return &Ledger{client: client, namespace: namespace, name: formats.LedgerName, holder: holder, journal: withJournal}
 }
 
 // revision is the ledger's resourceVersion as this leader last wrote or
@@ -83,41 +83,41 @@ var ErrJournalInUse = errors.New("this API server is a quotaplane serve, whose i
 
 // Stamp takes the ledger over with a new epoch and returns the grants the
 // previous leaders recorded and may not have written.
-func (l *Ledger) Stamp(ctx context.Context) (record.LedgerState, error) {
+func (l *Ledger) Stamp(ctx context.Context) (formats.LedgerState, error) {
 	for {
 		cm, err := l.client.CoreV1().ConfigMaps(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
-			cm.Data = map[string]string{record.LedgerEpochKey: "0", record.LedgerInflightKey: "{}"}
+			cm.Data = map[string]string{formats.LedgerEpochKey: "0", formats.LedgerInflightKey: "{}"}
 			if cm, err = l.client.CoreV1().ConfigMaps(l.namespace).Create(ctx, cm, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
 				continue
 			}
 		}
 		if err != nil {
-			return record.LedgerState{}, fmt.Errorf("reading the ledger %s/%s: %w", l.namespace, l.name, err)
+			return formats.LedgerState{}, fmt.Errorf("reading the ledger %s/%s: %w", l.namespace, l.name, err)
 		}
-		epoch, state, err := record.DecodeLedger(cm)
+		epoch, state, err := formats.DecodeLedger(cm)
 		if err != nil {
-			return record.LedgerState{}, err
+			return formats.LedgerState{}, err
 		}
-		if cm.Data[record.LedgerJournalKey] == "true" && !l.journal {
-			return record.LedgerState{}, ErrJournalInUse
+		if cm.Data[formats.LedgerJournalKey] == "true" && !l.journal {
+			return formats.LedgerState{}, ErrJournalInUse
 		}
 		next := cm.DeepCopy()
 		if next.Data == nil {
 			next.Data = map[string]string{}
 		}
-		next.Data[record.LedgerEpochKey] = strconv.FormatInt(epoch+1, 10)
-		next.Data[record.LedgerHolderKey] = l.holder
+		next.Data[formats.LedgerEpochKey] = strconv.FormatInt(epoch+1, 10)
+		next.Data[formats.LedgerHolderKey] = l.holder
 		if l.journal {
-			next.Data[record.LedgerJournalKey] = "true"
+			next.Data[formats.LedgerJournalKey] = "true"
 		}
 		updated, err := l.client.CoreV1().ConfigMaps(l.namespace).Update(ctx, next, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			continue
 		}
 		if err != nil {
-			return record.LedgerState{}, fmt.Errorf("stamping the ledger: %w", err)
+			return formats.LedgerState{}, fmt.Errorf("stamping the ledger: %w", err)
 		}
 		l.epoch, l.uid = epoch+1, string(updated.UID)
 		l.setRevision(updated.ResourceVersion)
@@ -128,7 +128,7 @@ func (l *Ledger) Stamp(ctx context.Context) (record.LedgerState, error) {
 
 // Record replaces the in-flight grants, under this leader's epoch. It returns
 // ErrDeposed when another leader has stamped the ledger since.
-func (l *Ledger) Record(ctx context.Context, state record.LedgerState) error {
+func (l *Ledger) Record(ctx context.Context, state formats.LedgerState) error {
 	data, err := json.Marshal(state.Inflight)
 	if err != nil {
 		return err
@@ -143,16 +143,16 @@ func (l *Ledger) Record(ctx context.Context, state record.LedgerState) error {
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace, ResourceVersion: l.revision(), UID: types.UID(l.uid)},
 			Data: map[string]string{
-				record.LedgerEpochKey:    strconv.FormatInt(l.epoch, 10),
-				record.LedgerHolderKey:   l.holder,
-				record.LedgerInflightKey: string(data),
+				formats.LedgerEpochKey:    strconv.FormatInt(l.epoch, 10),
+				formats.LedgerHolderKey:   l.holder,
+				formats.LedgerInflightKey: string(data),
 			},
 		}
 		if l.journal {
-			cm.Data[record.LedgerJournalKey] = "true"
+			cm.Data[formats.LedgerJournalKey] = "true"
 		}
 		if windows != nil {
-			cm.Data[record.LedgerWindowsKey] = string(windows)
+			cm.Data[formats.LedgerWindowsKey] = string(windows)
 		}
 		updated, err := l.client.CoreV1().ConfigMaps(l.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		if err == nil {
@@ -186,14 +186,14 @@ func (l *Ledger) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("re-reading the ledger: %w", err)
 	}
-	epoch, _, err := record.DecodeLedger(current)
+	epoch, _, err := formats.DecodeLedger(current)
 	if err != nil {
 		return err
 	}
 	// Another ledger object (deleted and created again, its epoch starting
 	// over), another epoch or another holder: deposed. Only the same ledger,
 	// touched by an operator without a stamp, is written again.
-	if string(current.UID) != l.uid || epoch != l.epoch || current.Data[record.LedgerHolderKey] != l.holder {
+	if string(current.UID) != l.uid || epoch != l.epoch || current.Data[formats.LedgerHolderKey] != l.holder {
 		return ErrDeposed
 	}
 	l.setRevision(current.ResourceVersion)

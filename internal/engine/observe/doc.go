@@ -1,7 +1,7 @@
 // Package observe shows the leading term's quota state to operators without
 // touching the decision path: the state metrics (the seed's milo_quota_*
 // kube-state-metrics families) written on /metrics by an Exporter, and the
-// decision history recorded by a Recorder off a bounded queue and written,
+// decision history written by a HistoryWriter off a bounded queue and written,
 // through the API, once every few seconds per consumer.
 //
 // Everything it shows is read from informer stores, from the bucket writer's

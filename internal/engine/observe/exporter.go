@@ -78,7 +78,7 @@ type Exporter struct {
 	// since is when the term's state was rebuilt and it began deciding.
 	since   time.Time
 	buckets map[quota.BucketID]bucketSample
-	history *Recorder
+	history *HistoryWriter
 	// published are other controllers' state families (the grant engine's
 	// policies while it leads), by the order they were published.
 	published map[int]func(*metricstext.Writer)
@@ -148,7 +148,7 @@ func (x *Exporter) Options() MetricsOptions {
 // Lead makes src's state the one shown, and h the history recording its
 // decisions, from now until the returned function is called (the end of the
 // term).
-func (x *Exporter) Lead(src *Source, h *Recorder) (end func()) {
+func (x *Exporter) Lead(src *Source, h *HistoryWriter) (end func()) {
 	x.mu.Lock()
 	x.source, x.since, x.history = src, time.Now(), h
 	clear(x.buckets)

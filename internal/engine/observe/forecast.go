@@ -54,7 +54,7 @@ func (s *usageSamples) of(name string) []quota.UsageSample {
 // Forecast is the trend and time-to-exhaustion of the overall bucket id,
 // whose numbers now are st, from its consumer's decision history. Buckets
 // narrowed by dimensions have no history of their own and no forecast.
-func (h *Recorder) Forecast(id quota.BucketID, st quota.BucketStatus, now time.Time) (trend, fullIn string, fullAt *metav1.Time) {
+func (h *HistoryWriter) Forecast(id quota.BucketID, st quota.BucketStatus, now time.Time) (trend, fullIn string, fullAt *metav1.Time) {
 	if h == nil || id.Dims != "" {
 		return "", "", nil
 	}
@@ -69,10 +69,10 @@ func (h *Recorder) Forecast(id quota.BucketID, st quota.BucketStatus, now time.T
 
 // OnForecast is told the buckets whose history changed, to write their
 // forecast again.
-func (h *Recorder) OnForecast(f func(quota.BucketID)) { h.forecastChanged = f }
+func (h *HistoryWriter) OnForecast(f func(quota.BucketID)) { h.forecastChanged = f }
 
 // seedSamples reads every consumer's history once, when the term begins.
-func (h *Recorder) seedSamples(ctx context.Context) {
+func (h *HistoryWriter) seedSamples(ctx context.Context) {
 	cms, err := h.kube.CoreV1().ConfigMaps(h.namespace).List(ctx, metav1.ListOptions{LabelSelector: history.LabelHistory + "=true"})
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Could not read the decision histories for forecasts", "err", err)
@@ -87,7 +87,7 @@ func (h *Recorder) seedSamples(ctx context.Context) {
 	}
 }
 
-func (h *Recorder) learned(c history.Consumer, entries []history.Entry) {
+func (h *HistoryWriter) learned(c history.Consumer, entries []history.Entry) {
 	ids := h.samples.learn(c, entries)
 	if f := h.forecastChanged; f != nil {
 		for _, id := range ids {

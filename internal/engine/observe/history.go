@@ -45,8 +45,8 @@ type historyItem struct {
 	entry    history.Entry
 }
 
-// Recorder writes one term's decisions into its consumers' histories.
-type Recorder struct {
+// HistoryWriter writes one term's decisions into its consumers' histories.
+type HistoryWriter struct {
 	exporter *Exporter
 	kube     kubernetes.Interface
 	// namespace holds the history ConfigMaps.
@@ -62,20 +62,20 @@ type Recorder struct {
 	fullLogged atomic.Int64
 }
 
-// NewRecorder records into ConfigMaps in namespace, through kube, while x
+// NewHistoryWriter records into ConfigMaps in namespace, through kube, while x
 // says to; live reads the accounts' numbers of buckets not verified yet.
-func NewRecorder(x *Exporter, kube kubernetes.Interface, namespace string, live func(quota.ConsumerID, []string) []quota.BucketStatus) *Recorder {
-	return &Recorder{exporter: x, kube: kube, namespace: namespace, live: live, queue: make(chan historyItem, historyQueue)}
+func NewHistoryWriter(x *Exporter, kube kubernetes.Interface, namespace string, live func(quota.ConsumerID, []string) []quota.BucketStatus) *HistoryWriter {
+	return &HistoryWriter{exporter: x, kube: kube, namespace: namespace, live: live, queue: make(chan historyItem, historyQueue)}
 }
 
-func (h *Recorder) off() bool { return !h.exporter.Options().History }
+func (h *HistoryWriter) off() bool { return !h.exporter.Options().History }
 
 func consumerOf(c quota.ConsumerID) history.Consumer {
 	return history.Consumer{APIGroup: c.APIGroup, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
 }
 
 // record queues e for c's history without waiting.
-func (h *Recorder) record(c quota.ConsumerID, e history.Entry) {
+func (h *HistoryWriter) record(c quota.ConsumerID, e history.Entry) {
 	if h == nil || h.off() {
 		return
 	}
@@ -97,7 +97,7 @@ func (h *Recorder) record(c quota.ConsumerID, e history.Entry) {
 
 // Run writes what is queued every historyFlushPeriod until ctx is done,
 // and once more then.
-func (h *Recorder) Run(ctx context.Context) {
+func (h *HistoryWriter) Run(ctx context.Context) {
 	h.seedSamples(ctx)
 	tick := time.NewTicker(historyFlushPeriod)
 	defer tick.Stop()
@@ -122,7 +122,7 @@ func (h *Recorder) Run(ctx context.Context) {
 	}
 }
 
-func (h *Recorder) drain(pending map[history.Consumer][]history.Entry) {
+func (h *HistoryWriter) drain(pending map[history.Consumer][]history.Entry) {
 	for {
 		select {
 		case it := <-h.queue:
@@ -133,7 +133,7 @@ func (h *Recorder) drain(pending map[history.Consumer][]history.Entry) {
 	}
 }
 
-func (h *Recorder) flush(ctx context.Context, pending map[history.Consumer][]history.Entry) {
+func (h *HistoryWriter) flush(ctx context.Context, pending map[history.Consumer][]history.Entry) {
 	work := make(chan history.Consumer)
 	var wg sync.WaitGroup
 	for range min(historyWriters, len(pending)) {
@@ -159,7 +159,7 @@ func (h *Recorder) flush(ctx context.Context, pending map[history.Consumer][]his
 }
 
 // write merges entries into c's history ConfigMap.
-func (h *Recorder) write(ctx context.Context, c history.Consumer, entries []history.Entry) error {
+func (h *HistoryWriter) write(ctx context.Context, c history.Consumer, entries []history.Entry) error {
 	ns := h.namespace
 	cms := h.kube.CoreV1().ConfigMaps(ns)
 	name := history.ConfigMapName(c)
@@ -204,7 +204,7 @@ func (h *Recorder) write(ctx context.Context, c history.Consumer, entries []hist
 // Watch records the decisions the claim and grant informers publish: a
 // claim decided, written granted or released, a grant created, changed or
 // deleted. Events of the informers' first lists are not decisions.
-func (h *Recorder) Watch(claims, grants cache.SharedIndexInformer) {
+func (h *HistoryWriter) Watch(claims, grants cache.SharedIndexInformer) {
 	_, _ = claims.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			// A claim written already granted (admission's) is a grant; one
@@ -249,7 +249,7 @@ func (h *Recorder) Watch(claims, grants cache.SharedIndexInformer) {
 
 // claimDecided records a claim's decision when its Granted condition
 // changed to a decision.
-func (h *Recorder) claimDecided(old, c *quotav1alpha1.ResourceClaim) {
+func (h *HistoryWriter) claimDecided(old, c *quotav1alpha1.ResourceClaim) {
 	if h.off() {
 		return
 	}
@@ -270,7 +270,7 @@ func (h *Recorder) claimDecided(old, c *quotav1alpha1.ResourceClaim) {
 	h.claimEvent(c, event, cond)
 }
 
-func (h *Recorder) claimEvent(c *quotav1alpha1.ResourceClaim, event string, cond *metav1.Condition) {
+func (h *HistoryWriter) claimEvent(c *quotav1alpha1.ResourceClaim, event string, cond *metav1.Condition) {
 	if h.off() {
 		return
 	}
@@ -295,7 +295,7 @@ func (h *Recorder) claimEvent(c *quotav1alpha1.ResourceClaim, event string, cond
 	h.record(consumer, e)
 }
 
-func (h *Recorder) grantEvent(g *quotav1alpha1.ResourceGrant, event string) {
+func (h *HistoryWriter) grantEvent(g *quotav1alpha1.ResourceGrant, event string) {
 	if h.off() {
 		return
 	}
@@ -317,7 +317,7 @@ func (h *Recorder) grantEvent(g *quotav1alpha1.ResourceGrant, event string) {
 
 // limitChanged records a bucket whose limit changed since the engine last
 // verified it.
-func (h *Recorder) limitChanged(id quota.BucketID, before, after bucketSample) {
+func (h *HistoryWriter) limitChanged(id quota.BucketID, before, after bucketSample) {
 	h.record(id.Consumer, history.Entry{Event: history.LimitChanged,
 		Object:  history.ObjectRef{APIGroup: quotav1alpha1.SchemeGroupVersion.Group, Kind: "AllowanceBucket", Namespace: after.namespace, Name: after.name, UID: after.uid},
 		Message: fmt.Sprintf("limit %d → %d", before.limit, after.limit),
@@ -331,7 +331,7 @@ func (s bucketSample) numbers() history.Bucket {
 // bucketNumbers are the overall buckets of consumer for resourceTypes, as
 // last verified, or — for a bucket not verified yet — as the engine has them
 // now (a brief read under its lock, off the decision path).
-func (h *Recorder) bucketNumbers(consumer quota.ConsumerID, resourceTypes []string) []history.Bucket {
+func (h *HistoryWriter) bucketNumbers(consumer quota.ConsumerID, resourceTypes []string) []history.Bucket {
 	var out []history.Bucket
 	var missing []string
 	for _, rt := range resourceTypes {
@@ -349,7 +349,7 @@ func (h *Recorder) bucketNumbers(consumer quota.ConsumerID, resourceTypes []stri
 
 // liveNumbers are the accounts' own numbers of consumer's overall buckets
 // of resourceTypes.
-func (h *Recorder) liveNumbers(consumer quota.ConsumerID, resourceTypes []string) []history.Bucket {
+func (h *HistoryWriter) liveNumbers(consumer quota.ConsumerID, resourceTypes []string) []history.Bucket {
 	var out []history.Bucket
 	for _, st := range h.live(consumer, resourceTypes) {
 		out = append(out, history.Bucket{Name: quota.BucketName(st.ID), ResourceType: st.ID.ResourceType, Limit: st.Limit, Allocated: st.Allocated, Available: st.Available()})
@@ -359,7 +359,7 @@ func (h *Recorder) liveNumbers(consumer quota.ConsumerID, resourceTypes []string
 
 // Refusal records an admission refusal in the consumer's decision history,
 // with its buckets' numbers, without waiting.
-func (h *Recorder) Refusal(r route.Refusal) {
+func (h *HistoryWriter) Refusal(r route.Refusal) {
 	if h.off() {
 		return
 	}

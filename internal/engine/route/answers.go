@@ -6,7 +6,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/history"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
@@ -53,7 +53,7 @@ type ObjectRef struct {
 
 // UpdateCheck is what a later leader needs to find out whether an update was
 // stored.
-type UpdateCheck = record.UpdateCheck
+type UpdateCheck = formats.UpdateCheck
 
 // PolicyChange is what one policy charges for an updated object.
 type PolicyChange struct {
@@ -131,7 +131,7 @@ type Storage = fence.Storage
 
 // FailOpenRecord says that an object was admitted without its quota being
 // decided (docs/admission.md); quotaplane verify lists these apart from damage.
-type FailOpenRecord = record.FailOpenRecord
+type FailOpenRecord = formats.FailOpenRecord
 
 // Refusal is a create refused at admission for quota: it leaves no claim, so
 // admission reports it for the decision history.

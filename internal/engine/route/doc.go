@@ -2,7 +2,7 @@
 // engine when it leads (a Decider, internal/engine/admit's Term), the
 // leader otherwise (a Forwarder, internal/peer). It holds the questions and
 // answers every way in uses (AdmitResult, PolicyChange, ReviewStep, …), the
-// record of what one request was granted (CreateRecord) and how it ended,
+// record of what one request was granted (RequestGrants) and how it ended,
 // and, on the leader, the sessions of the requests other replicas
 // forwarded.
 //

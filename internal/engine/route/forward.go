@@ -156,7 +156,7 @@ type sessions struct {
 }
 
 type session struct {
-	rec     *CreateRecord
+	rec     *RequestGrants
 	started time.Time
 }
 
@@ -175,10 +175,10 @@ func (h *Handle) Session(ctx context.Context, id string) context.Context {
 	}
 	s, ok := h.sessions.m[id]
 	if !ok {
-		s = &session{rec: &CreateRecord{}, started: time.Now()}
+		s = &session{rec: &RequestGrants{}, started: time.Now()}
 		h.sessions.m[id] = s
 	}
-	return context.WithValue(ctx, createRecordKey{}, s.rec)
+	return context.WithValue(ctx, requestGrantsKey{}, s.rec)
 }
 
 // Held reports whether ctx's record holds grants: what a forwarded call

@@ -9,7 +9,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -218,7 +218,7 @@ func (h *Handle) RecordFailOpen(ctx context.Context, r FailOpenRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.Client.Put(ctx, record.FailOpenKey(s.Prefix, r.UID), string(v))
+	_, err = s.Client.Put(ctx, formats.FailOpenKey(s.Prefix, r.UID), string(v))
 	return err
 }
 
@@ -261,7 +261,7 @@ type Decider interface {
 	// Review decides a review's steps in order, taking nothing.
 	Review(ctx context.Context, steps []ReviewStep) (ReviewResult, error)
 	// Ended settles what a request was granted, given how it ended.
-	Ended(entries []*record.PendingClaim, budgets []quota.Grant, status int)
+	Ended(entries []*formats.PendingClaim, budgets []quota.Grant, status int)
 	// Refused records an admission refusal in the decision history.
 	Refused(r Refusal)
 }

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
@@ -24,11 +24,11 @@ const maxDeletes = 120
 // grant is released at once; a stored one is settled by the grant informer;
 // one whose end is unclear is looked up once the request can no longer be
 // writing it.
-func (s *Settler) BudgetEnded(holds []quota.Grant, out record.Outcome) {
+func (s *Settler) BudgetEnded(holds []quota.Grant, out formats.Outcome) {
 	switch out {
-	case record.OutcomeStored:
+	case formats.OutcomeStored:
 		go s.SettleBudgetHolds()
-	case record.OutcomeRefused:
+	case formats.OutcomeRefused:
 		s.Cache.ReleaseBudgetHolds(holds...)
 		go s.SettleBudgetHolds()
 	default:

@@ -16,11 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // ObjectWatch ties claims made at admission to their objects when the
@@ -36,7 +36,7 @@ type ObjectWatch struct {
 	Stored   func(key string) (*quotav1alpha1.ResourceClaim, bool, error)
 	metadata metadata.Interface
 	client   client.Client
-	served   *served.Resolver
+	served   *kinds.Resolver
 
 	mu sync.Mutex
 	// informers watch object metadata, one per resource (and control
@@ -76,7 +76,7 @@ type watched struct {
 
 // NewObjectWatch watches objects through md, at the versions r serves, and
 // deletes claims through c; stored reads the claim cache.
-func NewObjectWatch(md metadata.Interface, c client.Client, r *served.Resolver, stored func(string) (*quotav1alpha1.ResourceClaim, bool, error)) *ObjectWatch {
+func NewObjectWatch(md metadata.Interface, c client.Client, r *kinds.Resolver, stored func(string) (*quotav1alpha1.ResourceClaim, bool, error)) *ObjectWatch {
 	return &ObjectWatch{
 		Stored:    stored,
 		metadata:  md,
@@ -115,7 +115,7 @@ func (w *ObjectWatch) Observe(ctx context.Context, c *quotav1alpha1.ResourceClai
 		// A member cluster's objects are watched by its webhook.
 		return
 	}
-	k := record.Key(c.Namespace, c.Name)
+	k := formats.Key(c.Namespace, c.Name)
 	w.mu.Lock()
 	if w.tracked[uid] == nil {
 		w.tracked[uid] = map[string]struct{}{}
@@ -135,7 +135,7 @@ func (w *ObjectWatch) Observe(ctx context.Context, c *quotav1alpha1.ResourceClai
 // Forget stops tracking a deleted claim.
 func (w *ObjectWatch) Forget(c *quotav1alpha1.ResourceClaim) {
 	uid := c.Annotations[quotav1alpha1.AnnotationResourceUID]
-	k := record.Key(c.Namespace, c.Name)
+	k := formats.Key(c.Namespace, c.Name)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if p, ok := w.inPlane[k]; ok {
@@ -146,7 +146,7 @@ func (w *ObjectWatch) Forget(c *quotav1alpha1.ResourceClaim) {
 		}
 	}
 	if set := w.tracked[uid]; set != nil {
-		delete(set, record.Key(c.Namespace, c.Name))
+		delete(set, formats.Key(c.Namespace, c.Name))
 		if len(set) == 0 {
 			delete(w.tracked, uid)
 		}
@@ -315,7 +315,7 @@ func (w *ObjectWatch) Reconcile(ctx context.Context, k string) error {
 		return err
 	}
 	if inf.HasSynced() {
-		if o, found, _ := inf.GetStore().GetByKey(record.Key(ref.Namespace, ref.Name)); found {
+		if o, found, _ := inf.GetStore().GetByKey(formats.Key(ref.Namespace, ref.Name)); found {
 			if m, ok := o.(metav1.Object); ok && string(m.GetUID()) == uid {
 				return nil
 			}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
@@ -39,7 +39,7 @@ func TestOwnerOf(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p := &record.PendingClaim{Namespace: tc.claimNS, ObjectUID: "u",
+			p := &formats.PendingClaim{Namespace: tc.claimNS, ObjectUID: "u",
 				Spec: quotav1alpha1.ResourceClaimSpec{ResourceRef: &quotav1alpha1.ResourceRef{Kind: "Widget", Name: "w", Namespace: tc.objectNS}}}
 			if tc.cluster != "" {
 				p.Labels = map[string]string{quotav1alpha1.LabelCluster: tc.cluster}
@@ -65,9 +65,9 @@ func TestOwnerOf(t *testing.T) {
 // TestDerivedName: unique to the object and policy, and a valid name
 // however long the rendered one.
 func TestDerivedName(t *testing.T) {
-	a := derivedName(&record.PendingClaim{Name: "c", ObjectUID: "u1", Policy: "p"})
-	b := derivedName(&record.PendingClaim{Name: "c", ObjectUID: "u2", Policy: "p"})
-	long := derivedName(&record.PendingClaim{Name: strings.Repeat("x", 300), ObjectUID: "u1", Policy: "p"})
+	a := derivedName(&formats.PendingClaim{Name: "c", ObjectUID: "u1", Policy: "p"})
+	b := derivedName(&formats.PendingClaim{Name: "c", ObjectUID: "u2", Policy: "p"})
+	long := derivedName(&formats.PendingClaim{Name: strings.Repeat("x", 300), ObjectUID: "u1", Policy: "p"})
 	if diff := cmp.Diff([]any{true, true, 253}, []any{a != b, strings.HasPrefix(a, "c-"), len(long)}); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

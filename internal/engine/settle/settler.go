@@ -24,12 +24,12 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/cache"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 const (
@@ -63,7 +63,7 @@ type Settler struct {
 	Client client.Client
 	// Served finds the version an object is read at now: the one its claim
 	// recorded may no longer be served.
-	Served *served.Resolver
+	Served *kinds.Resolver
 	// BudgetMu serializes the journal writes of budget holds (admit.Term).
 	BudgetMu *sync.Mutex
 	// Ctx is the term's: lookups started in the background end with it.
@@ -89,7 +89,7 @@ func (s *Settler) Reconcile(ctx context.Context, k string) error {
 		// The object is in a member cluster, which this engine cannot
 		// read: the claim is written, and the cluster's webhook releases
 		// it when the object is not there (docs/clusters.md).
-		out = record.OutcomeStored
+		out = formats.OutcomeStored
 	}
 	if p.Update {
 		return s.settleUpdate(ctx, p, out, ended)
@@ -99,7 +99,7 @@ func (s *Settler) Reconcile(ctx context.Context, k string) error {
 	if !ok || ref == nil {
 		return s.release(ctx, k, "it names no object")
 	}
-	if out != record.OutcomeStored {
+	if out != formats.OutcomeStored {
 		var owner *metav1.PartialObjectMetadata
 		err := s.Served.Read(ctx, gvr, func(at schema.GroupVersionResource) error {
 			var err error
@@ -114,9 +114,9 @@ func (s *Settler) Reconcile(ctx context.Context, k string) error {
 		case err == nil && string(owner.UID) == p.ObjectUID:
 		case err == nil || apierrors.IsNotFound(err):
 			switch {
-			case out == record.OutcomeRefused:
+			case out == formats.OutcomeRefused:
 				return s.release(ctx, k, fmt.Sprintf("the create of %s %s was refused after admission", ref.Kind, ref.Name))
-			case out == record.OutcomeUnclear && time.Since(ended) >= storeGrace:
+			case out == formats.OutcomeUnclear && time.Since(ended) >= storeGrace:
 				return s.release(ctx, k, fmt.Sprintf("the create of %s %s failed and the object was not stored", ref.Kind, ref.Name))
 			case time.Since(p.Created.Time) >= s.hold():
 				return s.release(ctx, k, fmt.Sprintf("%s %s was not stored within %s of admission", ref.Kind, ref.Name, s.hold()))
@@ -161,7 +161,7 @@ func (s *Settler) dynamicOf(annotations map[string]string) (dynamic.Interface, e
 // valid (the object is stored here, cluster scoped or in the claim's
 // namespace; Kubernetes treats any other as absent and would collect the
 // claim). A member cluster's claim never has one.
-func ownerOf(p *record.PendingClaim, gvr schema.GroupVersionResource) []metav1.OwnerReference {
+func ownerOf(p *formats.PendingClaim, gvr schema.GroupVersionResource) []metav1.OwnerReference {
 	ref := p.Spec.ResourceRef
 	if ref.Namespace != "" && ref.Namespace != p.Namespace {
 		return nil
@@ -195,7 +195,7 @@ func ownerOf(p *record.PendingClaim, gvr schema.GroupVersionResource) []metav1.O
 // valid owner is tied to its object by ObjectWatch. When the name is taken
 // by a claim that is not this grant's, the claim is written under a name
 // unique to its object: a stored object is never left uncharged.
-func (s *Settler) writeAdmitted(ctx context.Context, p *record.PendingClaim, gvr schema.GroupVersionResource, name string) error {
+func (s *Settler) writeAdmitted(ctx context.Context, p *formats.PendingClaim, gvr schema.GroupVersionResource, name string) error {
 	k := p.Key()
 	qc, d := s.Cache.Provisional(k)
 	c := &quotav1alpha1.ResourceClaim{
@@ -214,7 +214,7 @@ func (s *Settler) writeAdmitted(ctx context.Context, p *record.PendingClaim, gvr
 	if written.Err != nil {
 		return fmt.Errorf("writing claim %s: %w", k, written.Err)
 	}
-	if _, exists := written.Exists[record.Key(p.Namespace, name)]; exists {
+	if _, exists := written.Exists[formats.Key(p.Namespace, name)]; exists {
 		return s.adoptStored(ctx, p, gvr, name)
 	}
 	enginemetrics.DecisionWritten(true, string(d.Outcome))
@@ -226,7 +226,7 @@ func (s *Settler) writeAdmitted(ctx context.Context, p *record.PendingClaim, gvr
 // wrote (a write that failed in transit yet landed) is adopted; any other
 // claim of that name (created through the API after admission checked the
 // name) makes the grant's claim go under a name derived from its object.
-func (s *Settler) adoptStored(ctx context.Context, p *record.PendingClaim, gvr schema.GroupVersionResource, name string) error {
+func (s *Settler) adoptStored(ctx context.Context, p *formats.PendingClaim, gvr schema.GroupVersionResource, name string) error {
 	k := p.Key()
 	stored := &quotav1alpha1.ResourceClaim{}
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, stored); err != nil {
@@ -244,7 +244,7 @@ func (s *Settler) adoptStored(ctx context.Context, p *record.PendingClaim, gvr s
 }
 
 // derivedName is a claim name unique to the grant's object and policy.
-func derivedName(p *record.PendingClaim) string {
+func derivedName(p *formats.PendingClaim) string {
 	sum := sha256.Sum256([]byte(p.ObjectUID + "/" + p.Policy))
 	suffix := "-" + hex.EncodeToString(sum[:6])
 	base := p.Name

@@ -20,7 +20,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/convert"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/fence"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/status"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
@@ -35,7 +35,7 @@ import (
 // request (a 5xx, a timeout, a restart), the stored object says which: the
 // recorded policy version, evaluated on it, renders the new claim exactly
 // when the update is stored.
-func (s *Settler) settleUpdate(ctx context.Context, p *record.PendingClaim, out record.Outcome, ended time.Time) error {
+func (s *Settler) settleUpdate(ctx context.Context, p *formats.PendingClaim, out formats.Outcome, ended time.Time) error {
 	k := p.Key()
 	gvr, ok := quotav1alpha1.ParseResource(p.Resource)
 	if !ok || p.Spec.ResourceRef == nil || p.Check == nil {
@@ -43,9 +43,9 @@ func (s *Settler) settleUpdate(ctx context.Context, p *record.PendingClaim, out 
 	}
 	ref := p.Spec.ResourceRef
 	switch out {
-	case record.OutcomeStored:
+	case formats.OutcomeStored:
 		return s.writeReplacement(ctx, p, gvr, p.Name)
-	case record.OutcomeRefused:
+	case formats.OutcomeRefused:
 		return s.release(ctx, k, fmt.Sprintf("the update of %s %s was refused after admission", ref.Kind, ref.Name))
 	}
 	state, err := s.updateState(ctx, p, gvr)
@@ -57,7 +57,7 @@ func (s *Settler) settleUpdate(ctx context.Context, p *record.PendingClaim, out 
 		return s.writeReplacement(ctx, p, gvr, p.Name)
 	case state == updateObjectGone:
 		return s.release(ctx, k, fmt.Sprintf("%s %s was deleted", ref.Kind, ref.Name))
-	case out == record.OutcomeUnclear && time.Since(ended) >= storeGrace:
+	case out == formats.OutcomeUnclear && time.Since(ended) >= storeGrace:
 		return s.release(ctx, k, fmt.Sprintf("the update of %s %s failed and was not stored", ref.Kind, ref.Name))
 	case time.Since(p.Created.Time) >= s.hold():
 		return s.release(ctx, k, fmt.Sprintf("the update of %s %s was not stored within %s of admission", ref.Kind, ref.Name, s.hold()))
@@ -77,7 +77,7 @@ const (
 // updateState reads the object and evaluates the recorded policy version on
 // it: the update is stored when it renders the new claim (or, for a release,
 // when the policy no longer applies).
-func (s *Settler) updateState(ctx context.Context, p *record.PendingClaim, gvr schema.GroupVersionResource) (updateStateValue, error) {
+func (s *Settler) updateState(ctx context.Context, p *formats.PendingClaim, gvr schema.GroupVersionResource) (updateStateValue, error) {
 	ref := p.Spec.ResourceRef
 	var obj *unstructured.Unstructured
 	err := s.Served.Read(ctx, gvr, func(at schema.GroupVersionResource) error {
@@ -143,7 +143,7 @@ func (s *Settler) unitsOf(resourceType string) (string, bool) {
 // object, deletes the claims it replaces and the pending entry, in one fenced
 // transaction; then counts the new claim instead of the old ones and the
 // growth, in one step.
-func (s *Settler) writeReplacement(ctx context.Context, p *record.PendingClaim, gvr schema.GroupVersionResource, name string) error {
+func (s *Settler) writeReplacement(ctx context.Context, p *formats.PendingClaim, gvr schema.GroupVersionResource, name string) error {
 	var c *quotav1alpha1.ResourceClaim
 	if !p.Release {
 		c = &quotav1alpha1.ResourceClaim{
@@ -177,7 +177,7 @@ func (s *Settler) writeReplacement(ctx context.Context, p *record.PendingClaim, 
 // claim this engine wrote (a write that failed in transit yet landed), which
 // is adopted, or by another claim, and then the new claim goes under a name
 // derived from it.
-func (s *Settler) adoptReplacement(ctx context.Context, p *record.PendingClaim, gvr schema.GroupVersionResource, name string) error {
+func (s *Settler) adoptReplacement(ctx context.Context, p *formats.PendingClaim, gvr schema.GroupVersionResource, name string) error {
 	stored := &quotav1alpha1.ResourceClaim{}
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, stored); err != nil {
 		return fmt.Errorf("reading claim %s/%s: %w", p.Namespace, name, err)

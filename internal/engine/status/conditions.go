@@ -16,10 +16,10 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/convert"
+	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
-	"github.com/quotaplane/quotaplane/internal/served"
 )
 
 // Kind is the kind of object a condition is written on.
@@ -63,7 +63,7 @@ type ConditionWriter struct {
 	UpdateStatus func(context.Context, client.Object) error
 
 	// KindServed says whether the API server serves a kind, and when it
-	// does not, what to say of it (served.Kind); nil: every kind is.
+	// does not, what to say of it (kinds.Kind); nil: every kind is.
 	KindServed func(schema.GroupKind) (bool, string, error)
 	// RegisteredTypes are the resource types of the registrations known.
 	RegisteredTypes func() []string
@@ -255,7 +255,7 @@ func (w *ConditionWriter) writeRegistration(ctx context.Context, name string) (t
 			_, again = w.schemaWaits.next("registration/"+name, r.Generation, KindNotServed, true)
 			v = quota.Validity{Reason: quota.ReasonValidationFailed, Cause: CauseConsumerTypeNotServed, Message: fmt.Sprintf(
 				"spec.consumerType: %s is not served by this API server (%s); the registration becomes Active once it is: correct the kind, or install it",
-				served.KindString(gk), hint)}
+				kinds.KindString(gk), hint)}
 		}
 	}
 	if again == 0 {

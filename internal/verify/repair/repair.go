@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/verify"
 )
 
@@ -268,7 +268,7 @@ func (r *repairer) deleteBucket(d verify.Discrepancy) plannedAction {
 func (r *repairer) rebuild(ids []string) plannedAction {
 	ns := r.o.SystemNamespace
 	a := plannedAction{Action: Action{Discrepancies: ids,
-		Did: fmt.Sprintf("asked the engine for a new term, which rebuilds every bucket from storage and settles every grant in flight (ConfigMap %s/%s, request %s)", ns, record.RebuildName, r.nonce)}}
+		Did: fmt.Sprintf("asked the engine for a new term, which rebuilds every bucket from storage and settles every grant in flight (ConfigMap %s/%s, request %s)", ns, formats.RebuildName, r.nonce)}}
 	cms := func() interface {
 		Get(context.Context, string, metav1.GetOptions) (*corev1.ConfigMap, error)
 		Create(context.Context, *corev1.ConfigMap, metav1.CreateOptions) (*corev1.ConfigMap, error)
@@ -278,10 +278,10 @@ func (r *repairer) rebuild(ids []string) plannedAction {
 	}
 	a.do = func(ctx context.Context) error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cm, err := cms().Get(ctx, record.RebuildName, metav1.GetOptions{})
+			cm, err := cms().Get(ctx, formats.RebuildName, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				_, err = cms().Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: record.RebuildName},
-					Data: map[string]string{record.RebuildRequestedKey: r.nonce}}, metav1.CreateOptions{})
+				_, err = cms().Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: formats.RebuildName},
+					Data: map[string]string{formats.RebuildRequestedKey: r.nonce}}, metav1.CreateOptions{})
 				return err
 			}
 			if err != nil {
@@ -290,18 +290,18 @@ func (r *repairer) rebuild(ids []string) plannedAction {
 			if cm.Data == nil {
 				cm.Data = map[string]string{}
 			}
-			cm.Data[record.RebuildRequestedKey] = r.nonce
+			cm.Data[formats.RebuildRequestedKey] = r.nonce
 			_, err = cms().Update(ctx, cm, metav1.UpdateOptions{})
 			return err
 		})
 	}
 	a.wait = func(ctx context.Context) (string, error) {
 		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			cm, err := cms().Get(ctx, record.RebuildName, metav1.GetOptions{})
-			return err == nil && cm.Data[record.RebuildDoneKey] == r.nonce, nil
+			cm, err := cms().Get(ctx, formats.RebuildName, metav1.GetOptions{})
+			return err == nil && cm.Data[formats.RebuildDoneKey] == r.nonce, nil
 		})
 		if err != nil {
-			return "", fmt.Errorf("no engine term has rebuilt for request %s yet (is an engine replica leading? its Lease is %s/%s)", r.nonce, ns, record.LeaseName)
+			return "", fmt.Errorf("no engine term has rebuilt for request %s yet (is an engine replica leading? its Lease is %s/%s)", r.nonce, ns, formats.LeaseName)
 		}
 		return "; a new term rebuilt", nil
 	}

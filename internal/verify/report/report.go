@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 )
 
 // Exit codes of quotaplane verify.
@@ -96,7 +96,7 @@ type Target struct {
 // FailOpen is an object admitted without its claims because its policies
 // are fail-open: listed apart, not damage.
 type FailOpen struct {
-	record.FailOpenRecord
+	formats.FailOpenRecord
 	// Key is the etcd key of the record.
 	Key string `json:"key"`
 	// Unreadable is set, with the error, when the record cannot be decoded.
@@ -285,7 +285,7 @@ func (r *Report) Print(w io.Writer) {
 	p("\n%d discrepancies: %s\n", len(r.Discrepancies), strings.Join(parts, ", "))
 }
 
-func describeRecord(f record.FailOpenRecord) string {
+func describeRecord(f formats.FailOpenRecord) string {
 	res := f.Resource
 	if i := strings.Index(res, "."); i > 0 {
 		res = res[:i]

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/test/quotatest"
@@ -146,7 +146,7 @@ func TestUndecidedCreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer etcd.Close()
-	rec, err := etcd.Get(ctx, record.FailOpenKey("/registry", string(cm.UID)))
+	rec, err := etcd.Get(ctx, formats.FailOpenKey("/registry", string(cm.UID)))
 	if err != nil || len(rec.Kvs) != 1 || !strings.Contains(string(rec.Kvs[0].Value), failOpen.Name) {
 		t.Errorf("no fail-open record for the ConfigMap (err %v): %v", err, rec)
 	}

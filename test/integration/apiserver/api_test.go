@@ -1,7 +1,7 @@
 package apiserver
 
 import (
-	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
+	"github.com/quotaplane/quotaplane/internal/admission/delegation"
 	"github.com/quotaplane/quotaplane/test/manifests"
 
 	"context"
@@ -46,7 +46,7 @@ func TestQuotaAPIServed(t *testing.T) {
 	}
 
 	ns := uniqueName("api")
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{hierarchy.PlatformNamespaceLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{delegation.PlatformNamespaceLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	defer kc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})

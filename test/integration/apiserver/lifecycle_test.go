@@ -1,7 +1,7 @@
 package apiserver
 
 import (
-	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
+	"github.com/quotaplane/quotaplane/internal/admission/delegation"
 	"github.com/quotaplane/quotaplane/test/manifests"
 
 	"context"
@@ -23,7 +23,7 @@ import (
 func newNamespace(t *testing.T, kc kubernetes.Interface, prefix string) string {
 	t.Helper()
 	ns := uniqueName(prefix)
-	if _, err := kc.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{hierarchy.PlatformNamespaceLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
+	if _, err := kc.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{delegation.PlatformNamespaceLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return ns

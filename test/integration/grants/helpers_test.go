@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/admission/hierarchy"
+	"github.com/quotaplane/quotaplane/internal/admission/delegation"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -52,7 +52,7 @@ func newWorldOn(t *testing.T, cfg *rest.Config, resourceTypes ...string) *world 
 func (w *world) namespace(name string) {
 	w.T.Helper()
 	// A platform namespace: the policies' grants in it name any consumer.
-	err := w.C.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{hierarchy.PlatformNamespaceLabel: "true"}}})
+	err := w.C.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{delegation.PlatformNamespaceLabel: "true"}}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		w.T.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 )
 
 // TestTheEmbeddedEtcdAcceptsOnlyServe: serve's etcd holds the claims, the
@@ -23,7 +23,7 @@ import (
 // admin's certificate (signed by the API server's CA) can neither read nor
 // write; serve's own credentials can.
 func TestTheEmbeddedEtcdAcceptsOnlyServe(t *testing.T) {
-	loc, err := record.ReadEtcdFile(srv.DataDir)
+	loc, err := formats.ReadEtcdFile(srv.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/history"
 	"github.com/quotaplane/quotaplane/internal/verify"
 )
@@ -25,7 +25,7 @@ func audit(t *testing.T, plane string) *verify.Report {
 	o.Kubeconfig = srv.Kubeconfig
 	o.RecheckAfter = 500 * time.Millisecond
 	o.ControlPlane = plane
-	loc, err := record.ReadEtcdFile(srv.DataDir)
+	loc, err := formats.ReadEtcdFile(srv.DataDir)
 	must(t, err, "reading the etcd location")
 	o.EtcdServers, o.EtcdCAFile, o.EtcdCertFile, o.EtcdKeyFile = srv.EtcdServers, loc.CAFile, loc.CertFile, loc.KeyFile
 	r, err := verify.Run(context.Background(), o)

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/verify"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -53,7 +53,7 @@ func TestCommand(t *testing.T) {
 	bin := quotatest.BuildBinary(t)
 	// The embedded etcd accepts only serve's client certificate, which serve
 	// records in its data directory.
-	loc, err := record.ReadEtcdFile(srv.DataDir)
+	loc, err := formats.ReadEtcdFile(srv.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestCommand(t *testing.T) {
 	// --data-dir: the server's admin kubeconfig, and the etcd recorded in
 	// its data directory.
 	loc.Servers, loc.Prefix = srv.EtcdServers, etcdPrefix
-	if err := record.WriteEtcdFile(srv.DataDir, loc); err != nil {
+	if err := formats.WriteEtcdFile(srv.DataDir, loc); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut = runCommand(t, bin, "verify", "--data-dir", srv.DataDir, "-o", "json")
@@ -83,7 +83,7 @@ func TestCommand(t *testing.T) {
 	// Discrepancies: a grant held in flight for ten minutes, in a journal
 	// under another prefix that no engine reads.
 	const prefix = "/verify-command-test"
-	key := record.AdmissionGrantsPrefix(prefix) + "ns/late"
+	key := formats.AdmissionGrantsPrefix(prefix) + "ns/late"
 	etcd := etcdClient(t, srv)
 	putJSON(t, etcd, key, map[string]any{"ns": "ns", "n": "late", "p": "p", "r": "secrets.v1", "u": "no-such-uid",
 		"s": quotav1alpha1.ResourceClaimSpec{ConsumerRef: quotav1alpha1.ConsumerRef{Kind: "Organization", APIGroup: "resourcemanager.miloapis.com", Name: "o"},

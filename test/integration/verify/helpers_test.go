@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/verify"
 	"github.com/quotaplane/quotaplane/internal/verify/repair"
@@ -35,7 +35,7 @@ func audit(t *testing.T, s *testserver.Server, withoutEtcd bool) *verify.Report 
 	o.Kubeconfig = s.Kubeconfig
 	o.RecheckAfter = 500 * time.Millisecond
 	if !withoutEtcd {
-		loc, err := record.ReadEtcdFile(s.DataDir)
+		loc, err := formats.ReadEtcdFile(s.DataDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func repairRun(s *testserver.Server, out io.Writer) (*verify.Report, []repair.Ac
 	o := *verify.NewOptions()
 	o.Kubeconfig = s.Kubeconfig
 	o.RecheckAfter = 500 * time.Millisecond
-	loc, err := record.ReadEtcdFile(s.DataDir)
+	loc, err := formats.ReadEtcdFile(s.DataDir)
 	if err != nil {
 		return nil, nil, err
 	}

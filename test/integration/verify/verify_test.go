@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/testserver"
 	"github.com/quotaplane/quotaplane/internal/verify"
 	"github.com/quotaplane/quotaplane/internal/verify/repair"
@@ -64,7 +64,7 @@ func TestCleanWorld(t *testing.T) {
 	if _, err := etcdClient(t, srv).Delete(context.Background(), fmt.Sprintf("%s/%s/resourceclaims/%s/%s", etcdPrefix, quotav1alpha1.GroupName, f.NS, foClaim.Name)); err != nil {
 		t.Fatal(err)
 	}
-	putJSON(t, etcdClient(t, srv), record.FailOpenKey(etcdPrefix, string(fo.UID)), record.FailOpenRecord{
+	putJSON(t, etcdClient(t, srv), formats.FailOpenKey(etcdPrefix, string(fo.UID)), formats.FailOpenRecord{
 		Resource: "secrets.v1", Namespace: f.NS, Name: fo.Name, UID: string(fo.UID), Policies: []string{p.Name},
 		Reason: "quota could not be decided; admitted because every matching policy is fail-open", Time: time.Now().UTC().Format(time.RFC3339),
 	})
@@ -168,7 +168,7 @@ func TestDamagedStore(t *testing.T) {
 	}
 	// A grant made at admission ten minutes ago whose claim was never
 	// written, for a Secret never stored.
-	staleKey := record.AdmissionGrantsPrefix(etcdPrefix) + f.NS + "/stale"
+	staleKey := formats.AdmissionGrantsPrefix(etcdPrefix) + f.NS + "/stale"
 	putStaleGrant(t, etcd, f, p, staleKey)
 
 	secretsBucket, projectsBucket := f.BucketName("secrets"), f.BucketName("projects")
@@ -261,7 +261,7 @@ func TestRepairWhileTheEngineRuns(t *testing.T) {
 	if _, err := etcd.Delete(ctx, claimKey); err != nil {
 		t.Fatal(err)
 	}
-	staleKey := record.AdmissionGrantsPrefix(etcdPrefix) + f.NS + "/stale"
+	staleKey := formats.AdmissionGrantsPrefix(etcdPrefix) + f.NS + "/stale"
 	putStaleGrant(t, etcd, f, p, staleKey)
 	f.WaitBucket(quotatest.N(10, 0, 10), "secrets") // the engine saw the claim go
 

@@ -1,4 +1,4 @@
-// Package hierarchy is the admission plugin that keeps quota in a hierarchy
+// Package delegation is the admission plugin that keeps quota in a hierarchy
 // safe from its tenants:
 //
 //   - Where a ResourceGrant lives decides whom it may name. A platform
@@ -22,4 +22,4 @@
 // It reads Namespaces and Projects and asks the authorizer and the engine; it
 // never writes anything itself but the budget label of the grant under
 // admission, and never decides a budget (the engine does).
-package hierarchy
+package delegation

@@ -5,21 +5,21 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/quotaplane/quotaplane/internal/engine/record"
+	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
-// CreateRecord collects the grants admission made during one request, so
+// RequestGrants collects the grants admission made during one request, so
 // that the server can report how that request ended: a stored object gets
 // its claim at once, without looking it up; a create refused after admission
 // (by a later admission step, or because the name was taken) is released at
 // once.
-type CreateRecord struct {
+type RequestGrants struct {
 	mu sync.Mutex
 	// entries are the pending entries this request made. A key alone
 	// would not do: once an entry settles, another request's entry may
 	// have the same key.
-	entries []*record.PendingClaim
+	entries []*formats.PendingClaim
 	// budgets are delegated grants this request holds budget for.
 	budgets []quota.Grant
 	// session is the session under which this request asked the leading
@@ -30,24 +30,24 @@ type CreateRecord struct {
 	remoteHeld  bool
 }
 
-type createRecordKey struct{}
+type requestGrantsKey struct{}
 
-// WithCreateRecord returns a context in which the Handle notes the grants of
+// WithRequestGrants returns a context in which the Handle notes the grants of
 // the request in the returned record.
-func WithCreateRecord(ctx context.Context) (context.Context, *CreateRecord) {
-	rec := &CreateRecord{}
-	return context.WithValue(ctx, createRecordKey{}, rec), rec
+func WithRequestGrants(ctx context.Context) (context.Context, *RequestGrants) {
+	rec := &RequestGrants{}
+	return context.WithValue(ctx, requestGrantsKey{}, rec), rec
 }
 
 // RecordOf is the record of ctx's request, nil when it has none.
-func RecordOf(ctx context.Context) *CreateRecord {
-	rec, _ := ctx.Value(createRecordKey{}).(*CreateRecord)
+func RecordOf(ctx context.Context) *RequestGrants {
+	rec, _ := ctx.Value(requestGrantsKey{}).(*RequestGrants)
 	return rec
 }
 
 // empty reports whether this request made no pending entry here and asked
 // no leading replica.
-func (rec *CreateRecord) empty() bool {
+func (rec *RequestGrants) empty() bool {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return len(rec.entries) == 0 && rec.session == ""
@@ -55,14 +55,14 @@ func (rec *CreateRecord) empty() bool {
 
 // Empty reports whether the request was granted nothing: no policy charged
 // its object (or it was a dry run).
-func (rec *CreateRecord) Empty() bool {
+func (rec *RequestGrants) Empty() bool {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return len(rec.entries) == 0 && len(rec.budgets) == 0 && !rec.remoteHeld
 }
 
 // Has reports whether this request made the pending entry p.
-func (rec *CreateRecord) Has(p *record.PendingClaim) bool {
+func (rec *RequestGrants) Has(p *formats.PendingClaim) bool {
 	if rec == nil {
 		return false
 	}
@@ -73,7 +73,7 @@ func (rec *CreateRecord) Has(p *record.PendingClaim) bool {
 
 // NoteGrants notes in ctx's record the pending entries a decision of its
 // request made.
-func NoteGrants(ctx context.Context, entries []*record.PendingClaim) {
+func NoteGrants(ctx context.Context, entries []*formats.PendingClaim) {
 	rec := RecordOf(ctx)
 	if rec == nil {
 		return
@@ -101,7 +101,7 @@ func NoteBudget(ctx context.Context, g quota.Grant) {
 
 // CreateEnded reports how a request whose grants rec holds ended: status is
 // its HTTP status, 0 when it ended without one (a panic).
-func (h *Handle) CreateEnded(rec *CreateRecord, status int) {
+func (h *Handle) CreateEnded(rec *RequestGrants, status int) {
 	rec.mu.Lock()
 	entries, budgets := rec.entries, rec.budgets
 	session, fw := rec.session, rec.forwardedTo

@@ -1,4 +1,4 @@
-package hierarchy
+package delegation
 
 import (
 	"context"

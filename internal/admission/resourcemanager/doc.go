@@ -1,4 +1,4 @@
-// Package tenancy is the admission plugin of quotaplane serve for
+// Package resourcemanager is the admission plugin of quotaplane serve for
 // Organizations and Projects (resourcemanager.miloapis.com):
 //
 //   - an Organization's creator is recorded in the annotation
@@ -14,4 +14,4 @@
 //
 // It only reads Organizations; it never writes anything but the object under
 // admission.
-package tenancy
+package resourcemanager

@@ -1,4 +1,4 @@
-// Package served finds the version at which a resource's objects can be read
+// Package kinds finds the version at which a resource's objects can be read
 // now. A claim records its object as resource.version.group at the time of
 // the create; the platform may stop serving that version later (v2 becomes
 // the storage version, v1 is marked served: false), and the object is still
@@ -15,4 +15,4 @@
 // of its resource apart from versions: its name, <plural>.<group> (CRDName,
 // CRDGroup), and where objects keep the replica count their scale
 // subresource sets (ScaleReplicasPath). Those are pure: they read no API.
-package served
+package kinds

@@ -1,4 +1,4 @@
-// Package record owns the formats and names of what quotaplane keeps beside
+// Package formats owns the formats and names of what quotaplane keeps beside
 // the API's own types: the grants admission records in its journal
 // (PendingClaim), the budget holds (BudgetHold), the fail-open records, the
 // etcd keys they live under, the ledger ConfigMap's keys (LedgerState), and
@@ -8,4 +8,4 @@
 //
 // It holds values and their encoding only: no client, no lock, no I/O beyond
 // that one file.
-package record
+package formats

@@ -1,4 +1,4 @@
-package record
+package formats
 
 import (
 	"fmt"
