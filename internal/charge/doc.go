@@ -40,6 +40,14 @@
 // A claim created through the API runs the same steps with its own
 // rendering (claim.go): where (1), authorization (4), decision (5).
 //
+// The existing-object charger (internal/engine/existing) charges objects
+// stored before a policy came into force, on the leader, with no requester:
+// it renders each through RenderClaim (step 3, the same checks in the same
+// order) and asks the leader's term directly (admit.Term.ChargeExisting),
+// since it runs where the engine leads and charges what is already stored.
+// quotaplane verify only reads: it evaluates policies with the same
+// compiler (internal/policy) to say what is missing, and charges nothing.
+//
 // No step reads a number before step 4 has passed: a dry run, a review or
 // a Check by a requester who may not charge a consumer learns nothing of
 // its quota.

@@ -55,17 +55,10 @@ func planeClaim(plane planes.Plane, a admission.Attributes) error {
 	return nil
 }
 
-// planeConsumer refuses a claim a policy renders, for an object stored in
-// a plane, whose consumer is of a kind each plane stores for itself.
-func planeConsumer(ctx context.Context, f *inforce.Policy, a admission.Attributes, kind string, c *quotav1alpha1.ResourceClaim) error {
-	plane, ok := planes.From(ctx)
-	if !ok {
-		return nil
-	}
-	err := governed.PlaneConsumer(plane, c.Spec.ConsumerRef)
-	if err == nil {
-		return nil
-	}
+// planeConsumer words the refusal of a claim a policy renders, for an
+// object stored in plane, whose consumer is of a kind each plane stores for
+// itself (err, RenderClaim's PlaneConsumer).
+func planeConsumer(plane planes.Plane, f *inforce.Policy, a admission.Attributes, kind string, c *quotav1alpha1.ResourceClaim, err error) error {
 	what := "the " + kind + " was not created"
 	if a.GetOperation() == admission.Update {
 		what = "the update was not stored"

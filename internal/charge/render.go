@@ -19,7 +19,6 @@ import (
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
-	"github.com/quotaplane/quotaplane/internal/policy/claims"
 )
 
 // claimFor makes the claim a policy renders for one create, and checks it
@@ -40,29 +39,29 @@ type target struct {
 }
 
 func (ch *Charger) claimForObject(ctx context.Context, f *inforce.Policy, r *policy.Rendered, a admission.Attributes, tg target, obj metav1.Object) (*quotav1alpha1.ResourceClaim, error) {
-	src := claims.ClaimSource{Policy: f.Name, Generation: f.Generation, Kind: tg.kind, Resource: tg.resource,
+	src := ClaimSource{Policy: f.Name, Generation: f.Generation, Kind: tg.kind, Resource: tg.resource,
 		Namespace: a.GetNamespace(), Object: obj, SystemNamespace: ch.systemNamespace}
 	if plane, ok := planes.From(ctx); ok {
 		src.Plane = &plane
 	}
 	src.Cluster, _ = members.From(ctx)
-	c := claims.NewClaim(src, r)
+	res := RenderClaim(src, r, ch.claims)
+	c := res.Claim
 	ns := c.Namespace
 	kind := tg.kind
-	if c.Spec.ConsumerRef.Kind == "" {
+	switch res.Problem {
+	case NoConsumer:
 		// The reference resolves the consumer from the project control
 		// plane the request came to; this request came to the root.
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) has no spec.target.resourceClaimTemplate.spec.consumerRef, so it charges the project whose control plane a request comes to, and this %s was created at the root control plane, which belongs to no project; the %s was not created: give the policy a consumerRef to use it here (this is not a quota denial)",
 			f.Name, f.Generation, kind.Kind, kind.Kind))
-	}
-	if err := planeConsumer(ctx, f, a, kind.Kind, c); err != nil {
-		return nil, err
-	}
-	if errs := ch.claims.Validate(c); len(errs) > 0 {
+	case PlaneConsumer:
+		return nil, planeConsumer(*src.Plane, f, a, kind.Kind, c, res.Err)
+	case Invalid:
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) renders, for this %s, a ResourceClaim the API server would refuse: %v; the %s was not created: fix the policy's spec.target.resourceClaimTemplate (this is not a quota denial)",
-			f.Name, f.Generation, kind.Kind, errs.ToAggregate(), kind.Kind))
+			f.Name, f.Generation, kind.Kind, res.Errs.ToAggregate(), kind.Kind))
 	}
 	if _, inPlane := planes.From(ctx); inPlane {
 		// The plane's quota namespace is its owner's; it exists while the

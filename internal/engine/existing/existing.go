@@ -20,11 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
 	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
-	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
 	"github.com/quotaplane/quotaplane/internal/reconcile"
 )
@@ -82,7 +82,7 @@ type Charger struct {
 	Planes       func(ctx context.Context) ([]planes.Listed, error)
 	PlaneDynamic func(p planes.Plane) (dynamic.Interface, error)
 
-	validator *claims.ClaimValidator
+	validator *charge.Validator
 	// nsLabels are namespaces' labels read for namespace selectors, by
 	// name, each kept for nsLabelsFor.
 	nsLabels sync.Map
@@ -193,7 +193,7 @@ func (c *Charger) pass(name, version string) *pass {
 // governs; it returns how many were busy.
 func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPolicy, p *pass) (int, error) {
 	if c.validator == nil {
-		v, err := claims.NewClaimValidator()
+		v, err := charge.NewValidator()
 		if err != nil {
 			return 0, err
 		}
@@ -352,18 +352,16 @@ func (c *Charger) claimFor(ctx context.Context, name string, generation int64, c
 	if !applies {
 		return nil, ""
 	}
-	claim := claims.NewClaim(claims.ClaimSource{Policy: name, Generation: generation, Kind: gvk, Resource: gvr,
-		Namespace: obj.GetNamespace(), Object: obj, SystemNamespace: c.SystemNamespace, Plane: plane}, rendered)
-	if claim.Spec.ConsumerRef.Kind == "" {
+	res := charge.RenderClaim(charge.ClaimSource{Policy: name, Generation: generation, Kind: gvk, Resource: gvr,
+		Namespace: obj.GetNamespace(), Object: obj, SystemNamespace: c.SystemNamespace, Plane: plane}, rendered, c.validator)
+	claim := res.Claim
+	switch res.Problem {
+	case charge.NoConsumer:
 		return nil, "the policy has no spec.target.resourceClaimTemplate.spec.consumerRef, and an object at the root control plane belongs to no project to charge: give the policy a consumerRef"
-	}
-	if plane != nil {
-		if err := governed.PlaneConsumer(*plane, claim.Spec.ConsumerRef); err != nil {
-			return nil, fmt.Sprintf("the policy charges it to %s, and %v; %s", convertConsumer(claim.Spec.ConsumerRef), err, governed.PlaneConsumerRemedy(*plane))
-		}
-	}
-	if errs := c.validator.Validate(claim); len(errs) > 0 {
-		return nil, "the policy renders a claim the API server would refuse: " + errs.ToAggregate().Error()
+	case charge.PlaneConsumer:
+		return nil, fmt.Sprintf("the policy charges it to %s, and %v; %s", convertConsumer(claim.Spec.ConsumerRef), res.Err, governed.PlaneConsumerRemedy(*plane))
+	case charge.Invalid:
+		return nil, "the policy renders a claim the API server would refuse: " + res.Errs.ToAggregate().Error()
 	}
 	err, seen := open[claim.Namespace]
 	if !seen {

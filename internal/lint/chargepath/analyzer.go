@@ -14,6 +14,7 @@ const module = "github.com/quotaplane/quotaplane/"
 const (
 	chargePkg = module + "internal/charge"
 	authzPkg  = module + "internal/admission/claimauthz"
+	renderPkg = module + "internal/policy/claims"
 	routePkg  = module + "internal/engine/route"
 	admitPkg  = module + "internal/engine/admit"
 	peerPkg   = module + "internal/peer"
@@ -28,7 +29,7 @@ func entryPoints() map[string]bool {
 func Analyzer() *analysis.Analyzer {
 	return &analysis.Analyzer{
 		Name: "chargepath",
-		Doc:  "only internal/charge authorizes consumers and asks the engine to decide a charge or a review",
+		Doc:  "only internal/charge authorizes consumers, renders claims and asks the engine to decide a charge or a review",
 		Run:  run,
 	}
 }
@@ -44,6 +45,8 @@ func run(pass *analysis.Pass) (any, error) {
 			case err != nil:
 			case p == authzPkg && !charging && path != authzPkg:
 				pass.Reportf(imp.Pos(), "%s imports claimauthz: authorize consumers through internal/charge, the one charging path", path)
+			case p == renderPkg && !charging:
+				pass.Reportf(imp.Pos(), "%s imports the claim renderer policy/claims: render through internal/charge (RenderClaim), the one charging path", path)
 			case p == admitPkg && routing:
 				pass.Reportf(imp.Pos(), "%s imports the local-decision package internal/engine/admit: ask through internal/engine/route, which takes a decision where it is made", path)
 			}

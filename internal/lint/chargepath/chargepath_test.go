@@ -13,7 +13,7 @@ import (
 // package of the charging component importing the local-decision package
 // (and peer, claimauthz); and a package elsewhere that assembles the steps
 // itself: an import of claimauthz, a call and a method value of each entry
-// point. A Review of another type or package is none of them. Each `// want` comment is a diagnostic the
+// point; a package elsewhere importing the claim renderer. A Review of another type or package is none of them. Each `// want` comment is a diagnostic the
 // analyzer must report, and it must report nothing else.
 func TestTheAnalyzerFindsEachPattern(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), chargepath.Analyzer(),
@@ -24,5 +24,7 @@ func TestTheAnalyzerFindsEachPattern(t *testing.T) {
 		"github.com/quotaplane/quotaplane/internal/engine/admit",
 		"github.com/quotaplane/quotaplane/internal/peer",
 		"github.com/quotaplane/quotaplane/internal/server/elsewhere",
+		"github.com/quotaplane/quotaplane/internal/engine/existing",
+		"github.com/quotaplane/quotaplane/internal/policy/claims",
 		"github.com/quotaplane/quotaplane/internal/server/whatif")
 }

@@ -5,6 +5,10 @@
 //   - Only internal/charge imports internal/admission/claimauthz, the check
 //     that a requester may charge a consumer: every way in authorizes
 //     through the component, in its place among the steps.
+//   - Only internal/charge imports internal/policy/claims, the renderer
+//     that makes a policy's claim for an object: the existing-object
+//     charger renders through charge.RenderClaim, with admission's checks
+//     in admission's order.
 //   - Only internal/charge calls the engine's entry points that decide a
 //     charge or a review (route.Handle's DecideCreate, DecideUpdate,
 //     Review and WaitAdmitted). internal/engine/route defines them, and

@@ -1,0 +1,3 @@
+package claims
+
+func NewClaim() string { return "" }
