@@ -255,9 +255,7 @@ func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, app
 				warning.AddWarning(ctx, "", fmt.Sprintf("dry run: ClaimCreationPolicy %s (generation %d) would charge %s",
 					f.Name, f.Generation, requestsText(claims[i])))
 			}
-			return nil
 		}
-		ch.handle.WaitAdmitted(claims)
 		return nil
 	}
 	for i, d := range res.Decisions {

@@ -19,6 +19,14 @@ import (
 // object is stored; a denial writes nothing: a refused create leaves no
 // claim behind.
 func (h *Handle) DecideCreate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error) {
+	res, err := h.decideCreate(ctx, claims, dryRun)
+	if err == nil && res.Granted && !dryRun && ctx.Value(forwardedKey{}) == nil {
+		h.waitAdmitted(claims)
+	}
+	return res, err
+}
+
+func (h *Handle) decideCreate(ctx context.Context, claims []*quotav1alpha1.ResourceClaim, dryRun bool) (AdmitResult, error) {
 	return route(ctx, h, func(d Decider) (AdmitResult, error) {
 		if err := h.injected(); err != nil {
 			return AdmitResult{}, err
@@ -150,9 +158,10 @@ func (h *Handle) injected() error {
 	return h.faults.Failure()
 }
 
-// WaitAdmitted holds a create that was granted for the delay the Handle's
-// Faults ask for these claims, if any. Admission calls it last.
-func (h *Handle) WaitAdmitted(claims []*quotav1alpha1.ResourceClaim) {
+// waitAdmitted holds a create of this replica's own that was granted for
+// the delay the Handle's Faults ask for these claims, if any: the window
+// between admission and storage, which tests widen.
+func (h *Handle) waitAdmitted(claims []*quotav1alpha1.ResourceClaim) {
 	if h.faults == nil {
 		return
 	}

@@ -22,7 +22,7 @@ const (
 
 // entryPoints are route.Handle's methods that decide a charge or a review.
 func entryPoints() map[string]bool {
-	return map[string]bool{"DecideCreate": true, "DecideUpdate": true, "Review": true, "WaitAdmitted": true}
+	return map[string]bool{"DecideCreate": true, "DecideUpdate": true, "Review": true}
 }
 
 // Analyzer is the charging path's boundary check.

@@ -10,8 +10,8 @@
 //     charger renders through charge.RenderClaim, with admission's checks
 //     in admission's order.
 //   - Only internal/charge calls the engine's entry points that decide a
-//     charge or a review (route.Handle's DecideCreate, DecideUpdate,
-//     Review and WaitAdmitted). internal/engine/route defines them, and
+//     charge or a review (route.Handle's DecideCreate, DecideUpdate and
+//     Review; a delegated grant's budget, DecideBudget, is its admission's). internal/engine/route defines them, and
 //     internal/peer calls them on the leader for a follower's forwarded
 //     request, which the follower's charging component sent.
 //   - Neither internal/charge nor internal/peer imports the local-decision

@@ -14,7 +14,7 @@ func Assemble(h *route.Handle) error {
 	_ = claimauthz.AuthorizeClaim()
 	_ = h.Review()       // want `calls route.Handle.Review`
 	_ = h.DecideUpdate() // want `calls route.Handle.DecideUpdate`
-	h.WaitAdmitted()     // want `calls route.Handle.WaitAdmitted`
+	h.WaitAdmitted()     // not an entry point
 	h.CreateEnded()
 	f := h.DecideCreate // want `calls route.Handle.DecideCreate`
 	_ = reviewer{}.Review()
