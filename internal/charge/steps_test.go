@@ -10,19 +10,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/charge/inforce/inforcetest"
 	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quota"
@@ -75,26 +71,7 @@ func (e *engine) asked() (evaluated, admitted int) {
 // allow says so, and eng as the leading term.
 func chargerFor(t *testing.T, eng *engine, allow bool) *Charger {
 	t.Helper()
-	cp := &quotav1alpha1.ClaimCreationPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "ClaimCreationPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: "configmaps", Generation: 1},
-	}
-	cp.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "ConfigMap"}
-	cp.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
-		ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"},
-		Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: "example.com/configmaps", Amount: intstr.FromInt32(1)}},
-	}
-	cp.Status.ObservedGeneration = 1
-	cp.Status.Conditions = []metav1.Condition{{Type: quotav1alpha1.PolicyConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 1,
-		Reason: "Valid", LastTransitionTime: metav1.Now()}}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		quotav1alpha1.SchemeGroupVersion.WithResource("claimcreationpolicies"): "ClaimCreationPolicyList",
-		quotav1alpha1.SchemeGroupVersion.WithResource("resourceregistrations"): "ResourceRegistrationList",
-	}, &unstructured.Unstructured{Object: u})
+	dyn := inforcetest.Dynamic(t, inforcetest.ReadyPolicy("configmaps", "ConfigMap", "example.com/configmaps"))
 	namespaces := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, ns := range []string{"default", "quota-system"} {
 		if err := namespaces.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

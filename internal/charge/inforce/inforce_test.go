@@ -5,14 +5,8 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/charge/inforce/inforcetest"
 )
 
 // TestFirstCreateSeesEveryPolicy: a replica's first create (the plugin starts
@@ -24,31 +18,12 @@ import (
 // wait's poll period, so the old wait fails this every time.
 func TestFirstCreateSeesEveryPolicy(t *testing.T) {
 	const n = 300
-	var objs []runtime.Object
+	var policies []*quotav1alpha1.ClaimCreationPolicy
 	for i := range n {
-		cp := &quotav1alpha1.ClaimCreationPolicy{
-			TypeMeta:   metav1.TypeMeta{APIVersion: quotav1alpha1.SchemeGroupVersion.String(), Kind: "ClaimCreationPolicy"},
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("policy-%03d", i), Generation: 1},
-		}
-		cp.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "Secret"}
-		cp.Spec.Trigger.Constraints = []quotav1alpha1.Constraint{{Expression: fmt.Sprintf("trigger.metadata.namespace == 'ns-%d'", i)}}
-		cp.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
-			ConsumerRef: quotav1alpha1.TemplateConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"},
-			Requests:    []quotav1alpha1.ClaimTemplateRequest{{ResourceType: "example.com/secrets", Amount: intstr.FromInt32(1)}},
-		}
-		cp.Status.ObservedGeneration = 1
-		cp.Status.Conditions = []metav1.Condition{{Type: quotav1alpha1.PolicyConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 1,
-			Reason: "Valid", LastTransitionTime: metav1.Now()}}
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: u})
+		policies = append(policies, inforcetest.ReadyPolicy(fmt.Sprintf("policy-%03d", i), "Secret", "example.com/secrets",
+			fmt.Sprintf("trigger.metadata.namespace == 'ns-%d'", i)))
 	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		policiesGVR:      "ClaimCreationPolicyList",
-		registrationsGVR: "ResourceRegistrationList",
-	}, objs...)
+	dyn := inforcetest.Dynamic(t, policies...)
 	x := New(10 * time.Second)
 	x.Dynamic = dyn
 	drained := make(chan struct{})
