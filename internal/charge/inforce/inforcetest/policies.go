@@ -48,7 +48,7 @@ func Dynamic(t testing.TB, policies ...*quotav1alpha1.ClaimCreationPolicy) *fake
 		objs = append(objs, &unstructured.Unstructured{Object: u})
 	}
 	return fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		quotav1alpha1.SchemeGroupVersion.WithResource("claimcreationpolicies"):  "ClaimCreationPolicyList",
+		quotav1alpha1.SchemeGroupVersion.WithResource("claimcreationpolicies"): "ClaimCreationPolicyList",
 		quotav1alpha1.SchemeGroupVersion.WithResource("resourceregistrations"): "ResourceRegistrationList",
 	}, objs...)
 }
