@@ -322,6 +322,26 @@ func (f *Fixture) Decided(name string) metav1.Condition {
 	return cond
 }
 
+// DecidedAs waits until the claim's decision has the given status, for a claim
+// decided again: the engine writes a claim's status and its buckets' numbers
+// independently, so a bucket can show a grant a moment before its claim does.
+func (f *Fixture) DecidedAs(name string, status metav1.ConditionStatus) metav1.Condition {
+	f.T.Helper()
+	var last *metav1.Condition
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c := &quotav1alpha1.ResourceClaim{}
+		if err := f.C.Get(ctx, types.NamespacedName{Namespace: f.NS, Name: name}, c); err != nil {
+			return false, nil
+		}
+		last = quotav1alpha1.ClaimDecision(c.Status.Conditions)
+		return last != nil && last.Status == status, nil
+	})
+	if err != nil {
+		f.T.Fatalf("claim %s was not decided %s: its decision is %+v", name, status, last)
+	}
+	return *last
+}
+
 func (f *Fixture) GetClaim(name string) *quotav1alpha1.ResourceClaim {
 	f.T.Helper()
 	c := &quotav1alpha1.ResourceClaim{}

@@ -131,7 +131,7 @@ func TestWaitingClaimGrantedWhenGrantArrives(t *testing.T) {
 	f.Grant("g", map[string][]quotatest.Bucket{"projects": {{Amount: 4}}})
 	// Creation order: the earlier claim gets the room.
 	f.WaitBucket(quotatest.N(4, 3, 1), "projects")
-	if c := f.Decided("early"); c.Status != metav1.ConditionTrue {
+	if c := f.DecidedAs("early", metav1.ConditionTrue); c.Reason != quotav1alpha1.ClaimReasonQuotaAvailable {
 		t.Fatalf("early after the grant: %+v", c)
 	}
 	if c := f.Decided("later"); c.Status != metav1.ConditionFalse {
