@@ -14,7 +14,7 @@ import (
 )
 
 func newWhatIfCommand() *cobra.Command {
-	var kubeconfig, dataDir, output, controlPlane string
+	var kubeconfig, dataDir, output, controlPlane, policyFile string
 	var files []string
 	var o whatif.Options
 	exit := func(code int) {
@@ -39,20 +39,59 @@ files in lexical order, lists expanded; - reads standard input.
   kustomize build . | quotaplane what-if -f -
   quotaplane what-if -f app.yaml --control-plane projects/web   # in a project's control plane
 
-Exit status: 0 every object fits, 1 at least one would be refused, 2 the review could not be made.`,
+With --policy, what-if previews a ClaimCreationPolicy instead (new, or an edit of the one of its name):
+it is evaluated against every object of its trigger kind that exists, and the table shows, per consumer,
+usage against limit now and if it came into force, the objects it would refuse or cannot evaluate, and
+the consumers it would put over (docs/admission.md, "Rolling out a policy"). It needs the right to
+create ClaimCreationPolicies.
+
+  quotaplane what-if --policy policy.yaml
+
+Exit status: 0 every object fits, 1 at least one would be refused (or, with --policy, not fit or not be
+evaluated), 2 the review could not be made.`,
 		Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			if len(files) == 0 {
-				fail(cmd, fmt.Errorf("give the manifests with -f (a file, a directory, or - for standard input)"))
+			switch {
+			case policyFile != "" && (len(files) > 0 || controlPlane != "" || o.User != ""):
+				fail(cmd, fmt.Errorf("--policy previews a policy against every object that exists, at the root: it takes no -f, --control-plane or --as"))
+			case policyFile == "" && len(files) == 0:
+				fail(cmd, fmt.Errorf("give the manifests with -f (a file, a directory, or - for standard input), or a ClaimCreationPolicy to preview with --policy"))
 			}
 			if output != "" && output != "table" && output != "json" {
 				fail(cmd, fmt.Errorf("--output %q: want table or json", output))
+			}
+			path := clientconfig.Path(kubeconfig, dataDir)
+			if policyFile != "" {
+				cp, err := whatif.ReadPolicy(policyFile, cmd.InOrStdin())
+				if err != nil {
+					fail(cmd, err)
+				}
+				cfg, err := clientconfig.Load(path)
+				if err != nil {
+					fail(cmd, err)
+				}
+				c, err := versioned.NewForConfig(cfg)
+				if err != nil {
+					fail(cmd, err)
+				}
+				r, err := whatif.PreviewPolicy(cmd.Context(), c, cp)
+				if err != nil {
+					fail(cmd, err)
+				}
+				if output == "json" {
+					err = whatif.PrintJSON(cmd.OutOrStdout(), r)
+				} else {
+					err = whatif.PrintPolicyTable(cmd.OutOrStdout(), r)
+				}
+				if err != nil {
+					fail(cmd, err)
+				}
+				exit(whatif.ExitCode(r))
 			}
 			objs, srcs, err := whatif.Read(files, cmd.InOrStdin())
 			if err != nil {
 				fail(cmd, err)
 			}
-			path := clientconfig.Path(kubeconfig, dataDir)
 			cfg, err := clientconfig.Load(path)
 			if err != nil {
 				fail(cmd, err)
@@ -92,6 +131,7 @@ Exit status: 0 every object fits, 1 at least one would be refused, 2 the review 
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the quota plane (default $KUBECONFIG, ~/.kube/config)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data directory of a local quotaplane serve (its admin kubeconfig)")
 	cmd.Flags().StringVar(&controlPlane, "control-plane", "", "review in a control plane: organizations/<name> or projects/<name>")
+	cmd.Flags().StringVar(&policyFile, "policy", "", "preview the ClaimCreationPolicy of this file (or - for standard input) against every object that exists, instead of reviewing manifests")
 	cmd.Flags().StringVar(&o.User, "as", "", "review as this user (needs impersonate on it)")
 	cmd.Flags().StringArrayVar(&o.Groups, "as-group", nil, "groups of --as (each needs impersonate); repeatable")
 	return cmd

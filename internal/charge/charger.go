@@ -55,6 +55,16 @@ func (ch *Charger) SetIncreaseLink(link func(consumer quota.ConsumerID, resource
 	ch.increaseLink = link
 }
 
+// Units is what one base unit of a resource type is, as its registration
+// declares it: policies' amounts written as quantities are converted with it.
+func (ch *Charger) Units(resourceType string) (string, bool) { return ch.policies.Units(resourceType) }
+
+// SystemNamespace holds the claims of cluster-scoped objects.
+func (ch *Charger) SystemNamespace() string { return ch.systemNamespace }
+
+// Exemptions are the objects no policy charges.
+func (ch *Charger) Exemptions() governed.Exemptions { return ch.exemptions }
+
 // Handle is the engine the charger decides with.
 func (ch *Charger) Handle() *route.Handle { return ch.handle }
 
@@ -167,7 +177,18 @@ func (ch *Charger) chargeCreate(ctx context.Context, run *call) error {
 	if policies, err = ch.scoped(ctx, a, policies); err != nil {
 		return err
 	}
-	if len(policies) == 0 {
+	var trials []*inforce.Policy
+	if run.Mode != Existing {
+		// An object a member cluster stores already is charged by what
+		// enforces; a trial judges requests.
+		if trials, err = ch.policies.Trials(kind.Group, kind.Kind); err != nil {
+			return apierrors.NewTimeoutError(fmt.Sprintf("quota for this %s cannot be decided yet: %v; retry", kind.Kind, err), 1)
+		}
+		if trials, err = ch.scoped(ctx, a, trials); err != nil {
+			return err
+		}
+	}
+	if len(policies) == 0 && len(trials) == 0 {
 		return nil
 	}
 	// Policies see the object as the client sent it (its versioned form),
@@ -185,6 +206,11 @@ func (ch *Charger) chargeCreate(ctx context.Context, run *call) error {
 		return apierrors.NewInternalError(err)
 	}
 	in := policy.Input{Object: obj, User: userMap(a), RequestInfo: requestInfoMap(ctx, a), Units: ch.policies.Units}
+	if len(trials) > 0 {
+		if err := ch.tryTrials(ctx, run, trials, in, objMeta); err != nil {
+			return err
+		}
+	}
 	var claims []*quotav1alpha1.ResourceClaim
 	var applying []*inforce.Policy
 	for _, f := range policies {

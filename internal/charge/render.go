@@ -123,9 +123,18 @@ func (ch *Charger) authorizeConsumers(ctx context.Context, run *call, applying [
 			continue
 		}
 		if err := claimauthz.AuthorizeClaim(ctx, ch.authorizer, a.GetUserInfo(), c.Spec.ConsumerRef); err != nil {
-			ch.reports.result(applying[i].Name, resultUnauthorized)
+			f := applying[i]
+			ch.reports.resultFor(f, resultUnauthorized)
+			if f.Mode != quotav1alpha1.PolicyModeEnforce && f.Mode != "" {
+				// A trial charges nothing, and still refuses: else a tenant
+				// could store objects charging another tenant and wait for
+				// the switch to enforce.
+				return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
+					"ClaimCreationPolicy %s (generation %d, mode %s) would charge this %s to %s, and %v; mode %s charges nothing, but whoever creates an object must be allowed to charge its consumer in every mode",
+					f.Name, f.Generation, f.Mode, a.GetKind().Kind, claimauthz.ConsumerName(c.Spec.ConsumerRef), err, f.Mode))
+			}
 			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
-				"ClaimCreationPolicy %s charges this %s to %s, and %v", applying[i].Name, a.GetKind().Kind, claimauthz.ConsumerName(c.Spec.ConsumerRef), err))
+				"ClaimCreationPolicy %s charges this %s to %s, and %v", f.Name, a.GetKind().Kind, claimauthz.ConsumerName(c.Spec.ConsumerRef), err))
 		}
 	}
 	return nil

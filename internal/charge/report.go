@@ -26,6 +26,9 @@ const (
 	resultInvalidClaim  = "invalid_claim"
 	resultNameTaken     = "name_taken"
 	resultUnauthorized  = "unauthorized"
+	// Under mode Warn or Audit (trial.go): what enforcing would have done.
+	resultWouldCharge = "would_charge"
+	resultWouldRefuse = "would_refuse"
 )
 
 // reporter tells operators and clients what admission did that they must
@@ -60,7 +63,12 @@ func (r *reporter) events() record.EventRecorder {
 }
 
 func (r *reporter) result(policy, result string) {
-	r.countResult(policy, result)
+	r.countResult(policy, result, quotav1alpha1.PolicyModeEnforce)
+}
+
+// resultFor counts a result of the version f, in its mode.
+func (r *reporter) resultFor(f *inforce.Policy, result string) {
+	r.countResult(f.Name, result, f.Mode)
 }
 
 func (r *reporter) resultAll(applying []*inforce.Policy, result string) {

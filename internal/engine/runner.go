@@ -67,6 +67,9 @@ type Options struct {
 	// ExpiryWarning is how long before a grant's spec.expiresAt the grant
 	// and its buckets are ExpiringSoon (0: never).
 	ExpiryWarning time.Duration
+	// PolicyImpactEvery is how often a ClaimCreationPolicy generation in
+	// mode Warn or Audit has its status.impact computed again.
+	PolicyImpactEvery time.Duration
 	// ClockOffset shifts the clock this replica judges grant windows by
 	// (a leader whose clock is behind or ahead). Only test harnesses set it:
 	// the in-process server's options, or the hidden flag of a binary built
@@ -96,6 +99,7 @@ func DefaultOptions() Options {
 		RetryPeriod:      2 * time.Second,
 		Workers:          16,
 		ExpiryWarning:    72 * time.Hour,
+		PolicyImpactEvery: time.Minute,
 	}
 }
 
@@ -273,6 +277,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it stops deciding.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew leadership.")
 	fs.IntVar(&o.Workers, "quota-workers", o.Workers, "Parallel writers of claim decisions and buckets.")
+	fs.DurationVar(&o.PolicyImpactEvery, "policy-impact-interval", o.PolicyImpactEvery, "How often a ClaimCreationPolicy generation in mode Warn or Audit is evaluated again on every existing object of its trigger kind for its status.impact (what it would charge, refuse and fail to evaluate if it came into force).")
 	fs.DurationVar(&o.ExpiryWarning, "grant-expiry-warning", o.ExpiryWarning, "How long before a ResourceGrant's spec.expiresAt the grant and the buckets it counts towards are ExpiringSoon (a condition and one Warning Event each); 0 turns the warning off.")
 	fs.StringArrayVar(&o.parentFlags, "consumer-parent", nil, "Where a consumer kind's parent is found, for registrations with spec.parentConsumerTypes: Kind.group=ParentKind.group:label-key, "+
 		"the child naming its parent in that label (repeat for more levels). Default: Project.resourcemanager.miloapis.com=Organization.resourcemanager.miloapis.com:"+rmv1alpha1.OrganizationNameLabel+".")

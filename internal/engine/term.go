@@ -290,6 +290,7 @@ func (r *Runner) newTerm(ctx context.Context, l *fence.Ledger, j *fence.Journal,
 		Exemptions:      governed.NewExemptions(r.opts.SystemNamespace, r.opts.ExemptNamespaces),
 		Planes:          func(ctx context.Context) ([]planes.Listed, error) { return planes.List(ctx, r.dynamic) },
 		PlaneDynamic:    func(p planes.Plane) (dynamic.Interface, error) { return r.planes.Dynamic(p) },
+		ImpactEvery:     r.opts.PolicyImpactEvery,
 	}
 	placement := status.NewPlacement(ctx, r.opts.SystemNamespace, r.kube, r.metadata,
 		func(id quota.BucketID) { t.bucketQueue.Add(id) }, t.consumerBuckets)

@@ -354,11 +354,11 @@ func (c *constraints) applies(vars map[string]any) (bool, error) {
 	for i, prg := range c.programs {
 		v, _, err := prg.Eval(vars)
 		if err != nil {
-			return false, fmt.Errorf("spec.trigger.constraints[%d].expression %q: %w", i, c.exprs[i], err)
+			return false, &EvalError{Field: fmt.Sprintf("spec.trigger.constraints[%d].expression", i), Err: fmt.Errorf("%q: %w", c.exprs[i], err)}
 		}
 		b, ok := v.(types.Bool)
 		if !ok {
-			return false, fmt.Errorf("spec.trigger.constraints[%d].expression %q returned %s, not bool", i, c.exprs[i], v.Type())
+			return false, &EvalError{Field: fmt.Sprintf("spec.trigger.constraints[%d].expression", i), Err: fmt.Errorf("%q returned %s, not bool", c.exprs[i], v.Type())}
 		}
 		if !b {
 			return false, nil
@@ -378,6 +378,7 @@ func triggerGroup(r quotav1alpha1.TriggerResource) string {
 type request struct {
 	resourceType *template
 	quantity     string    // when a constant quantity ("2Gi")
+	amountField  string    // the path of the amount, for errors
 	amount       int64     // when constant
 	amountExpr   *template // when computed
 	dims         []pairTemplate
@@ -491,7 +492,7 @@ func Compile(p *quotav1alpha1.ClaimCreationPolicy, o Options) (*Compiled, error)
 	for i, r := range spec.Requests {
 		path := base.Child("spec", "requests").Index(i)
 		amountField := path.Child("amount").String()
-		var rq request
+		rq := request{amountField: amountField}
 		if rq.resourceType, err = comp.template(path.Child("resourceType").String(), r.ResourceType); err != nil {
 			return nil, err
 		}
@@ -597,11 +598,11 @@ func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 				return false, nil, err
 			}
 			if amount, err = ParseAmount(s, rt, in.Units); err != nil {
-				return false, nil, fmt.Errorf("spec.target.resourceClaimTemplate.spec.requests: %w", err)
+				return false, nil, &EvalError{Field: r.amountExpr.field, Err: err, Amount: true}
 			}
 		case r.quantity != "":
 			if amount, err = ParseAmount(r.quantity, rt, in.Units); err != nil {
-				return false, nil, fmt.Errorf("spec.target.resourceClaimTemplate.spec.requests: %w", err)
+				return false, nil, &EvalError{Field: r.amountField, Err: err, Amount: true}
 			}
 		}
 		req := quotav1alpha1.ResourceRequest{ResourceType: quotav1alpha1.ResourceType(rt), Amount: amount}
@@ -612,6 +613,20 @@ func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 	}
 	return true, out, nil
 }
+
+// EvalError is a failure to evaluate a policy for one object: the field of
+// the policy whose expression failed, and why.
+type EvalError struct {
+	Field string
+	Err   error
+	// Amount: the expression evaluated, and its value is not an amount of
+	// the resource type (its units are read from the registrations).
+	Amount bool
+}
+
+func (e *EvalError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+func (e *EvalError) Unwrap() error { return e.Err }
 
 // KindNotServedWarning is what is said of a policy whose trigger kind is not
 // served; hint is kinds.Kind's.

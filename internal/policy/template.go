@@ -22,6 +22,9 @@ type template struct {
 	literal []string      // len(exprs)+1 pieces of text
 	exprs   []cel.Program // between them
 	source  string
+	// field is the path of the policy field the template is, which an
+	// evaluation error names (EvalError).
+	field string
 	// anyResult: a segment may yield any value (an amount's number); else
 	// each must yield a string, as in the reference implementation.
 	anyResult bool
@@ -113,7 +116,7 @@ func (c *compiler) amountTemplate(field, s string) (*template, error) {
 }
 
 func (c *compiler) compileTemplate(field, s string, anyResult bool) (*template, error) {
-	t := &template{source: s, anyResult: anyResult}
+	t := &template{source: s, field: field, anyResult: anyResult}
 	segs, err := splitTemplate(s)
 	if err != nil {
 		return nil, invalid(CauseTemplateInvalid, field, err)
@@ -170,14 +173,14 @@ func (t *template) render(vars map[string]any) (string, error) {
 		b.WriteString(t.literal[i])
 		v, _, err := prg.Eval(vars)
 		if err != nil {
-			return "", fmt.Errorf("evaluating %q: %w", t.source, err)
+			return "", &EvalError{Field: t.field, Err: fmt.Errorf("evaluating %q: %w", t.source, err)}
 		}
 		if s, ok := v.Value().(string); ok {
 			b.WriteString(s)
 			continue
 		}
 		if !t.anyResult {
-			return "", fmt.Errorf("evaluating %q: a segment returned %s %v, and a template segment must return a string; convert it with string(...)", t.source, v.Type().TypeName(), v.Value())
+			return "", &EvalError{Field: t.field, Err: fmt.Errorf("evaluating %q: a segment returned %s %v, and a template segment must return a string; convert it with string(...)", t.source, v.Type().TypeName(), v.Value())}
 		}
 		b.WriteString(format(v))
 	}

@@ -299,10 +299,14 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 
 	// quotaplane's own kinds are registered in the API server's scheme
 	// before its configuration (the OpenAPI namer, the storage factory)
-	// reads the scheme.
+	// reads the scheme — with CRD storage too, where they are unused: the
+	// scheme is the process's (legacyscheme), and registering them later,
+	// for a second server of one process, would write its maps while the
+	// first one decodes with them (a fatal concurrent map access CI found
+	// in test/integration/nativeapi).
+	nativeapi.Register()
 	openAPIDefinitions := generatedopenapi.GetOpenAPIDefinitions
 	if !opts.CRDStorage {
-		nativeapi.Register()
 		openAPIDefinitions = nativeapi.OpenAPIDefinitions(openAPIDefinitions)
 	}
 	genericConfig, versionedInformers, storageFactory, err := controlplaneapiserver.BuildGenericConfig(

@@ -2,13 +2,13 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -211,7 +211,7 @@ func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.Gr
 	applies, err := p.compiled.Applies(policy.Input{Object: obj})
 	switch {
 	case err != nil:
-		st.NotJudged++
+		v.unevaluable(r, p, m, err)
 		return
 	case !applies:
 		st.NotGoverned++
@@ -236,6 +236,18 @@ func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.Gr
 	}
 	if f := s.failOpen[uid]; f != nil && (len(f.Policies) == 0 || slices.Contains(f.Policies, p.name)) {
 		st.FailOpen++
+		return
+	}
+	// As the existing-object charger evaluates it, with no requester: an
+	// object it cannot evaluate was left uncharged and said so.
+	in := policy.Input{Object: obj, User: map[string]any{"name": "", "uid": "", "groups": []string{}, "extra": map[string]any{}},
+		RequestInfo: map[string]any{"verb": "create", "namespace": m.GetNamespace(), "name": m.GetName(), "apiGroup": gvr.Group,
+			"apiVersion": gvr.Version, "resource": gvr.Resource, "subresource": "", "dryRun": false}}
+	var ee *policy.EvalError
+	if _, _, err := p.compiled.Evaluate(in); errors.As(err, &ee) && !ee.Amount {
+		// (An amount is judged with the registrations' units, which are
+		// not read here: only an expression that fails is reported.)
+		v.unevaluable(r, p, m, err)
 		return
 	}
 	st.Unclaimed++
@@ -437,4 +449,20 @@ func listFailOpen(s *reading, r *Report) {
 	for _, f := range s.failOpen {
 		r.FailOpen = append(r.FailOpen, *f)
 	}
+}
+
+// unevaluable reports an object the policy cannot be evaluated for: it
+// holds no claim (admission refuses such a create under an enforcing
+// policy, so it was stored while the policy did not enforce), and only a
+// person can repair it.
+func (v *verifier) unevaluable(r *Report, p *enforcedPolicy, m metav1.Object, err error) {
+	p.stats.Unevaluable++
+	uid := string(m.GetUID())
+	kind := p.compiled.Kind
+	object := fmt.Sprintf("%s (uid %s)", kindName(kind, m.GetNamespace(), m.GetName()), uid)
+	r.Add(Discrepancy{Check: CheckUnevaluableObject, ID: fmt.Sprintf("%s/%s/%s", CheckUnevaluableObject, uid, p.name),
+		Problem: fmt.Sprintf("%s is matched by ClaimCreationPolicy %s, which cannot be evaluated for it (%v), so it holds no claim of it", object, p.name, err),
+		Repair: fmt.Sprintf("give the %s what the policy reads (its next write is refused until it does, and is then charged), fix ClaimCreationPolicy %s, or delete the %s",
+			kind, p.name, kind),
+		Target: &Target{Kind: "ClaimCreationPolicy", Name: p.name}})
 }

@@ -173,6 +173,24 @@ func (v *verifier) readPolicies(ctx context.Context, s *reading, r *Report) erro
 			r.Policies = append(r.Policies, stats)
 			ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
 			judged := ready != nil && ready.ObservedGeneration == cp.Generation
+			trial := quotav1alpha1.ModeOf(cp.Spec.Mode) != quotav1alpha1.PolicyModeEnforce
+			if judged && ready.Status == metav1.ConditionTrue && trial && !cp.Spec.Disabled {
+				// A generation in Warn or Audit charges nothing: what it
+				// matches holds no claim of it. Staged, the generation
+				// enforced before it still enforces, and is judged here.
+				if e := cp.Status.Enforced; cp.Spec.Staged && e != nil {
+					mode := cp.Spec.Mode
+					cp = cp.DeepCopy()
+					cp.Generation = e.Generation
+					cp.Spec.Trigger, cp.Spec.Target, cp.Spec.FailurePolicy = e.Trigger, e.Target, e.FailurePolicy
+					stats.Trigger = cp.Spec.Trigger.Resource.APIVersion + " " + cp.Spec.Trigger.Resource.Kind + " (generation " + strconv.FormatInt(e.Generation, 10) +
+						", enforced while generation " + strconv.FormatInt(list.Items[i].Generation, 10) + " is tried in mode " + string(mode) + ")"
+					ready = &metav1.Condition{Status: metav1.ConditionTrue, ObservedGeneration: e.Generation}
+				} else {
+					stats.NotEnforced = "mode " + string(cp.Spec.Mode) + ": a trial charges nothing"
+					continue
+				}
+			}
 			if judged && ready.Status != metav1.ConditionTrue && !cp.Spec.Disabled && cp.Status.Enforced != nil {
 				// Judged invalid: admission enforces the last valid
 				// version (docs/admission.md), and so is it judged here.

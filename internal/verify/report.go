@@ -21,6 +21,7 @@ const (
 	ExitDiscrepancies      = report.ExitDiscrepancies
 	ExitCannotRun          = report.ExitCannotRun
 	CheckUnclaimedObject   = report.CheckUnclaimedObject
+	CheckUnevaluableObject = report.CheckUnevaluableObject
 	CheckOrphanClaim       = report.CheckOrphanClaim
 	CheckBucketMismatch    = report.CheckBucketMismatch
 	CheckBucketMissing     = report.CheckBucketMissing

@@ -15,6 +15,18 @@ import (
 // fails the test, printing the report, when it finds any discrepancy.
 func VerifyClean(t testing.TB, s *testserver.Server) {
 	t.Helper()
+	r := Verify(t, s)
+	if len(r.Discrepancies) > 0 {
+		var out strings.Builder
+		r.Print(&out)
+		t.Fatalf("verify found %d discrepancies:\n%s", len(r.Discrepancies), out.String())
+	}
+}
+
+// Verify runs quotaplane verify against s, the etcd given, and returns its
+// report.
+func Verify(t testing.TB, s *testserver.Server) *verify.Report {
+	t.Helper()
 	o := *verify.NewOptions()
 	o.Kubeconfig = s.Kubeconfig
 	o.RecheckAfter = time.Second
@@ -27,9 +39,5 @@ func VerifyClean(t testing.TB, s *testserver.Server) {
 	if err != nil {
 		t.Fatalf("verify could not run: %v", err)
 	}
-	if len(r.Discrepancies) > 0 {
-		var out strings.Builder
-		r.Print(&out)
-		t.Fatalf("verify found %d discrepancies:\n%s", len(r.Discrepancies), out.String())
-	}
+	return r
 }

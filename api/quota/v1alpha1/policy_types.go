@@ -198,6 +198,34 @@ const (
 	FailurePolicyIgnore FailurePolicy = "Ignore"
 )
 
+// PolicyMode is how a generation of a ClaimCreationPolicy acts on the creates
+// it matches.
+// +kubebuilder:validation:Enum=Enforce;Warn;Audit
+type PolicyMode string
+
+const (
+	// PolicyModeEnforce charges every matching create, and refuses it when
+	// its claim does not fit or the policy cannot be evaluated for it. An
+	// absent mode is Enforce, as before modes existed.
+	PolicyModeEnforce PolicyMode = "Enforce"
+	// PolicyModeWarn admits every matching create, charges nothing, and
+	// warns the client with what enforcing would have charged or refused
+	// and why.
+	PolicyModeWarn PolicyMode = "Warn"
+	// PolicyModeAudit admits every matching create and charges nothing; what
+	// enforcing would have done is recorded (an audit annotation, the
+	// admission metric with mode="audit", and the policy's status.impact).
+	PolicyModeAudit PolicyMode = "Audit"
+)
+
+// ModeOf is a spec's mode, Enforce when absent.
+func ModeOf(m PolicyMode) PolicyMode {
+	if m == "" {
+		return PolicyModeEnforce
+	}
+	return m
+}
+
 // ClaimTarget is what a ClaimCreationPolicy creates.
 type ClaimTarget struct {
 	// resourceClaimTemplate is rendered into a ResourceClaim for each
@@ -207,6 +235,7 @@ type ClaimTarget struct {
 }
 
 // ClaimCreationPolicySpec says which creations consume which quota.
+// +kubebuilder:validation:XValidation:rule="!has(self.staged) || !self.staged || (has(self.mode) && self.mode != 'Enforce')",message="staged tries a Warn or Audit generation beside the enforced one: set mode to Warn or Audit, or remove staged",fieldPath=".staged"
 type ClaimCreationPolicySpec struct {
 	// trigger selects the creates that consume quota.
 	// +required
@@ -226,6 +255,25 @@ type ClaimCreationPolicySpec struct {
 	// +optional
 	// +kubebuilder:default=Fail
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty" protobuf:"bytes,4,opt,name=failurePolicy,casttype=FailurePolicy"`
+
+	// mode is how this generation acts on the creates it matches: Enforce
+	// (absent means Enforce) charges them and refuses what does not fit or
+	// cannot be evaluated; Warn and Audit admit them and charge nothing,
+	// Warn telling the client what enforcing would have done, Audit
+	// recording it. In every mode the requester must be allowed to charge
+	// the consumer a rendered claim names, or the create is refused.
+	// Switching to Enforce charges the objects stored meanwhile, as a policy
+	// coming into force does (status.existingObjects).
+	// +optional
+	Mode PolicyMode `json:"mode,omitempty" protobuf:"bytes,5,opt,name=mode,casttype=PolicyMode"`
+
+	// staged, with mode Warn or Audit, tries this generation beside the one
+	// enforced before it, which keeps enforcing (status.enforced) until a
+	// generation with mode Enforce is judged valid: an edit is tried before
+	// it replaces what enforces. Without it, a Warn or Audit generation
+	// stops enforcement at once, as spec.disabled does.
+	// +optional
+	Staged bool `json:"staged,omitempty" protobuf:"varint,6,opt,name=staged"`
 }
 
 // PolicyStatus is the observed state of a policy.
@@ -287,6 +335,154 @@ type ClaimCreationPolicyStatus struct {
 	// edit widened its trigger). Written by the quota engine only.
 	// +optional
 	ExistingObjects *ExistingObjectsStatus `json:"existingObjects,omitempty" protobuf:"bytes,3,opt,name=existingObjects"`
+
+	// mode is what admission applies now: Enforce, Warn or Audit, or
+	// Enforce+Warn and Enforce+Audit while a staged generation is tried
+	// beside the enforced one; empty when nothing (disabled, or never
+	// valid). Written by the quota engine only.
+	// +optional
+	Mode string `json:"mode,omitempty" protobuf:"bytes,6,opt,name=mode"`
+
+	// trial is the last valid generation whose mode is Warn or Audit: it is
+	// evaluated on every matching create and charges nothing. Written by
+	// the quota engine only.
+	// +optional
+	Trial *TrialClaimPolicy `json:"trial,omitempty" protobuf:"bytes,4,opt,name=trial"`
+
+	// impact is what the trial generation would do to the objects that
+	// exist if it came into force, refreshed while it runs: how many it
+	// matches, would charge, would refuse and cannot evaluate, the
+	// consumers it would put over their limits and the evaluation errors,
+	// each list bounded. Written by the quota engine only.
+	// +optional
+	Impact *PolicyImpact `json:"impact,omitempty" protobuf:"bytes,5,opt,name=impact"`
+}
+
+// TrialClaimPolicy is a validated copy of a generation that runs in Warn or
+// Audit.
+type TrialClaimPolicy struct {
+	// generation is the policy generation this copy was taken from.
+	Generation int64 `json:"generation" protobuf:"varint,1,opt,name=generation"`
+	// mode is Warn or Audit.
+	Mode PolicyMode `json:"mode" protobuf:"bytes,2,opt,name=mode,casttype=PolicyMode"`
+	// staged says whether the enforced generation keeps enforcing beside it.
+	// +optional
+	Staged bool `json:"staged,omitempty" protobuf:"varint,3,opt,name=staged"`
+	// trigger as validated.
+	Trigger Trigger `json:"trigger" protobuf:"bytes,4,opt,name=trigger"`
+	// target as validated.
+	Target ClaimTarget `json:"target" protobuf:"bytes,5,opt,name=target"`
+}
+
+// MaxImpactConsumers bounds status.impact.overLimit, and MaxImpactErrors
+// status.impact.evaluationErrors and reasons, whatever the number of objects
+// and consumers.
+const (
+	MaxImpactConsumers = 10
+	MaxImpactErrors    = 5
+)
+
+// PolicyImpact is what a generation of a policy would do to the objects that
+// exist if it came into force.
+type PolicyImpact struct {
+	// generation is the generation evaluated.
+	Generation int64 `json:"generation" protobuf:"varint,1,opt,name=generation"`
+	// mode is the mode it ran in.
+	// +optional
+	Mode PolicyMode `json:"mode,omitempty" protobuf:"bytes,2,opt,name=mode,casttype=PolicyMode"`
+	// objects is how many objects of the trigger kind were examined.
+	Objects int64 `json:"objects" protobuf:"varint,3,opt,name=objects"`
+	// matched is how many of them the policy applies to.
+	Matched int64 `json:"matched" protobuf:"varint,4,opt,name=matched"`
+	// alreadyCharged is how many of those hold a claim of this policy
+	// already (charged by an enforced generation): coming into force
+	// leaves them as they are.
+	// +optional
+	AlreadyCharged int64 `json:"alreadyCharged,omitempty" protobuf:"varint,5,opt,name=alreadyCharged"`
+	// wouldCharge is how many it would charge that fit, taken in creation
+	// order after what is allocated now.
+	WouldCharge int64 `json:"wouldCharge" protobuf:"varint,6,opt,name=wouldCharge"`
+	// wouldRefuse is how many it would charge that do not fit: created now,
+	// in that order, they would be refused. Coming into force charges them
+	// anyway (the objects exist), over the limit.
+	WouldRefuse int64 `json:"wouldRefuse" protobuf:"varint,7,opt,name=wouldRefuse"`
+	// failedToEvaluate is how many it cannot be evaluated for, or renders
+	// a claim for that cannot be stored: enforcing, their creates would be
+	// refused; coming into force leaves them uncharged and reported.
+	FailedToEvaluate int64 `json:"failedToEvaluate" protobuf:"varint,8,opt,name=failedToEvaluate"`
+	// reasons count the objects not charged, or refused, by reason.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Reasons []ImpactReason `json:"reasons,omitempty" protobuf:"bytes,9,rep,name=reasons"`
+	// consumersOverLimit is how many buckets it would put over their limit.
+	ConsumersOverLimit int64 `json:"consumersOverLimit" protobuf:"varint,10,opt,name=consumersOverLimit"`
+	// overLimit are the buckets it would put furthest over their limits,
+	// at most 10, largest excess first.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	OverLimit []ConsumerImpact `json:"overLimit,omitempty" protobuf:"bytes,11,rep,name=overLimit"`
+	// evaluationErrors are the distinct errors of evaluating it, at most 5,
+	// each with the field it is about and an example object.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=5
+	EvaluationErrors []EvaluationError `json:"evaluationErrors,omitempty" protobuf:"bytes,12,rep,name=evaluationErrors"`
+	// message sums the above up for a person.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty" protobuf:"bytes,13,opt,name=message"`
+	// completionTime is when the evaluation ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty" protobuf:"bytes,14,opt,name=completionTime"`
+}
+
+// ImpactReason counts the objects of one reason.
+type ImpactReason struct {
+	// reason is QuotaExceeded, EvaluationFailed, InvalidClaim, NoConsumer,
+	// ConsumerNotAllowed or NamespaceNotOpen.
+	Reason string `json:"reason" protobuf:"bytes,1,opt,name=reason"`
+	// count is how many objects.
+	Count int64 `json:"count" protobuf:"varint,2,opt,name=count"`
+}
+
+// ConsumerImpact is what a policy would do to one bucket of one consumer.
+type ConsumerImpact struct {
+	// consumerRef is the consumer charged.
+	ConsumerRef ConsumerRef `json:"consumerRef" protobuf:"bytes,1,opt,name=consumerRef"`
+	// resourceType is the bucket's resource type.
+	ResourceType string `json:"resourceType" protobuf:"bytes,2,opt,name=resourceType"`
+	// dimensions is the bucket's dimensions, key=value joined by commas.
+	// +optional
+	Dimensions string `json:"dimensions,omitempty" protobuf:"bytes,3,opt,name=dimensions"`
+	// limit is the bucket's limit now (0 when no grant gives it one).
+	Limit int64 `json:"limit" protobuf:"varint,4,opt,name=limit"`
+	// allocated is what is allocated now.
+	Allocated int64 `json:"allocated" protobuf:"varint,5,opt,name=allocated"`
+	// allocatedAfter is what would be allocated once the policy came into
+	// force and charged every object it matches.
+	AllocatedAfter int64 `json:"allocatedAfter" protobuf:"varint,6,opt,name=allocatedAfter"`
+	// objects is how many objects it would charge to this bucket.
+	Objects int64 `json:"objects" protobuf:"varint,7,opt,name=objects"`
+	// wouldRefuse is how many of them would not fit.
+	// +optional
+	WouldRefuse int64 `json:"wouldRefuse,omitempty" protobuf:"varint,8,opt,name=wouldRefuse"`
+}
+
+// EvaluationError is one distinct error of evaluating a policy.
+type EvaluationError struct {
+	// fieldRef is the field of the policy whose expression failed, for
+	// example spec.target.resourceClaimTemplate.spec.requests[0].amount.
+	FieldRef string `json:"fieldRef" protobuf:"bytes,1,opt,name=fieldRef"`
+	// message is the error.
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message" protobuf:"bytes,2,opt,name=message"`
+	// example is one object it failed for: Kind [namespace/]name, and its
+	// control plane when not the root.
+	Example string `json:"example" protobuf:"bytes,3,opt,name=example"`
+	// count is how many objects it failed for with this error.
+	Count int64 `json:"count" protobuf:"varint,4,opt,name=count"`
 }
 
 // ExistingObjectsStatus is the outcome of charging the objects that already
@@ -352,8 +548,13 @@ type EnforcedClaimPolicy struct {
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.trigger.resource.kind`
 // +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
+// +kubebuilder:printcolumn:name="Would-Refuse",type=integer,JSONPath=`.status.impact.wouldRefuse`
+// +kubebuilder:printcolumn:name="Eval-Errors",type=integer,JSONPath=`.status.impact.failedToEvaluate`
+// +kubebuilder:printcolumn:name="Over",type=integer,JSONPath=`.status.impact.consumersOverLimit`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Enforced",type=integer,JSONPath=`.status.enforced.generation`,priority=1
+// +kubebuilder:printcolumn:name="Trial",type=integer,JSONPath=`.status.trial.generation`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:selectablefield:JSONPath=`.spec.trigger.resource.kind`
 // +kubebuilder:selectablefield:JSONPath=`.spec.trigger.resource.apiVersion`

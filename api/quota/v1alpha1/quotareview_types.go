@@ -73,6 +73,8 @@ type QuotaReviewSpec struct {
 	// the order they would be applied: each is decided after the ones
 	// before it, as applying them one by one would be. An object that
 	// exists is reviewed as the update applying it would be. At most 1,000.
+	// Empty with policy.
+	// +optional
 	Objects []runtime.RawExtension `json:"objects" protobuf:"bytes,1,rep,name=objects"`
 
 	// namespace is the namespace of the namespaced objects that name none,
@@ -89,6 +91,49 @@ type QuotaReviewSpec struct {
 	// groups are the groups of user.
 	// +optional
 	Groups []string `json:"groups,omitempty" protobuf:"bytes,4,rep,name=groups"`
+
+	// policy, in place of objects, previews a ClaimCreationPolicy: it is
+	// evaluated against every object of its trigger kind that exists, and
+	// the answer (status.policyImpact) says, per consumer, what would be
+	// allocated if it came into force, and which objects it would refuse or
+	// cannot evaluate. It reads every tenant's usage, so the requester
+	// needs the right to create ClaimCreationPolicies.
+	// +optional
+	Policy *PolicyPreview `json:"policy,omitempty" protobuf:"bytes,5,opt,name=policy"`
+}
+
+// PolicyPreview is a candidate ClaimCreationPolicy, new or an edit.
+type PolicyPreview struct {
+	// name is the policy's name. When a policy of that name exists, the
+	// candidate is an edit of it: objects holding a claim of it are left
+	// as they are, as when an edit comes into force.
+	// +optional
+	Name string `json:"name,omitempty" protobuf:"bytes,1,opt,name=name"`
+	// spec is the candidate's spec; its mode is ignored (the preview is of
+	// it enforcing).
+	Spec ClaimCreationPolicySpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
+}
+
+// MaxPreviewObjects bounds the objects a policy preview names.
+const MaxPreviewObjects = 100
+
+// PolicyPreviewResult is the answer of a policy preview.
+type PolicyPreviewResult struct {
+	// summary counts what the policy would do, as a policy's status.impact
+	// does (its lists bounded the same way).
+	Summary PolicyImpact `json:"summary" protobuf:"bytes,1,opt,name=summary"`
+	// consumers are every bucket the policy would charge, with what it
+	// holds now and would hold once it came into force.
+	// +optional
+	Consumers []ConsumerImpact `json:"consumers,omitempty" protobuf:"bytes,2,rep,name=consumers"`
+	// refused are objects that would not fit (at most 100): Kind
+	// [namespace/]name and the bucket.
+	// +optional
+	Refused []string `json:"refused,omitempty" protobuf:"bytes,3,rep,name=refused"`
+	// notCharged are objects it cannot evaluate or charge (at most 100),
+	// each with why.
+	// +optional
+	NotCharged []string `json:"notCharged,omitempty" protobuf:"bytes,4,rep,name=notCharged"`
 }
 
 // QuotaReviewStatus is the answer of a review.
@@ -121,6 +166,10 @@ type QuotaReviewStatus struct {
 	// notes say what the review did not simulate that applying would do.
 	// +optional
 	Notes []string `json:"notes,omitempty" protobuf:"bytes,7,rep,name=notes"`
+
+	// policyImpact is the answer to spec.policy.
+	// +optional
+	PolicyImpact *PolicyPreviewResult `json:"policyImpact,omitempty" protobuf:"bytes,8,opt,name=policyImpact"`
 }
 
 // QuotaReviewObject is the answer for one object.

@@ -42,7 +42,14 @@ type Policy struct {
 	// so that a later leader can check whether the update was stored.
 	Trigger quotav1alpha1.Trigger
 	Target  quotav1alpha1.ClaimTarget
+	// Mode is Enforce for a version in force (InForce), Warn or Audit for
+	// one on trial (Trials).
+	Mode quotav1alpha1.PolicyMode
 }
+
+// versions are what admission does with one policy: the version it
+// enforces and the version it tries (Warn or Audit), either absent.
+type versions struct{ enforcing, trial *Policy }
 
 // Index holds the version in force of every ClaimCreationPolicy, by
 // trigger group/kind, rebuilt when a policy changes rather than on every
@@ -88,25 +95,31 @@ type policyIndex struct {
 	// own, and a create judged in between would find no policy and be
 	// admitted uncharged.
 	indexed   func() bool
-	byName    map[string]*Policy
+	byName    map[string]versions
 	byTrigger map[string][]*Policy
+	trials    map[string][]*Policy
 }
 
-// enforcedVersion chooses which version of a policy is in force, so that no
-// edit opens a window where its kind is created uncharged:
+// versionsOf chooses which version of a policy is in force, and which is
+// on trial, so that no edit opens a window where its kind is created
+// uncharged unless the edit says so:
 //   - disabled: none (the user's intent applies at once);
-//   - the current generation judged valid: it;
-//   - judged invalid: the last valid generation recorded in
-//     status.enforced (a policy never valid is not enforced);
-//   - not judged yet: the current generation when it compiles here, its
-//     fields checked against the schema of the version it names; the last
-//     valid one otherwise.
+//   - the current generation judged valid: it — enforcing when its mode is
+//     Enforce; else on trial, beside the generation enforced before it
+//     (status.enforced) when staged, alone when not (the user's intent
+//     applies at once, as with disabled);
+//   - judged invalid: the last valid generations recorded in
+//     status.enforced and status.trial (a policy never valid is not
+//     enforced);
+//   - not judged yet: the current generation, as above, when it compiles
+//     here, its fields checked against the schema of the version it names;
+//     the last valid ones otherwise.
 //
-// The last valid version is stored in the policy's status, so a restart
+// The last valid versions are stored in the policy's status, so a restart
 // never switches enforcement off.
-func (x *Index) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *Policy {
+func (x *Index) versionsOf(cp *quotav1alpha1.ClaimCreationPolicy) versions {
 	if cp.Spec.Disabled {
-		return nil
+		return versions{}
 	}
 	current := func(typed bool) *Policy {
 		c, err := x.compile(cp, typed)
@@ -114,32 +127,51 @@ func (x *Index) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *Policy {
 			return nil
 		}
 		return &Policy{Name: cp.Name, UID: cp.UID, Generation: cp.Generation, FailurePolicy: cp.Spec.FailurePolicy, Compiled: c,
-			Trigger: cp.Spec.Trigger, Target: cp.Spec.Target}
+			Trigger: cp.Spec.Trigger, Target: cp.Spec.Target, Mode: quotav1alpha1.ModeOf(cp.Spec.Mode)}
 	}
-	lastValid := func() *Policy {
-		e := cp.Status.Enforced
-		if e == nil {
-			return nil
-		}
-		old := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Generation: e.Generation},
-			Spec: quotav1alpha1.ClaimCreationPolicySpec{Trigger: e.Trigger, Target: e.Target, FailurePolicy: e.FailurePolicy}}
+	stored := func(generation int64, tr quotav1alpha1.Trigger, tg quotav1alpha1.ClaimTarget, fp quotav1alpha1.FailurePolicy, mode quotav1alpha1.PolicyMode) *Policy {
+		old := &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Generation: generation},
+			Spec: quotav1alpha1.ClaimCreationPolicySpec{Trigger: tr, Target: tg, FailurePolicy: fp}}
 		c, err := x.compile(old, false)
 		if err != nil {
 			return nil
 		}
-		return &Policy{Name: cp.Name, UID: cp.UID, Generation: e.Generation, FailurePolicy: e.FailurePolicy, Compiled: c,
-			Trigger: e.Trigger, Target: e.Target}
+		return &Policy{Name: cp.Name, UID: cp.UID, Generation: generation, FailurePolicy: fp, Compiled: c, Trigger: tr, Target: tg, Mode: mode}
+	}
+	lastValid := func() versions {
+		var v versions
+		if e := cp.Status.Enforced; e != nil {
+			v.enforcing = stored(e.Generation, e.Trigger, e.Target, e.FailurePolicy, quotav1alpha1.PolicyModeEnforce)
+		}
+		if t := cp.Status.Trial; t != nil {
+			v.trial = stored(t.Generation, t.Trigger, t.Target, "", t.Mode)
+		}
+		return v
+	}
+	// place puts a valid current generation where its mode says.
+	place := func(f *Policy) versions {
+		if f.Mode == quotav1alpha1.PolicyModeEnforce {
+			return versions{enforcing: f}
+		}
+		v := versions{trial: f}
+		if cp.Spec.Staged {
+			v.enforcing = lastValid().enforcing
+		}
+		return v
 	}
 	ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
 	judged := ready != nil && ready.ObservedGeneration == cp.Generation && cp.Status.ObservedGeneration == cp.Generation
 	switch {
 	case judged && ready.Status == metav1.ConditionTrue:
-		return current(false)
+		if f := current(false); f != nil {
+			return place(f)
+		}
+		return versions{}
 	case judged:
 		return lastValid()
 	}
 	if f := current(true); f != nil {
-		return f
+		return place(f)
 	}
 	return lastValid()
 }
@@ -148,7 +180,7 @@ func (x *Index) enforcedVersion(cp *quotav1alpha1.ClaimCreationPolicy) *Policy {
 func (x *Index) start() {
 	x.startOnce.Do(func() {
 		f := dynamicinformer.NewDynamicSharedInformerFactory(x.Dynamic, 0)
-		idx := &policyIndex{informer: f.ForResource(policiesGVR).Informer(), byName: map[string]*Policy{}, byTrigger: map[string][]*Policy{}}
+		idx := &policyIndex{informer: f.ForResource(policiesGVR).Informer(), byName: map[string]versions{}, byTrigger: map[string][]*Policy{}}
 		x.policies = idx
 		x.registrations = f.ForResource(registrationsGVR).Informer()
 		idx.indexed = func() bool { return false }
@@ -200,6 +232,16 @@ func (x *Index) Units(resourceType string) (string, bool) {
 // InForce returns the versions in force of the policies whose trigger is
 // group/kind.
 func (x *Index) InForce(group, kind string) ([]*Policy, error) {
+	return x.lookUp(group, kind, false)
+}
+
+// Trials returns the versions on trial (mode Warn or Audit) of the policies
+// whose trigger is group/kind: they charge nothing.
+func (x *Index) Trials(group, kind string) ([]*Policy, error) {
+	return x.lookUp(group, kind, true)
+}
+
+func (x *Index) lookUp(group, kind string, trials bool) ([]*Policy, error) {
 	x.start()
 	// Both the policies, indexed, and the registrations their amounts are
 	// converted with: judged before, a create would be admitted without
@@ -220,6 +262,9 @@ func (x *Index) InForce(group, kind string) ([]*Policy, error) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if trials {
+		return x.policies.trials[group+"/"+kind], nil
+	}
 	return x.policies.byTrigger[group+"/"+kind], nil
 }
 
@@ -231,34 +276,44 @@ func (x *Index) indexPolicy(obj any) {
 		return
 	}
 	name := u.(metav1.Object).GetName()
-	var f *Policy
+	var v versions
 	if _, exists, _ := x.policies.informer.GetStore().Get(obj); exists {
 		cp := &quotav1alpha1.ClaimCreationPolicy{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), cp); err == nil {
-			f = x.enforcedVersion(cp)
+			v = x.versionsOf(cp)
 		}
 	}
-	if f == nil {
-		x.forget(name)
-	} else {
-		x.forget(name, f.Generation)
+	var keep []int64
+	for _, f := range []*Policy{v.enforcing, v.trial} {
+		if f != nil {
+			keep = append(keep, f.Generation)
+		}
 	}
+	x.forget(name, keep...)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if f == nil {
+	if v.enforcing == nil && v.trial == nil {
 		delete(x.policies.byName, name)
 	} else {
-		x.policies.byName[name] = f
+		x.policies.byName[name] = v
 	}
-	index := map[string][]*Policy{}
-	for _, f := range x.policies.byName {
-		k := f.Compiled.Group + "/" + f.Compiled.Kind
-		index[k] = append(index[k], f)
+	index, trials := map[string][]*Policy{}, map[string][]*Policy{}
+	for _, v := range x.policies.byName {
+		if f := v.enforcing; f != nil {
+			k := f.Compiled.Group + "/" + f.Compiled.Kind
+			index[k] = append(index[k], f)
+		}
+		if f := v.trial; f != nil {
+			k := f.Compiled.Group + "/" + f.Compiled.Kind
+			trials[k] = append(trials[k], f)
+		}
 	}
-	for _, list := range index {
-		slices.SortFunc(list, func(a, b *Policy) int { return strings.Compare(a.Name, b.Name) })
+	for _, m := range []map[string][]*Policy{index, trials} {
+		for _, list := range m {
+			slices.SortFunc(list, func(a, b *Policy) int { return strings.Compare(a.Name, b.Name) })
+		}
 	}
-	x.policies.byTrigger = index
+	x.policies.byTrigger, x.policies.trials = index, trials
 }
 
 type compiledKey struct {
@@ -347,7 +402,11 @@ func (x *Index) GroupKind(name string) (group, kind string, ok bool) {
 	if x.policies == nil {
 		return "", "", false
 	}
-	f := x.policies.byName[name]
+	v := x.policies.byName[name]
+	f := v.enforcing
+	if f == nil {
+		f = v.trial
+	}
 	if f == nil {
 		return "", "", false
 	}

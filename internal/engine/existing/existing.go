@@ -12,17 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
-	"github.com/quotaplane/quotaplane/internal/charge"
+	"github.com/quotaplane/quotaplane/internal/charge/walk"
 	"github.com/quotaplane/quotaplane/internal/engine/admit"
-	"github.com/quotaplane/quotaplane/internal/kinds"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
@@ -82,15 +79,20 @@ type Charger struct {
 	Planes       func(ctx context.Context) ([]planes.Listed, error)
 	PlaneDynamic func(p planes.Plane) (dynamic.Interface, error)
 
-	validator *charge.Validator
-	// nsLabels are namespaces' labels read for namespace selectors, by
-	// name, each kept for nsLabelsFor.
-	nsLabels sync.Map
-	mu       sync.Mutex
+	// ImpactEvery is how often a trial generation's status.impact is
+	// computed again while it runs (DefaultImpactEvery when 0).
+	ImpactEvery time.Duration
+
+	walkerOnce sync.Once
+	walk       *walk.Walker
+	mu         sync.Mutex
 	// passes keep counts across the attempts of one pass (objects found
 	// busy are charged by a later attempt).
 	passes map[string]*pass
 }
+
+// DefaultImpactEvery is how often a trial's impact is computed again.
+const DefaultImpactEvery = time.Minute
 
 // pass is one pass over a policy version's objects.
 type pass struct {
@@ -137,7 +139,7 @@ func (c *Charger) Reconcile(ctx context.Context, name string) error {
 		return err
 	}
 	e := cp.Status.Enforced
-	if cp.Spec.Disabled || e == nil {
+	if cp.Spec.Disabled {
 		return nil
 	}
 	// Only once the engine judged the current generation: valid, it is the
@@ -146,6 +148,12 @@ func (c *Charger) Reconcile(ctx context.Context, name string) error {
 	// the policy again).
 	ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
 	if ready == nil || ready.ObservedGeneration != cp.Generation || cp.Status.ObservedGeneration != cp.Generation {
+		return nil
+	}
+	if err := c.reviewTrial(ctx, cp); err != nil {
+		return err
+	}
+	if e == nil {
 		return nil
 	}
 	request := cp.Annotations[quotav1alpha1.AnnotationChargeExisting]
@@ -192,34 +200,22 @@ func (c *Charger) pass(name, version string) *pass {
 // charge lists the trigger kind's objects and charges those the policy
 // governs; it returns how many were busy.
 func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPolicy, p *pass) (int, error) {
-	if c.validator == nil {
-		v, err := charge.NewValidator()
-		if err != nil {
-			return 0, err
-		}
-		c.validator = v
-	}
+	w := c.walker()
 	e := cp.Status.Enforced
-	compiled, err := policy.Compile(&quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: cp.Name, Generation: e.Generation},
-		Spec: quotav1alpha1.ClaimCreationPolicySpec{Trigger: e.Trigger, Target: e.Target}}, policy.Options{})
+	v := walk.Version{Name: cp.Name, Generation: e.Generation, Trigger: e.Trigger, Target: e.Target}
+	compiled, err := walk.Compile(v)
 	if err != nil {
 		p.refuse("the policy", "generation "+fmt.Sprint(e.Generation)+" does not compile: "+err.Error())
 		return 0, nil
 	}
-	gv, err := schema.ParseGroupVersion(e.Trigger.Resource.APIVersion)
-	if err != nil {
-		p.refuse("the policy", "spec.trigger.resource.apiVersion: "+err.Error())
-		return 0, nil
-	}
-	gk := schema.GroupKind{Group: gv.Group, Kind: e.Trigger.Resource.Kind}
-	gvr, err := kinds.ResourceFor(ctx, c.Mapper, c.Dynamic, gk, "")
+	k, err := w.KindOf(ctx, e.Trigger.Resource)
 	if err != nil {
 		return 0, err
 	}
-	if gvr.Empty() {
+	if k.GVR.Empty() {
 		return 0, nil // not served: no object of it exists
 	}
-	gvk := gvr.GroupVersion().WithKind(gk.Kind)
+	gvr, gvk := k.GVR, k.GVK
 	open := map[string]error{}
 	busy := 0
 	var batch []*quotav1alpha1.ResourceClaim
@@ -256,7 +252,7 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		for _, cl := range batch {
 			uid := cl.Annotations[quotav1alpha1.AnnotationResourceUID]
 			if why, refused := res.Refused[uid]; refused {
-				p.refuse(objectName(gvk.Kind, cl.Spec.ResourceRef.Namespace, cl.Spec.ResourceRef.Name)+inPlane(cl), why)
+				p.refuse(walk.ObjectName(gvk.Kind, cl.Spec.ResourceRef.Namespace, cl.Spec.ResourceRef.Name)+inPlane(cl), why)
 			} else if !skipped[uid] {
 				p.mine[uid] = true
 			}
@@ -278,12 +274,13 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		return busy, failed
 	}
 	defer wg.Wait()
-	sources, err := c.sources(ctx, gvr.GroupResource(), p)
+	sources, unexamined, err := w.Sources(ctx, gvr.GroupResource())
 	if err != nil {
 		return 0, err
 	}
+	p.unexamined = unexamined
 	for _, src := range sources {
-		err := src.each(ctx, gvr, func(obj *unstructured.Unstructured) error {
+		err := src.Each(ctx, gvr, func(obj *unstructured.Unstructured) error {
 			mu.Lock()
 			if uid := string(obj.GetUID()); p.mine[uid] || p.others[uid] {
 				p.objects++
@@ -294,14 +291,14 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 				return nil
 			}
 			mu.Unlock()
-			claim, why := c.claimFor(ctx, cp.Name, e.Generation, compiled, gvr, gvk, src.plane, obj, open)
+			claim, refused := w.ClaimFor(ctx, v, compiled, k, src.Plane, obj, open)
 			mu.Lock()
 			p.objects++
-			if why != "" {
-				p.refuse(objectName(gvk.Kind, obj.GetNamespace(), obj.GetName())+src.where(), why)
+			if refused != nil {
+				p.refuse(walk.ObjectName(gvk.Kind, obj.GetNamespace(), obj.GetName())+src.Where(), refused.Why)
 			}
 			mu.Unlock()
-			if why != "" || claim == nil {
+			if refused != nil || claim == nil {
 				return nil
 			}
 			batch = append(batch, claim)
@@ -319,59 +316,6 @@ func (c *Charger) charge(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 		return 0, err
 	}
 	return wait()
-}
-
-// claimFor is the claim the policy renders for obj as if it were being
-// created now, nil when the policy does not govern it; why says what stops
-// it from being charged.
-func (c *Charger) claimFor(ctx context.Context, name string, generation int64, compiled *policy.Compiled, gvr schema.GroupVersionResource,
-	gvk schema.GroupVersionKind, plane *planes.Plane, obj *unstructured.Unstructured, open map[string]error) (*quotav1alpha1.ResourceClaim, string) {
-	if c.Exemptions.Exempt(gvk.GroupKind(), obj.GetNamespace(), obj.GetName(), plane != nil) {
-		return nil, "" // quotaplane's own, or the cluster's: never governed
-	}
-	out, err := c.Exemptions.OutOfScope(compiled.NamespaceSelector, gvk.GroupKind(), obj.GetNamespace(), obj.GetName(), plane != nil, func(ns string) (labels.Set, error) {
-		if gvk.Group == "" && gvk.Kind == "Namespace" {
-			return governed.NamespaceLabels(ns, obj.GetLabels()), nil
-		}
-		return c.namespaceLabels(ctx, ns)
-	})
-	if err != nil {
-		return nil, "the labels of its namespace, which the policy's namespaceSelector reads, cannot be read: " + err.Error()
-	}
-	if out {
-		return nil, "" // outside the policy's namespaces
-	}
-	in := policy.Input{Object: obj.Object, User: map[string]any{"name": "", "uid": "", "groups": []string{}, "extra": map[string]any{}},
-		RequestInfo: map[string]any{"verb": "create", "namespace": obj.GetNamespace(), "name": obj.GetName(), "apiGroup": gvr.Group,
-			"apiVersion": gvr.Version, "resource": gvr.Resource, "subresource": "", "dryRun": false},
-		Units: c.Units}
-	applies, rendered, err := compiled.Evaluate(in)
-	if err != nil {
-		return nil, "the policy cannot be evaluated for it: " + err.Error()
-	}
-	if !applies {
-		return nil, ""
-	}
-	res := charge.RenderClaim(charge.ClaimSource{Policy: name, Generation: generation, Kind: gvk, Resource: gvr,
-		Namespace: obj.GetNamespace(), Object: obj, SystemNamespace: c.SystemNamespace, Plane: plane}, rendered, c.validator)
-	claim := res.Claim
-	switch res.Problem {
-	case charge.NoConsumer:
-		return nil, "the policy has no spec.target.resourceClaimTemplate.spec.consumerRef, and an object at the root control plane belongs to no project to charge: give the policy a consumerRef"
-	case charge.PlaneConsumer:
-		return nil, fmt.Sprintf("the policy charges it to %s, and %v; %s", convertConsumer(claim.Spec.ConsumerRef), res.Err, governed.PlaneConsumerRemedy(*plane))
-	case charge.Invalid:
-		return nil, "the policy renders a claim the API server would refuse: " + res.Errs.ToAggregate().Error()
-	}
-	err, seen := open[claim.Namespace]
-	if !seen {
-		err = c.NamespaceOpen(ctx, claim.Namespace)
-		open[claim.Namespace] = err
-	}
-	if err != nil {
-		return nil, fmt.Sprintf("its claim goes in namespace %s, which %v", claim.Namespace, err)
-	}
-	return claim, ""
 }
 
 // report writes status.existingObjects and the Event.
@@ -421,40 +365,55 @@ func (c *Charger) report(ctx context.Context, cp *quotav1alpha1.ClaimCreationPol
 	return nil
 }
 
-func objectName(kind, ns, name string) string {
-	if ns == "" {
-		return kind + " " + name
-	}
-	return kind + " " + ns + "/" + name
+// walker is the Walker over the charger's clients.
+func (c *Charger) walker() *walk.Walker {
+	c.walkerOnce.Do(func() {
+		c.walk = &walk.Walker{Mapper: c.Mapper, Dynamic: c.Dynamic, Planes: c.Planes, PlaneDynamic: c.PlaneDynamic,
+			NamespaceOpen: c.NamespaceOpen, Units: c.Units, SystemNamespace: c.SystemNamespace, Exemptions: c.Exemptions}
+	})
+	return c.walk
 }
 
-// convertConsumer is how a reason names a consumer: Kind [namespace/]name.
-func convertConsumer(c quotav1alpha1.ConsumerRef) string {
-	if c.Namespace == "" {
-		return c.Kind + " " + c.Name
+// reviewTrial writes status.impact for the generation on trial (mode Warn or
+// Audit): what it would do to the objects that exist if it came into force,
+// computed again every ImpactEvery while it runs. It charges nothing.
+func (c *Charger) reviewTrial(ctx context.Context, cp *quotav1alpha1.ClaimCreationPolicy) error {
+	t := cp.Status.Trial
+	if t == nil {
+		return nil
 	}
-	return c.Kind + " " + c.Namespace + "/" + c.Name
-}
-
-// nsLabelsFor is how long a namespace's labels read for a pass are used.
-const nsLabelsFor = 10 * time.Second
-
-type readLabels struct {
-	set labels.Set
-	at  time.Time
-}
-
-// namespaceLabels reads a root namespace's labels, as a namespace selector
-// matches them; a namespace that does not exist has its name label alone.
-func (c *Charger) namespaceLabels(ctx context.Context, ns string) (labels.Set, error) {
-	if v, ok := c.nsLabels.Load(ns); ok && time.Since(v.(readLabels).at) < nsLabelsFor {
-		return v.(readLabels).set, nil
+	every := c.ImpactEvery
+	if every <= 0 {
+		every = DefaultImpactEvery
 	}
-	u, err := c.Dynamic.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, ns, metav1.GetOptions{})
-	set, err := governed.ReadNamespaceLabels(ns, u, err)
+	if im := cp.Status.Impact; im != nil && im.Generation == t.Generation && im.CompletionTime != nil {
+		if left := every - time.Since(im.CompletionTime.Time); left > 0 {
+			c.Queue.AddAfter(cp.Name, left)
+			return nil
+		}
+	}
+	w := c.walker()
+	reading, err := w.Reading(ctx, cp.Name)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	c.nsLabels.Store(ns, readLabels{set: set, at: time.Now()})
-	return set, nil
+	res, err := w.Preview(ctx, walk.Version{Name: cp.Name, Generation: t.Generation, Trigger: t.Trigger, Target: t.Target}, reading)
+	if err != nil {
+		return fmt.Errorf("evaluating generation %d of ClaimCreationPolicy %s on the objects that exist: %w", t.Generation, cp.Name, err)
+	}
+	impact := res.Summary
+	impact.Mode = t.Mode
+	updated := cp.DeepCopy()
+	updated.Status.Impact = &impact
+	// Only onto the policy as read: an edit since (a switch to Enforce
+	// that ended the trial) is not overwritten with a stale impact; the
+	// edit queues the policy again.
+	if err := c.Client.Status().Patch(ctx, updated, client.MergeFromWithOptions(cp, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return fmt.Errorf("writing status.impact of ClaimCreationPolicy %s: %w", cp.Name, err)
+	}
+	c.Queue.AddAfter(cp.Name, every)
+	return nil
 }

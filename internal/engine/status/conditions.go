@@ -324,13 +324,25 @@ func (w *ConditionWriter) writePolicy(ctx context.Context, name string) (time.Du
 			c.Status, c.Reason, c.Message = metav1.ConditionFalse, policy.ReasonValidationFailed, err.Error()
 		}
 	}
-	enforced := cp.Status.Enforced
+	enforced, trial := cp.Status.Enforced, cp.Status.Trial
+	mode := quotav1alpha1.ModeOf(cp.Spec.Mode)
 	switch {
-	case c.Status == metav1.ConditionTrue:
+	case c.Status == metav1.ConditionTrue && mode == quotav1alpha1.PolicyModeEnforce:
 		// This generation is valid: admission enforces it from now on,
 		// also after a restart, even if a later edit is invalid.
 		enforced = &quotav1alpha1.EnforcedClaimPolicy{Generation: cp.Generation, Trigger: cp.Spec.Trigger,
 			Target: cp.Spec.Target, FailurePolicy: cp.Spec.FailurePolicy}
+		trial = nil
+	case c.Status == metav1.ConditionTrue:
+		// Valid, in Warn or Audit: tried on every create, charging nothing;
+		// staged, beside the generation enforced before it, which keeps
+		// enforcing; not staged, alone (enforcement stops, as with
+		// disabled).
+		trial = &quotav1alpha1.TrialClaimPolicy{Generation: cp.Generation, Mode: mode, Staged: cp.Spec.Staged,
+			Trigger: cp.Spec.Trigger, Target: cp.Spec.Target}
+		if !cp.Spec.Staged {
+			enforced = nil
+		}
 	case c.Reason != policy.ReasonDisabled && cerr != nil && enforced != nil && enforced.Generation == cp.Generation:
 		// This generation was enforced when it was judged without the
 		// trigger kind's schema (the kind was not served yet); judged
@@ -350,16 +362,35 @@ func (w *ConditionWriter) writePolicy(ctx context.Context, name string) (time.Du
 		warnings = append(warnings, w.kindNotServed(cp.Spec.Trigger.Resource)...)
 	}
 	typeChecking, checked := policy.TypeChecking(warnings, cp.Generation)
+	modeNow := modeInForce(cp.Spec.Disabled, enforced, trial)
 	if !conditionChanged(cp.Status.Conditions, c) && cp.Status.ObservedGeneration == cp.Generation &&
-		equality.Semantic.DeepEqual(enforced, cp.Status.Enforced) &&
+		equality.Semantic.DeepEqual(enforced, cp.Status.Enforced) && equality.Semantic.DeepEqual(trial, cp.Status.Trial) && modeNow == cp.Status.Mode && (trial != nil || cp.Status.Impact == nil) &&
 		equality.Semantic.DeepEqual(typeChecking, cp.Status.TypeChecking) && !typeCheckedChanged(cp.Status.Conditions, checked) {
 		return again, nil
 	}
 	updated := cp.DeepCopy()
 	updated.Status.ObservedGeneration = cp.Generation
-	updated.Status.Enforced = enforced
+	updated.Status.Enforced, updated.Status.Trial, updated.Status.Mode = enforced, trial, modeNow
+	if trial == nil {
+		updated.Status.Impact = nil
+	}
 	updated.Status.TypeChecking = typeChecking
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
 	policy.SetTypeChecked(&updated.Status.Conditions, checked)
 	return again, w.UpdateStatus(ctx, updated)
+}
+
+// modeInForce is status.mode: what admission applies now.
+func modeInForce(disabled bool, enforced *quotav1alpha1.EnforcedClaimPolicy, trial *quotav1alpha1.TrialClaimPolicy) string {
+	switch {
+	case disabled:
+		return ""
+	case enforced != nil && trial != nil:
+		return string(quotav1alpha1.PolicyModeEnforce) + "+" + string(trial.Mode)
+	case enforced != nil:
+		return string(quotav1alpha1.PolicyModeEnforce)
+	case trial != nil:
+		return string(trial.Mode)
+	}
+	return ""
 }

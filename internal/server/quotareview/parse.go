@@ -19,6 +19,11 @@ func parse(r *quotav1alpha1.QuotaReview) ([]*unstructured.Unstructured, field.Er
 	spec := field.NewPath("spec")
 	objects := spec.Child("objects")
 	switch n := len(r.Spec.Objects); {
+	case r.Spec.Policy != nil && n > 0:
+		errs = append(errs, field.Invalid(objects, n, "a review previews a policy (spec.policy) or reviews objects, not both: send two reviews"))
+		return nil, errs
+	case r.Spec.Policy != nil:
+		return nil, errs
 	case n == 0:
 		errs = append(errs, field.Required(objects, "give the objects to review (at least one); quotaplane what-if -f reads them from files"))
 	case n > quotav1alpha1.MaxReviewObjects:

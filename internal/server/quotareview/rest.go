@@ -151,6 +151,17 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 			requester.GetName(), PerUser, AtOnce(), RetryAfterSeconds, quotav1alpha1.MaxReviewObjects), RetryAfterSeconds)
 	}
 	defer r.end(requester.GetName())
+	if review.Spec.Policy != nil {
+		res, err := r.preview(ctx, p, requester, review.Spec)
+		if err != nil {
+			return nil, err
+		}
+		out := review.DeepCopy()
+		out.Status = quotav1alpha1.QuotaReviewStatus{Fits: res.Summary.WouldRefuse == 0 && res.Summary.FailedToEvaluate == 0,
+			User: requester.GetName(), Refused: int32(min(res.Summary.WouldRefuse, 1<<30)), Message: res.Summary.Message, PolicyImpact: res}
+		out.CreationTimestamp = metav1.Now()
+		return out, nil
+	}
 	reviewed, err := r.reviewedUser(ctx, requester, review.Spec)
 	if err != nil {
 		return nil, err

@@ -182,7 +182,7 @@ func (r *repairer) plan(rep *verify.Report) []plannedAction {
 			out = append(out, r.deleteBucket(d))
 		case d.Check == verify.CheckBucketMismatch, d.Check == verify.CheckBucketMissing, d.Check == verify.CheckInFlightOverdue:
 			newTerm = append(newTerm, d.ID)
-		case d.Check == verify.CheckConsumerMissing:
+		case d.Check == verify.CheckConsumerMissing, d.Check == verify.CheckUnevaluableObject:
 			// No write of quotaplane's repairs it, and a new term would not.
 			out = append(out, plannedAction{Action: Action{Discrepancies: []string{d.ID},
 				Did: fmt.Sprintf("leave %s: %s", d.ID, d.Repair)},

@@ -68,6 +68,13 @@ const (
 	// person can repair it (correct the grant, create the consumer, or
 	// delete the grant).
 	CheckConsumerMissing Check = "consumer-missing"
+	// CheckUnevaluableObject: a stored object an enforcing
+	// ClaimCreationPolicy matches cannot be evaluated by it (a field the
+	// policy reads is missing, say), so it holds no claim — stored while
+	// the policy did not enforce. Only a person can repair it: its next
+	// write is refused until it gives the policy what it reads, and is then
+	// charged (docs/exactly-once.md, "Rollout modes").
+	CheckUnevaluableObject Check = "unevaluable-object"
 )
 
 // Discrepancy is one place where storage disagrees with itself.
@@ -126,6 +133,9 @@ type PolicyStats struct {
 	// NotJudged: the constraints read user or requestInfo, which a stored
 	// object does not carry, or could not be evaluated.
 	NotJudged int `json:"notJudged"`
+	// Unevaluable: the policy matches them and cannot be evaluated for
+	// them (CheckUnevaluableObject).
+	Unevaluable int `json:"unevaluable,omitempty"`
 	// NotGoverned: a constraint is false.
 	NotGoverned int `json:"notGoverned"`
 	// Exempt are in a namespace no policy charges (the system namespace,
@@ -249,6 +259,9 @@ func (r *Report) Print(w io.Writer) {
 		p("  ClaimCreationPolicy %s on %s: %d objects; %d governed (%d claimed, %d in flight, %d fail-open, %d unclaimed); %d not governed, %d exempt, %d created before the policy; skipped: %d not judged, %d created in the policy's second, %d being deleted\n",
 			ps.Name, ps.Trigger, ps.Objects, ps.Governed, ps.Claimed, ps.InFlight, ps.FailOpen, ps.Unclaimed,
 			ps.NotGoverned, ps.Exempt, ps.BeforePolicy, ps.NotJudged, ps.Ambiguous, ps.Deleting)
+		if ps.Unevaluable > 0 {
+			p("    %d it cannot be evaluated for (unevaluable-object)\n", ps.Unevaluable)
+		}
 	}
 	c := r.Counts
 	p("  %d registrations, %d grants, %d claims (%d made for objects: %d computed by an earlier policy generation, %d without a generation)\n",
@@ -277,7 +290,7 @@ func (r *Report) Print(w io.Writer) {
 		byCheck[d.Check]++
 	}
 	var parts []string
-	for _, ch := range []Check{CheckUnclaimedObject, CheckOrphanClaim, CheckBucketMismatch, CheckBucketMissing, CheckBucketStale, CheckInFlightOverdue, CheckJournalUnreadable} {
+	for _, ch := range []Check{CheckUnclaimedObject, CheckUnevaluableObject, CheckOrphanClaim, CheckBucketMismatch, CheckBucketMissing, CheckBucketStale, CheckInFlightOverdue, CheckJournalUnreadable} {
 		if byCheck[ch] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", ch, byCheck[ch]))
 		}

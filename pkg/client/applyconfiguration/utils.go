@@ -42,6 +42,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &quotav1alpha1.ClusterUsageApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Constraint"):
 		return &quotav1alpha1.ConstraintApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ConsumerImpact"):
+		return &quotav1alpha1.ConsumerImpactApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ConsumerRef"):
 		return &quotav1alpha1.ConsumerRefApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ConsumerTypeRef"):
@@ -52,6 +54,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &quotav1alpha1.DimensionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("EnforcedClaimPolicy"):
 		return &quotav1alpha1.EnforcedClaimPolicyApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("EvaluationError"):
+		return &quotav1alpha1.EvaluationErrorApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ExistingObjectsStatus"):
 		return &quotav1alpha1.ExistingObjectsStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ExpressionWarning"):
@@ -74,8 +78,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &quotav1alpha1.GrantTemplateWindowApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("GrantWindowStatus"):
 		return &quotav1alpha1.GrantWindowStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ImpactReason"):
+		return &quotav1alpha1.ImpactReasonApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ParentContext"):
 		return &quotav1alpha1.ParentContextApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PolicyImpact"):
+		return &quotav1alpha1.PolicyImpactApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PolicyStatus"):
 		return &quotav1alpha1.PolicyStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("QuotaApprovalRule"):
@@ -134,6 +142,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &quotav1alpha1.TemplateDimensionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("TemplateMetadata"):
 		return &quotav1alpha1.TemplateMetadataApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("TrialClaimPolicy"):
+		return &quotav1alpha1.TrialClaimPolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Trigger"):
 		return &quotav1alpha1.TriggerApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("TriggerResource"):

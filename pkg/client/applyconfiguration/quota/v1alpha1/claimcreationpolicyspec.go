@@ -20,6 +20,21 @@ type ClaimCreationPolicySpecApplyConfiguration struct {
 	// failurePolicy is Fail (default) or Ignore: what to do when a create
 	// cannot be decided in time. Ignore is audited.
 	FailurePolicy *quotav1alpha1.FailurePolicy `json:"failurePolicy,omitempty"`
+	// mode is how this generation acts on the creates it matches: Enforce
+	// (absent means Enforce) charges them and refuses what does not fit or
+	// cannot be evaluated; Warn and Audit admit them and charge nothing,
+	// Warn telling the client what enforcing would have done, Audit
+	// recording it. In every mode the requester must be allowed to charge
+	// the consumer a rendered claim names, or the create is refused.
+	// Switching to Enforce charges the objects stored meanwhile, as a policy
+	// coming into force does (status.existingObjects).
+	Mode *quotav1alpha1.PolicyMode `json:"mode,omitempty"`
+	// staged, with mode Warn or Audit, tries this generation beside the one
+	// enforced before it, which keeps enforcing (status.enforced) until a
+	// generation with mode Enforce is judged valid: an edit is tried before
+	// it replaces what enforces. Without it, a Warn or Audit generation
+	// stops enforcement at once, as spec.disabled does.
+	Staged *bool `json:"staged,omitempty"`
 }
 
 // ClaimCreationPolicySpecApplyConfiguration constructs a declarative configuration of the ClaimCreationPolicySpec type for use with
@@ -57,5 +72,21 @@ func (b *ClaimCreationPolicySpecApplyConfiguration) WithDisabled(value bool) *Cl
 // If called multiple times, the FailurePolicy field is set to the value of the last call.
 func (b *ClaimCreationPolicySpecApplyConfiguration) WithFailurePolicy(value quotav1alpha1.FailurePolicy) *ClaimCreationPolicySpecApplyConfiguration {
 	b.FailurePolicy = &value
+	return b
+}
+
+// WithMode sets the Mode field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Mode field is set to the value of the last call.
+func (b *ClaimCreationPolicySpecApplyConfiguration) WithMode(value quotav1alpha1.PolicyMode) *ClaimCreationPolicySpecApplyConfiguration {
+	b.Mode = &value
+	return b
+}
+
+// WithStaged sets the Staged field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Staged field is set to the value of the last call.
+func (b *ClaimCreationPolicySpecApplyConfiguration) WithStaged(value bool) *ClaimCreationPolicySpecApplyConfiguration {
+	b.Staged = &value
 	return b
 }

@@ -22,6 +22,21 @@ type ClaimCreationPolicyStatusApplyConfiguration struct {
 	// while the policy was disabled, before it was created, or before an
 	// edit widened its trigger). Written by the quota engine only.
 	ExistingObjects *ExistingObjectsStatusApplyConfiguration `json:"existingObjects,omitempty"`
+	// mode is what admission applies now: Enforce, Warn or Audit, or
+	// Enforce+Warn and Enforce+Audit while a staged generation is tried
+	// beside the enforced one; empty when nothing (disabled, or never
+	// valid). Written by the quota engine only.
+	Mode *string `json:"mode,omitempty"`
+	// trial is the last valid generation whose mode is Warn or Audit: it is
+	// evaluated on every matching create and charges nothing. Written by
+	// the quota engine only.
+	Trial *TrialClaimPolicyApplyConfiguration `json:"trial,omitempty"`
+	// impact is what the trial generation would do to the objects that
+	// exist if it came into force, refreshed while it runs: how many it
+	// matches, would charge, would refuse and cannot evaluate, the
+	// consumers it would put over their limits and the evaluation errors,
+	// each list bounded. Written by the quota engine only.
+	Impact *PolicyImpactApplyConfiguration `json:"impact,omitempty"`
 }
 
 // ClaimCreationPolicyStatusApplyConfiguration constructs a declarative configuration of the ClaimCreationPolicyStatus type for use with
@@ -72,5 +87,29 @@ func (b *ClaimCreationPolicyStatusApplyConfiguration) WithEnforced(value *Enforc
 // If called multiple times, the ExistingObjects field is set to the value of the last call.
 func (b *ClaimCreationPolicyStatusApplyConfiguration) WithExistingObjects(value *ExistingObjectsStatusApplyConfiguration) *ClaimCreationPolicyStatusApplyConfiguration {
 	b.ExistingObjects = value
+	return b
+}
+
+// WithMode sets the Mode field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Mode field is set to the value of the last call.
+func (b *ClaimCreationPolicyStatusApplyConfiguration) WithMode(value string) *ClaimCreationPolicyStatusApplyConfiguration {
+	b.Mode = &value
+	return b
+}
+
+// WithTrial sets the Trial field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Trial field is set to the value of the last call.
+func (b *ClaimCreationPolicyStatusApplyConfiguration) WithTrial(value *TrialClaimPolicyApplyConfiguration) *ClaimCreationPolicyStatusApplyConfiguration {
+	b.Trial = value
+	return b
+}
+
+// WithImpact sets the Impact field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Impact field is set to the value of the last call.
+func (b *ClaimCreationPolicyStatusApplyConfiguration) WithImpact(value *PolicyImpactApplyConfiguration) *ClaimCreationPolicyStatusApplyConfiguration {
+	b.Impact = value
 	return b
 }

@@ -1,4 +1,4 @@
-package existing
+package walk
 
 import (
 	"context"
@@ -6,17 +6,17 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/planes"
 	"github.com/quotaplane/quotaplane/internal/policy"
-	"github.com/quotaplane/quotaplane/internal/policy/claims"
 	"github.com/quotaplane/quotaplane/internal/policy/governed"
 )
 
-// TestClaimForExemptAndPlaneConsumers: the charger leaves exempt objects
+// TestClaimForExemptAndPlaneConsumers: a walk leaves exempt objects
 // alone as admission does (the system namespace, kube-system; not a plane's
 // kube-system), and never charges a plane's object to a Namespace consumer,
 // which would be the root's (governed.PlaneConsumer), saying why.
@@ -30,13 +30,10 @@ func TestClaimForExemptAndPlaneConsumers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := claims.NewClaimValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Charger{validator: v, SystemNamespace: "quotaplane-system", NamespaceOpen: func(context.Context, string) error { return nil },
+	w := &Walker{SystemNamespace: "quotaplane-system", NamespaceOpen: func(context.Context, string) error { return nil },
 		Exemptions: governed.NewExemptions("quotaplane-system", governed.DefaultExemptNamespaces)}
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	k := Kind{GVR: gvr, GVK: gvr.GroupVersion().WithKind("Secret")}
 	web := &planes.Plane{Kind: planes.Projects, Name: "web"}
 	for _, tc := range []struct {
 		ns      string
@@ -50,9 +47,15 @@ func TestClaimForExemptAndPlaneConsumers(t *testing.T) {
 		{ns: "default", plane: web, why: "not the root's Namespace default"},
 		{ns: "kube-system", plane: web, why: "not the root's Namespace kube-system"},
 	} {
-		obj := secret("s", "u")
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret"}}
 		obj.SetNamespace(tc.ns)
-		claim, why := c.claimFor(context.Background(), cp.Name, 1, compiled, gvr, gvr.GroupVersion().WithKind("Secret"), tc.plane, obj, map[string]error{})
+		obj.SetName("s")
+		obj.SetUID("u")
+		claim, refused := w.ClaimFor(context.Background(), Version{Name: cp.Name, Generation: 1}, compiled, k, tc.plane, obj, map[string]error{})
+		why := ""
+		if refused != nil {
+			why = refused.Why
+		}
 		if (claim != nil) != tc.charged || !strings.Contains(why, tc.why) || (tc.why == "" && why != "") {
 			t.Errorf("a Secret in %s (plane %v): claim %v, why %q; want charged %v, why %q", tc.ns, tc.plane, claim != nil, why, tc.charged, tc.why)
 		}
