@@ -20,7 +20,7 @@ var (
 	admissionResult = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "milo_quota_admission_result_total",
 		Help: "Creates judged by a ClaimCreationPolicy at admission, by result (granted, denied, fail_open, undecided, invalid_object, " +
-			"invalid_claim, name_taken, unauthorized; under mode warn and audit: would_charge, would_refuse, invalid_object, invalid_claim, unauthorized, undecided), "+
+			"invalid_claim, name_taken, unauthorized; under mode warn and audit: would_charge, would_refuse, invalid_object, invalid_claim, unauthorized, undecided), " +
 			"policy, the created object's API group and kind, and the mode of the policy's version that judged it (enforce, warn, audit).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result", "policy_name", "policy_namespace", "resource_group", "resource_kind", "mode"})

@@ -92,13 +92,13 @@ type Options struct {
 // DefaultOptions are the production defaults.
 func DefaultOptions() Options {
 	return Options{
-		SystemNamespace:  "quotaplane-system",
-		ExemptNamespaces: append([]string(nil), governed.DefaultExemptNamespaces...),
-		LeaseDuration:    15 * time.Second,
-		RenewDeadline:    10 * time.Second,
-		RetryPeriod:      2 * time.Second,
-		Workers:          16,
-		ExpiryWarning:    72 * time.Hour,
+		SystemNamespace:   "quotaplane-system",
+		ExemptNamespaces:  append([]string(nil), governed.DefaultExemptNamespaces...),
+		LeaseDuration:     15 * time.Second,
+		RenewDeadline:     10 * time.Second,
+		RetryPeriod:       2 * time.Second,
+		Workers:           16,
+		ExpiryWarning:     72 * time.Hour,
 		PolicyImpactEvery: time.Minute,
 	}
 }
