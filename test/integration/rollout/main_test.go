@@ -183,3 +183,5 @@ func contains(s string, parts ...string) bool {
 	}
 	return true
 }
+
+func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
