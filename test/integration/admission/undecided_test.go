@@ -169,7 +169,7 @@ func TestUndecidedCreates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf(`milo_quota_admission_result_total{policy_name=%q,policy_namespace="",resource_group="",resource_kind="ConfigMap",result="fail_open"} 1`, failOpen.Name)
+	want := fmt.Sprintf(`milo_quota_admission_result_total{mode="enforce",policy_name=%q,policy_namespace="",resource_group="",resource_kind="ConfigMap",result="fail_open"} 1`, failOpen.Name)
 	if !strings.Contains(string(metrics), want) {
 		t.Errorf("/metrics lacks %s", want)
 	}

@@ -160,7 +160,7 @@ func TestStateMetricsNamesAndLabels(t *testing.T) {
 	}
 	// Admission results, by policy and the trigger's kind (the seed's family).
 	if got := labelNames(m, "milo_quota_admission_result_total", "policy_name", p.Name); got != nil {
-		if d := cmp.Diff(sorted("result", "policy_name", "policy_namespace", "resource_group", "resource_kind"), got); d != "" {
+		if d := cmp.Diff(sorted("result", "policy_name", "policy_namespace", "resource_group", "resource_kind", "mode"), got); d != "" {
 			t.Errorf("labels of milo_quota_admission_result_total (-want +got):\n%s", d)
 		}
 	} else {
