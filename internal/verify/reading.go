@@ -9,7 +9,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -171,42 +170,16 @@ func (v *verifier) readPolicies(ctx context.Context, s *reading, r *Report) erro
 			s.generations[cp.Name] = cp.Generation
 			stats := &PolicyStats{Name: cp.Name, Trigger: cp.Spec.Trigger.Resource.APIVersion + " " + cp.Spec.Trigger.Resource.Kind}
 			r.Policies = append(r.Policies, stats)
-			ready := meta.FindStatusCondition(cp.Status.Conditions, quotav1alpha1.PolicyConditionReady)
-			judged := ready != nil && ready.ObservedGeneration == cp.Generation
-			trial := quotav1alpha1.ModeOf(cp.Spec.Mode) != quotav1alpha1.PolicyModeEnforce
-			if judged && ready.Status == metav1.ConditionTrue && trial && !cp.Spec.Disabled {
-				// A generation in Warn or Audit charges nothing: what it
-				// matches holds no claim of it. Staged, the generation
-				// enforced before it still enforces, and is judged here.
-				if e := cp.Status.Enforced; cp.Spec.Staged && e != nil {
-					mode := cp.Spec.Mode
-					cp = cp.DeepCopy()
-					cp.Generation = e.Generation
-					cp.Spec.Trigger, cp.Spec.Target, cp.Spec.FailurePolicy = e.Trigger, e.Target, e.FailurePolicy
-					stats.Trigger = cp.Spec.Trigger.Resource.APIVersion + " " + cp.Spec.Trigger.Resource.Kind + " (generation " + strconv.FormatInt(e.Generation, 10) +
-						", enforced while generation " + strconv.FormatInt(list.Items[i].Generation, 10) + " is tried in mode " + string(mode) + ")"
-					ready = &metav1.Condition{Status: metav1.ConditionTrue, ObservedGeneration: e.Generation}
-				} else {
-					stats.NotEnforced = "mode " + string(cp.Spec.Mode) + ": a trial charges nothing"
-					continue
-				}
+			cp, note, why := policy.Enforcing(cp)
+			if cp == nil {
+				stats.NotEnforced = why
+				continue
 			}
-			if judged && ready.Status != metav1.ConditionTrue && !cp.Spec.Disabled && cp.Status.Enforced != nil {
-				// Judged invalid: admission enforces the last valid
-				// version (docs/admission.md), and so is it judged here.
-				e := cp.Status.Enforced
-				cp = cp.DeepCopy()
-				cp.Generation = e.Generation
-				cp.Spec.Trigger, cp.Spec.Target, cp.Spec.FailurePolicy = e.Trigger, e.Target, e.FailurePolicy
-				ready = &metav1.Condition{Status: metav1.ConditionTrue, ObservedGeneration: e.Generation}
-				stats.Trigger = cp.Spec.Trigger.Resource.APIVersion + " " + cp.Spec.Trigger.Resource.Kind + " (last valid generation " + strconv.FormatInt(e.Generation, 10) + ")"
+			if note != "" {
+				stats.Trigger = cp.Spec.Trigger.Resource.APIVersion + " " + cp.Spec.Trigger.Resource.Kind + " (" + note + ")"
 			}
 			compiled, err := policy.Compile(cp, policy.Options{})
 			switch {
-			case cp.Spec.Disabled:
-				stats.NotEnforced = "disabled"
-			case ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != cp.Generation:
-				stats.NotEnforced = "not judged yet at generation " + strconv.FormatInt(cp.Generation, 10) + ", or never valid"
 			case err != nil:
 				stats.NotEnforced = "does not compile: " + err.Error()
 			case exemptGroups[compiled.Group]:
