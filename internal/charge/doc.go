@@ -18,7 +18,13 @@
 //     here, charged nothing; a claim created in a plane that names a
 //     consumer the plane may not charge is refused here.
 //  2. The policies that match: the version of each ClaimCreationPolicy in
-//     force for the kind, scoped by namespace.
+//     force for the kind, scoped by namespace, and the versions on trial
+//     (mode Warn or Audit, trial.go), which run steps 3 to 5 charging
+//     nothing: evaluated and rendered, their consumers authorized (a
+//     refusal refuses the request, in every mode), the engine asked what
+//     enforcing would do (route.Handle.Review, taking nothing), and the
+//     answer recorded (a warning in Warn, an audit annotation, the metric
+//     by mode) — before the versions in force are charged.
 //  3. Render: each policy's constraints and claim template on the object
 //     as the client sent it; a policy that cannot be evaluated refuses the
 //     request, never stores it uncharged. Each rendered claim is checked
@@ -43,8 +49,11 @@
 // The existing-object charger (internal/engine/existing) charges objects
 // stored before a policy came into force, on the leader, with no requester:
 // it renders each through RenderClaim (step 3, the same checks in the same
-// order) and asks the leader's term directly (admit.Term.ChargeExisting),
-// since it runs where the engine leads and charges what is already stored.
+// order; internal/charge/walk lists and renders) and asks the leader's term
+// directly (admit.Term.ChargeExisting), since it runs where the engine
+// leads and charges what is already stored. A trial's status.impact and a
+// policy preview (QuotaReview spec.policy) walk the same way and charge
+// nothing.
 // quotaplane verify only reads: it evaluates policies with the same
 // compiler (internal/policy) to say what is missing, and charges nothing.
 //

@@ -549,8 +549,8 @@ type EnforcedClaimPolicy struct {
 // +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
-// +kubebuilder:printcolumn:name="Would-Refuse",type=integer,JSONPath=`.status.impact.wouldRefuse`
-// +kubebuilder:printcolumn:name="Eval-Errors",type=integer,JSONPath=`.status.impact.failedToEvaluate`
+// +kubebuilder:printcolumn:name="Would-Refuse",type=integer,JSONPath=`.status.impact.wouldRefuse`,priority=1
+// +kubebuilder:printcolumn:name="Eval-Errors",type=integer,JSONPath=`.status.impact.failedToEvaluate`,priority=1
 // +kubebuilder:printcolumn:name="Over",type=integer,JSONPath=`.status.impact.consumersOverLimit`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Enforced",type=integer,JSONPath=`.status.enforced.generation`,priority=1

@@ -174,15 +174,16 @@ func TestNewClaimStartsPending(t *testing.T) {
 
 // TestColumnsAndSelectableFields: kubectl get shows the reference's columns
 // (quotaplane's extra ones only with -o wide) but for AllowanceBucket's,
-// which show used, limit and percent (issue 36; docs/compatibility.md), and
-// the reference's field selectors work.
+// which show used, limit and percent (issue 36), and ClaimCreationPolicy's,
+// which add the mode admission applies (issue 54; docs/compatibility.md),
+// and the reference's field selectors work.
 func TestColumnsAndSelectableFields(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/apis/quota.miloapis.com/v1alpha1/resourceclaims", "Name,Granted,Age"},
 		{"/apis/quota.miloapis.com/v1alpha1/resourcegrants", "Name,Active,Age"},
 		{"/apis/quota.miloapis.com/v1alpha1/allowancebuckets", "Name,Resource Type,Used,Limit,Used%,Age"},
 		{"/apis/quota.miloapis.com/v1alpha1/resourceregistrations", "Name,Type,Active,Age"},
-		{"/apis/quota.miloapis.com/v1alpha1/claimcreationpolicies", "Name,Target,Disabled,Ready,Age"},
+		{"/apis/quota.miloapis.com/v1alpha1/claimcreationpolicies", "Name,Target,Disabled,Ready,Mode,Age"},
 		{"/apis/quota.miloapis.com/v1alpha1/grantcreationpolicies", "Name,Target,Disabled,Ready,Age"},
 	} {
 		defs := table(t, tc.path)
