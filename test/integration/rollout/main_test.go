@@ -6,7 +6,9 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -185,3 +187,34 @@ func contains(s string, parts ...string) bool {
 }
 
 func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+// row is the policy's row as kubectl get shows it (the server's Table,
+// every column, -o wide's included), by column name.
+func (w *world) row(name string) map[string]string {
+	w.t.Helper()
+	hc, err := rest.HTTPClientFor(srv.Config)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(srv.Config.Host, "/")+"/apis/quota.miloapis.com/v1alpha1/claimcreationpolicies/"+name, nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var tab metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&tab); err != nil || len(tab.Rows) != 1 {
+		w.t.Fatalf("the table of ClaimCreationPolicy %s: %v, %d rows", name, err, len(tab.Rows))
+	}
+	out := map[string]string{}
+	for i, c := range tab.ColumnDefinitions {
+		if i < len(tab.Rows[0].Cells) {
+			out[c.Name] = fmt.Sprint(tab.Rows[0].Cells[i])
+		}
+	}
+	return out
+}

@@ -54,6 +54,13 @@ func TestATypoInAuditThenFixedAndEnforced(t *testing.T) {
 	if len(im.Reasons) != 1 || im.Reasons[0].Reason != "EvaluationFailed" || im.Reasons[0].Count != 4 {
 		t.Errorf("reasons %+v, want EvaluationFailed 4", im.Reasons)
 	}
+	// kubectl get shows the mode; -o wide what it cannot evaluate.
+	if cells := w.row(p.Name); cells["Mode"] != "Audit" || cells["Eval-Errors"] != "4" || cells["Would-Refuse"] != "0" {
+		t.Errorf("kubectl get's row of the policy: %v; want Mode Audit, Eval-Errors 4, Would-Refuse 0", cells)
+	}
+	// Objects stored under a policy that does not enforce are not missing
+	// claims.
+	quotatest.VerifyClean(t, srv)
 
 	// Fixed and switched to Enforce: the four objects are charged once.
 	w.edit(p, func(p *quotav1alpha1.ClaimCreationPolicy) {
