@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,11 @@ import (
 // AnnotationTrial is the audit annotation a create judged by a policy in
 // mode Warn or Audit carries: what enforcing would have done.
 const AnnotationTrial = "quota.miloapis.com/trial"
+
+// trialTimeout bounds how long a create waits for the engine to say what a
+// trial would do: a trial charges nothing, so it never holds a create as
+// long as a decision may (decideTimeout); past it, the answer is undecided.
+const trialTimeout = 2 * time.Second
 
 // tryTrials runs the versions on trial (mode Warn or Audit) for one create:
 // each is evaluated and rendered as if it enforced, and the requester must
@@ -80,7 +86,7 @@ func (ch *Charger) tryTrials(ctx context.Context, run *call, trials []*inforce.P
 		for i, c := range claims {
 			steps[i] = route.ReviewStep{Claims: []*quotav1alpha1.ResourceClaim{c}}
 		}
-		dctx, cancel := context.WithTimeout(ctx, decideTimeout)
+		dctx, cancel := context.WithTimeout(ctx, trialTimeout)
 		res, err := ch.handle.Review(dctx, steps)
 		cancel()
 		for i, f := range applying {

@@ -51,10 +51,16 @@ func TestRolloutModesInAPlaneAndThroughAMemberCluster(t *testing.T) {
 
 	// A member of project a, in a's plane.
 	member := kubernetes.NewForConfigOrDie(planeConfig(memberConfig(t, w.org, w.projects[0], "dev"), projectPlane(w.projects[0])))
-	eventually(t, 30*time.Second, "the policy in Audit in the plane", func(ctx context.Context) error {
+	// Admission has the policy once a dry run of an object charged to
+	// project b is refused for it (a dry run is judged as the create).
+	eventually(t, 30*time.Second, "the policy in Audit in the plane's admission", func(ctx context.Context) error {
 		cm := w.configMap("probe")
+		cm.Labels["project"] = w.projects[1]
 		_, err := member.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "mode Audit") {
+			return fmt.Errorf("a dry run charged to project %s: %v", w.projects[1], err)
+		}
+		return nil
 	})
 	if _, err := member.CoreV1().ConfigMaps("default").Create(ctx, w.configMap("own"), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a project member creating a ConfigMap charged to its own project under mode Audit: %v", err)
