@@ -99,14 +99,20 @@ func (w *world) edit(p *quotav1alpha1.ClaimCreationPolicy, change func(*quotav1a
 // waitPolicy polls the policy until done holds, and fails with its status.
 func (w *world) waitPolicy(p *quotav1alpha1.ClaimCreationPolicy, what string, done func(*quotav1alpha1.ClaimCreationPolicy) bool) {
 	w.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	w.waitPolicyFor(p, what, 30*time.Second, done)
+}
+
+// waitPolicyFor is waitPolicy for up to timeout.
+func (w *world) waitPolicyFor(p *quotav1alpha1.ClaimCreationPolicy, what string, timeout time.Duration, done func(*quotav1alpha1.ClaimCreationPolicy) bool) {
+	w.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if err := w.C.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return false, nil
 		}
 		return done(p), nil
 	})
 	if err != nil {
-		w.t.Fatalf("ClaimCreationPolicy %s (generation %d) never was %s; its status: %s", p.Name, p.Generation, what, statusText(p))
+		w.t.Fatalf("ClaimCreationPolicy %s (generation %d) was not %s within %s; its status: %s", p.Name, p.Generation, what, timeout, statusText(p))
 	}
 }
 
