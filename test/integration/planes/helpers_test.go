@@ -2,15 +2,20 @@ package planes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -141,4 +146,23 @@ func must(t *testing.T, err error, what string, args ...any) {
 // newPlaneClient is an admin client of plane p.
 func newPlaneClient(t *testing.T, p planes.Plane) client.Client {
 	return quotatest.NewClient(t, planeConfig(srv.Config, p))
+}
+
+// createReview is a member cluster's AdmissionReview of the create of obj
+// (its apiVersion and kind set) in resource, asked by the cluster's user.
+func createReview(t *testing.T, obj runtime.Object, resource, user string) []byte {
+	t.Helper()
+	m, err := meta.Accessor(obj)
+	must(t, err, "reading the object's metadata")
+	raw, err := json.Marshal(obj)
+	must(t, err, "encoding the object")
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	b, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: types.UID("uid-" + m.GetName()), Operation: admissionv1.Create, Namespace: m.GetNamespace(), Name: m.GetName(),
+			Kind:     metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+			Resource: metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: resource},
+			UserInfo: authenticationv1.UserInfo{Username: user, Groups: []string{"system:authenticated"}},
+			Object:   runtime.RawExtension{Raw: raw}}})
+	must(t, err, "encoding the review")
+	return b
 }

@@ -3,21 +3,17 @@ package planes
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -96,17 +92,8 @@ func TestRootEndpointsAreNotServedInPlanes(t *testing.T) {
 	quotatest.WaitAllowed(t, []kubernetes.Interface{kubernetes.NewForConfigOrDie(srv.Config)}, inPlane, nil,
 		&authorizationv1.ResourceAttributes{Verb: "claim", Group: f.Org.APIGroup, Resource: "organizations", Name: f.Org.Name})
 	review := func(name string) []byte {
-		secret, err := json.Marshal(&corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}})
-		must(t, err, "encoding the Secret")
-		b, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-			Request: &admissionv1.AdmissionRequest{UID: types.UID("uid-" + name), Operation: admissionv1.Create, Namespace: f.NS, Name: name,
-				Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Secret"},
-				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "secrets"},
-				UserInfo: authenticationv1.UserInfo{Username: charger, Groups: []string{"system:authenticated"}},
-				Object:   runtime.RawExtension{Raw: secret}}})
-		must(t, err, "encoding the review")
-		return b
+		return createReview(t, &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.NS}}, "secrets", charger)
 	}
 	for who, cfg := range map[string]*rest.Config{"a project member": member, "system:masters": srv.Config} {
 		if code, body := call(t, cfg, &plane, http.MethodPost, members.ReviewPath(cluster), review("via-plane-"+strings.ReplaceAll(who, " ", "-"))); code != http.StatusNotFound {

@@ -2,22 +2,17 @@ package planes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,16 +90,7 @@ func TestRolloutModesInAPlaneAndThroughAMemberCluster(t *testing.T) {
 		cm.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
 		cm.Namespace = f.NS
 		cm.Labels["project"] = project
-		raw, err := json.Marshal(cm)
-		must(t, err, "encoding the ConfigMap")
-		b, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-			Request: &admissionv1.AdmissionRequest{UID: types.UID("uid-" + name), Operation: admissionv1.Create, Namespace: f.NS, Name: name,
-				Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"},
-				UserInfo: authenticationv1.UserInfo{Username: charger, Groups: []string{"system:authenticated"}},
-				Object:   runtime.RawExtension{Raw: raw}}})
-		must(t, err, "encoding the review")
-		return b
+		return createReview(t, cm, "configmaps", charger)
 	}
 	code, body := call(t, srv.Config, nil, http.MethodPost, members.ReviewPath(cluster), review("member-own", w.projects[0]))
 	if code != http.StatusOK || !strings.Contains(body, `"allowed":true`) {
