@@ -254,6 +254,13 @@ func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, app
 	dctx, cancel := context.WithTimeout(ctx, decideTimeout)
 	defer cancel()
 	res, err := ch.handle.DecideCreate(dctx, claims, a.IsDryRun())
+	if err == nil && !res.Granted {
+		var answer error
+		if res, answer, err = ch.awaitConsumers(dctx, run, claims, names(applying), res); answer != nil {
+			ch.reports.resultAll(applying, resultDenied)
+			return answer
+		}
+	}
 	var taken *route.NameTakenError
 	switch {
 	case errors.As(err, &taken):

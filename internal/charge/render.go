@@ -2,6 +2,7 @@ package charge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
+	"github.com/quotaplane/quotaplane/internal/admission/ownerns"
 	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/members"
 	"github.com/quotaplane/quotaplane/internal/planes"
@@ -71,6 +73,17 @@ func (ch *Charger) claimForObject(ctx context.Context, f *inforce.Policy, r *pol
 			"the quota plane holds the claims of cluster %s in namespace %s, which %v; the %s was not created: start (or restart) quotaplane webhook --cluster-name=%s, which creates it, then retry",
 			src.Cluster, ns, err, kind.Kind, src.Cluster))
 	} else if err != nil {
+		// A tenant's namespace, made a moment after its tenant is stored
+		// (one apply of an Organization and its Projects), is waited for;
+		// a tenant not created yet is a status clients retry.
+		w := ownerns.Waiter{Namespaces: ch.namespaces, Kube: ch.kube, Dynamic: ch.policies.Dynamic}
+		what := fmt.Sprintf("The claim ClaimCreationPolicy %s makes for this %s", f.Name, kind.Kind)
+		switch werr := w.Await(ctx, ns, what, a.GetResource().GroupResource(), a.GetName()); {
+		case werr == nil:
+			return c, nil
+		case !errors.Is(werr, ownerns.ErrNotOwned):
+			return nil, werr
+		}
 		return nil, apierrors.NewInternalError(fmt.Errorf(
 			"ClaimCreationPolicy %s (generation %d) places the claim for this %s in namespace %s, which %v; the %s was not created: create the namespace or fix spec.target.resourceClaimTemplate.metadata.namespace (this is not a quota denial)",
 			f.Name, f.Generation, kind.Kind, ns, err, kind.Kind))

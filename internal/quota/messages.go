@@ -68,6 +68,21 @@ func NoGrantMessage(c Claim, r Request, reg Registration, levels []ConsumerID) s
 		reg.Amount(r.Amount), r.ResourceType, where, c.Consumer.LevelName(), none, c.Consumer)
 }
 
+// NotKnownMessage is the refusal of a request of a consumer the engine does
+// not know while its registration limits it at levels above (its
+// organization): "requested 2 core of vcpu for Project web, but Project web
+// is not known ...".
+func NotKnownMessage(c Claim, r Request, reg Registration) string {
+	above := make([]string, 0, len(reg.Levels))
+	for _, l := range reg.Levels {
+		if l != c.Consumer.GroupKind() {
+			above = append(above, l.Kind)
+		}
+	}
+	return fmt.Sprintf("requested %s of %s for %s, but %s is not known to quota: it does not exist, or was created a moment ago; ResourceRegistration %s also limits it at its %s, which cannot be found without it, so nothing was allocated; create %s first (before what is charged to it) and retry",
+		reg.Amount(r.Amount), r.ResourceType, c.Consumer.LevelName(), c.Consumer.LevelName(), reg.Name, strings.Join(above, " and "), c.Consumer.LevelName())
+}
+
 // LevelsMessage names every level a request was checked against, which one
 // refused it, and whom to ask: "requested 4 core of vcpu for Project web:
 // Project web has 12 of 20 available; Organization acme has 2 of 100

@@ -127,6 +127,12 @@ const (
 	// because another request of the same claim was denied (all or nothing).
 	ReasonClaimDenied = "ClaimDenied"
 	ReasonPending     = "PendingEvaluation"
+	// ReasonConsumerNotKnown marks a request of a consumer the engine does
+	// not know (it does not exist, or was created a moment ago) while its
+	// registration limits it at a level above: that level cannot be found
+	// without the consumer, so nothing is allocated. The claim waits, and
+	// is decided again when the consumer appears.
+	ReasonConsumerNotKnown = "ConsumerNotKnown"
 )
 
 // RequestResult is the outcome of one request.

@@ -17,6 +17,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/admission/claimguard"
 	"github.com/quotaplane/quotaplane/internal/admission/claimpolicy"
 	"github.com/quotaplane/quotaplane/internal/admission/delegation"
+	"github.com/quotaplane/quotaplane/internal/admission/ownerns"
 	"github.com/quotaplane/quotaplane/internal/admission/policycheck"
 	"github.com/quotaplane/quotaplane/internal/admission/quotarequest"
 	"github.com/quotaplane/quotaplane/internal/admission/registration"
@@ -42,6 +43,7 @@ var quotaPlugins = []string{nativeapi.PluginName, resourcemanager.PluginName, am
 func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *route.Handle, opts *Options, reviews func(*charge.Charger)) {
 	systemNamespace := opts.SystemNamespace
 	nativeapi.RegisterAdmission(o.Plugins, !opts.CRDStorage)
+	ownerns.Register(o.Plugins)
 	resourcemanager.Register(o.Plugins)
 	amounts.Register(o.Plugins)
 	delegation.Register(o.Plugins, delegation.Config{Handle: handle, SystemNamespace: systemNamespace, PlatformNamespaces: opts.PlatformNamespaces, ReservedLabelPrefix: opts.ReservedLabelPrefix})
@@ -58,6 +60,12 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *route.Ha
 	}
 	var order []string
 	for _, name := range o.RecommendedPluginOrder {
+		if name == lifecycle.PluginName {
+			// First: a create into a tenant's namespace not made yet waits
+			// for it, or is answered retryable, before NamespaceLifecycle
+			// would answer 404.
+			order = append(order, ownerns.PluginName)
+		}
 		if name == resourcequota.PluginName {
 			order = append(order, quotaPlugins...)
 		}
@@ -70,6 +78,7 @@ func registerQuotaAdmission(o *genericoptions.AdmissionOptions, handle *route.Ha
 // without nodes (Pods are stored, never run). Every other upstream plugin is
 // off by default.
 var enabledAdmissionPlugins = sets.New(
+	ownerns.PluginName,
 	lifecycle.PluginName,
 	serviceaccount.PluginName,
 	mutatingwebhook.PluginName,

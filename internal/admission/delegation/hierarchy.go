@@ -23,6 +23,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
+	"github.com/quotaplane/quotaplane/internal/admission/refusal"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 )
 
@@ -274,8 +275,10 @@ func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) erro
 	case ref.APIGroup == rmv1alpha1.GroupName && ref.Kind == "Project":
 		proj, err := p.Client().Resource(projectsGVR).Get(ctx, ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return apierrors.NewInvalid(grantKind, name, field.ErrorList{field.Invalid(consumerPath.Child("name"), ref.Name, fmt.Sprintf(
-				"no Project %s exists; a grant in %s may name only Organization %s's projects (kubectl get projects -l %s=%s)", ref.Name, ns, org, rmv1alpha1.OrganizationNameLabel, org))})
+			// Retryable: applied in one sync, the project may come later.
+			return refusal.NotYet(quotav1alpha1.Resource("resourcegrants"), name, fmt.Sprintf(
+				"ResourceGrant %s: spec.consumerRef.name: Project %q does not exist yet; a grant in %s may name only Organization %s's projects (kubectl get projects -l %s=%s): create the project first, then retry; nothing was created",
+				name, ref.Name, ns, org, rmv1alpha1.OrganizationNameLabel, org))
 		} else if err != nil {
 			return apierrors.NewInternalError(fmt.Errorf("reading Project %s named by spec.consumerRef.name: %w", ref.Name, err))
 		}

@@ -18,6 +18,7 @@ import (
 
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/plugininit"
+	"github.com/quotaplane/quotaplane/internal/admission/refusal"
 	"github.com/quotaplane/quotaplane/internal/planes"
 )
 
@@ -211,8 +212,11 @@ func (p *plugin) admitProject(ctx context.Context, a admission.Attributes, obj *
 	}
 	org, err := p.Client().Resource(organizationsGVR).Get(ctx, orgName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return apierrors.NewInvalid(projectKind, a.GetName(), field.ErrorList{field.Invalid(ownerPath.Child("name"), orgName,
-			"no Organization of this name exists; a project charges its organization's quota, so create the organization first or name an existing one (kubectl get organizations)")})
+		// Retryable: applied in the same sync (kubectl apply of a
+		// directory, Argo CD, Flux), the organization may come later.
+		return refusal.NotYet(projects, a.GetName(), fmt.Sprintf(
+			"Project %s: spec.ownerRef.name: Organization %q does not exist yet; a project charges its organization's quota, so the organization comes first: create it (or name an existing one: kubectl get organizations), then retry; nothing was created",
+			a.GetName(), orgName))
 	} else if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("reading Organization %s named by spec.ownerRef.name: %w", orgName, err))
 	}

@@ -205,9 +205,31 @@ func (e *Accounts) validateClaim(c quota.Claim) (string, bool) {
 	return "", true
 }
 
+// unplaced reports whether a consumer cannot be placed in its hierarchy:
+// the registration limits it at a level above its own kind, and the engine
+// has no record of it (it does not exist, or its watch has not delivered it
+// yet). Deciding with its own buckets alone would skip the levels above —
+// a Project's claims granted past its Organization's limit — so its claims
+// wait instead.
+func (e *Accounts) unplaced(c quota.ConsumerID, reg quota.Registration) bool {
+	if _, known := e.info[c]; known || c.IsGroup() {
+		return false
+	}
+	for _, l := range reg.Levels {
+		if l != c.GroupKind() {
+			return true
+		}
+	}
+	return false
+}
+
 // check decides one request against its levels.
 func (e *Accounts) check(c quota.Claim, r quota.Request, reg quota.Registration, levels []*bookkeeping.Series) quota.RequestResult {
 	res := quota.RequestResult{ResourceType: r.ResourceType, Bucket: quota.BucketID{Consumer: c.Consumer, ResourceType: r.ResourceType, Dims: ""}}
+	if e.unplaced(c.Consumer, reg) {
+		res.Status, res.Reason, res.Message = "Denied", quota.ReasonConsumerNotKnown, quota.NotKnownMessage(c, r, reg)
+		return res
+	}
 	refused, limited := -1, false
 	for j, s := range levels {
 		if !s.HasGrant() {

@@ -349,3 +349,50 @@ func TestSharedRoomGoesToTheOldestWaitingClaimAcrossConsumers(t *testing.T) {
 		}
 	}
 }
+
+// TestAClaimOfAnUnknownProjectWaitsForItsOrganization: a Project the engine
+// has no record of (applied after what is charged to it, or not delivered
+// by its watch yet) cannot be placed under its Organization. Its claims are
+// never decided against its own grant alone — which would let them pass the
+// Organization's limit — but wait, and are decided under the Organization
+// once the Project appears.
+func TestAClaimOfAnUnknownProjectWaitsForItsOrganization(t *testing.T) {
+	e := hierarchy(t)
+	late := proj("late")
+	e.UpsertGrant(grant("org", org, vcpu, quota.GrantBucket{Amount: 3}))
+	e.UpsertGrant(grant("late", late, vcpu, quota.GrantBucket{Amount: 10}))
+	for i, uid := range []string{"l1", "l2", "l3"} {
+		e.AddClaim(claim(uid, i+1, late, quota.Request{ResourceType: vcpu, Amount: 2}))
+	}
+	e.Decide()
+	if diff := cmp.Diff([]quota.Outcome{quota.QuotaExceeded, quota.QuotaExceeded, quota.QuotaExceeded}, outcomes(e, "l1", "l2", "l3")); diff != "" {
+		t.Fatalf("claims of an unknown project (-want +got):\n%s", diff)
+	}
+	d, _ := e.Decision("l1")
+	if d.Requests[0].Reason != quota.ReasonConsumerNotKnown || !strings.Contains(d.Message, "Project late is not known to quota") || !strings.Contains(d.Message, "create Project late first") {
+		t.Fatalf("the refusal names the cause: %+v", d)
+	}
+	if got := nums(t, e, late, vcpu, nil); got.Allocated != 0 {
+		t.Fatalf("the unknown project's bucket holds %d", got.Allocated)
+	}
+	// The project appears under acme: its claims are decided under the
+	// organization's limit of 3 — one fits.
+	e.SetConsumer(late, quota.ConsumerInfo{Parent: &org})
+	e.Decide()
+	if diff := cmp.Diff([]quota.Outcome{quota.Granted, quota.QuotaExceeded, quota.QuotaExceeded}, outcomes(e, "l1", "l2", "l3")); diff != "" {
+		t.Fatalf("once the project is known (-want +got):\n%s", diff)
+	}
+	if got := nums(t, e, org, vcpu, nil); got.Allocated != 2 {
+		t.Errorf("organization allocated %d, want 2 (never past its limit of 3)", got.Allocated)
+	}
+	// A consumer at the top of the levels needs no record.
+	e.UpsertRegistration(quota.Registration{Name: "orgs", Created: t0, ResourceType: "example.com/orgs", ConsumerType: orgType, BaseUnit: "unit",
+		Levels: []quota.GroupKind{orgType}})
+	other := quota.ConsumerID{APIGroup: orgType.Group, Kind: orgType.Kind, Name: "unseen"}
+	e.UpsertGrant(grant("unseen", other, "example.com/orgs", quota.GrantBucket{Amount: 1}))
+	e.AddClaim(claim("o1", 9, other, quota.Request{ResourceType: "example.com/orgs", Amount: 1}))
+	e.Decide()
+	if got := outcomes(e, "o1"); got[0] != quota.Granted {
+		t.Errorf("an organization's own claim: %s", got[0])
+	}
+}

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"testing"
 
@@ -23,12 +24,18 @@ func TestProjectBelongsToAnExistingOrganization(t *testing.T) {
 	ctx := context.Background()
 	admin := quotatest.NewClient(t, srv.Config)
 
+	// A project before its organization (one apply of a directory, in any
+	// order): a status clients retry, naming the cause — never a final 422.
 	missing := uniq("nobody")
-	err := admin.Create(ctx, newProject(uniq("orphan"), missing))
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("a project of a missing organization: want 422, got %v", err)
+	orphan := quotatest.Unstructured(t, newProject(uniq("orphan"), missing))
+	ans := quotatest.NewApplier(t, srv.Config).Apply(ctx, orphan)
+	if ans.Code != http.StatusTooManyRequests || ans.RetryAfter == "" {
+		t.Fatalf("a project of a missing organization: want 429 with Retry-After, got %d (Retry-After %q): %v", ans.Code, ans.RetryAfter, ans.Err)
 	}
-	mustContain(t, err, "spec.ownerRef.name", missing, "no Organization of this name exists", "create the organization first")
+	mustContain(t, ans.Err, "spec.ownerRef.name", missing, "does not exist yet", "the organization comes first", "then retry")
+	if err := admin.Get(ctx, client.ObjectKey{Name: orphan.GetName()}, &rmv1alpha1.Project{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused project was stored: %v", err)
+	}
 
 	org := newOrganization(uniq("acme"))
 	if err := admin.Create(ctx, org); err != nil {
@@ -36,7 +43,7 @@ func TestProjectBelongsToAnExistingOrganization(t *testing.T) {
 	}
 	team := newProject(uniq("team"), org.Name)
 	team.Spec.OwnerRef.Kind = "Team"
-	err = admin.Create(ctx, team)
+	err := admin.Create(ctx, team)
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("a project owned by a Team: want 422, got %v", err)
 	}
