@@ -1,12 +1,15 @@
 package portal
 
 import (
+	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
 // Overview is the staff view's table: every organization, closest to a
@@ -42,7 +45,12 @@ type WorstBucket struct {
 	Limit        int64  `json:"limit"`
 	Allocated    int64  `json:"allocated"`
 	Available    int64  `json:"available"`
-	Percent      int64  `json:"percent"`
+	// Percent is allocated as a whole percent of limit, rounded down (above
+	// 100 over the limit), as the bucket's status.usedPercent; absent when
+	// the limit is 0: no amount is a percent of 0.
+	Percent *int32 `json:"percent,omitempty"`
+	// OverLimit: allocated exceeds the limit (2 used of a limit of 0 is).
+	OverLimit bool `json:"overLimit,omitempty"`
 }
 
 // OverviewQuery filters the overview.
@@ -55,14 +63,30 @@ type OverviewQuery struct {
 	Limit int
 }
 
-// Percent is how full a bucket is: allocated of limit, 100 for any
-// allocation against no limit.
-func Percent(limit, allocated int64) int64 {
+// worstBucket is what the overview says of one bucket: how full it is, as
+// the engine computes it (quota.BucketStatus), never a percent invented for
+// a limit of 0.
+func worstBucket(b *quotav1alpha1.AllowanceBucket) *WorstBucket {
+	st := quota.BucketStatus{Limit: b.Status.Limit, Allocated: b.Status.Allocated}
+	w := &WorstBucket{ConsumerKind: b.Spec.ConsumerRef.Kind, ConsumerName: b.Spec.ConsumerRef.Name, ResourceType: string(b.Spec.ResourceType),
+		Limit: b.Status.Limit, Allocated: b.Status.Allocated, Available: b.Status.Available, OverLimit: st.OverLimit()}
+	if pct, ok := st.UsedPercent(); ok {
+		w.Percent = &pct
+	}
+	return w
+}
+
+// fullness orders buckets from the fullest: by used percent, and a bucket
+// using anything of a limit of 0 above every percent (it is over its limit
+// by more than any finite ratio); -1 for none.
+func fullness(w *WorstBucket) int64 {
 	switch {
-	case limit > 0:
-		return allocated * 100 / limit
-	case allocated > 0:
-		return 100
+	case w == nil:
+		return -1
+	case w.Percent != nil:
+		return int64(*w.Percent)
+	case w.OverLimit:
+		return math.MaxInt64
 	}
 	return 0
 }
@@ -106,9 +130,7 @@ func BuildOverview(buckets []*quotav1alpha1.AllowanceBucket, orgTypes map[string
 		}
 		row.Buckets++
 		st := b.Status
-		w := &WorstBucket{ConsumerKind: b.Spec.ConsumerRef.Kind, ConsumerName: b.Spec.ConsumerRef.Name, ResourceType: rt,
-			Limit: st.Limit, Allocated: st.Allocated, Available: st.Available, Percent: Percent(st.Limit, st.Allocated)}
-		if row.Worst == nil || w.Percent > row.Worst.Percent {
+		if w := worstBucket(b); row.Worst == nil || fullness(w) > fullness(row.Worst) {
 			row.Worst = w
 		}
 		if st.EstimatedFullAt != nil {
@@ -142,15 +164,8 @@ func BuildOverview(buckets []*quotav1alpha1.AllowanceBucket, orgTypes map[string
 }
 
 func compareRows(a, b OrgOverview) int {
-	pa, pb := int64(-1), int64(-1)
-	if a.Worst != nil {
-		pa = a.Worst.Percent
-	}
-	if b.Worst != nil {
-		pb = b.Worst.Percent
-	}
-	if pa != pb {
-		return int(pb - pa)
+	if c := cmp.Compare(fullness(b.Worst), fullness(a.Worst)); c != 0 {
+		return c
 	}
 	switch {
 	case a.FullInSeconds != nil && b.FullInSeconds == nil:

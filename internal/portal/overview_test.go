@@ -1,10 +1,12 @@
 package portal
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
@@ -29,7 +31,7 @@ func TestBuildOverview(t *testing.T) {
 		bucket("alpha", "Project", "web", "disk", 10, 9, 0),                // alpha's worst: 90%
 		bucket("beta", "Organization", "beta", "cpu", 10, 9, 48*time.Hour), // 90%, full sooner than delta
 		bucket("delta", "Organization", "delta", "cpu", 10, 9, 96*time.Hour),
-		bucket("epsilon", "Organization", "epsilon", "cpu", 0, 3, 0), // allocated against no limit: 100%
+		bucket("epsilon", "Organization", "epsilon", "cpu", 0, 3, 0), // 3 used of a limit of 0: over it, above any percent
 		projected, // a group's copy: not the organization's own
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "quotaplane-system", Name: "other"}}, // no consumer: skipped
 	}
@@ -48,25 +50,68 @@ func TestBuildOverview(t *testing.T) {
 	if want := []string{"epsilon", "beta", "delta", "alpha"}; !slices.Equal(names, want) {
 		t.Fatalf("order %v, want %v", names, want)
 	}
-	if len(got.Others) != 1 || got.Others[0].Kind != "Namespace" || got.Others[0].Name != "dev" || got.Others[0].Buckets != 1 || got.Others[0].Worst.Percent != 75 {
+	if len(got.Others) != 1 || got.Others[0].Kind != "Namespace" || got.Others[0].Name != "dev" || got.Others[0].Buckets != 1 || pct(got.Others[0].Worst) != 75 {
 		t.Errorf("others: %+v; want Namespace dev, one bucket, 75%%", got.Others)
 	}
 	if got.Total != 4 || !slices.Equal(got.ResourceTypes, []string{"core/configmaps", "cpu", "disk"}) {
 		t.Errorf("total %d types %v", got.Total, got.ResourceTypes)
 	}
 	alpha := got.Organizations[3]
-	if alpha.Worst.ConsumerName != "web" || alpha.Worst.Percent != 90 || alpha.Buckets != 2 || alpha.Type != "Standard" {
+	if alpha.Worst.ConsumerName != "web" || pct(alpha.Worst) != 90 || alpha.Buckets != 2 || alpha.Type != "Standard" {
 		t.Errorf("alpha: %+v %+v", alpha, alpha.Worst)
+	}
+	if eps := got.Organizations[0].Worst; eps.Percent != nil || !eps.OverLimit {
+		t.Errorf("epsilon, 3 used of 0: percent %v, over limit %v; want no percent, over limit", eps.Percent, eps.OverLimit)
 	}
 	if beta := got.Organizations[1]; beta.PendingRequests != 2 || *beta.FullInSeconds != 48*3600 {
 		t.Errorf("beta: %+v", beta)
 	}
 	// Filters: by resource type (alpha's worst is then its cpu bucket), by name, and a row limit.
 	f := BuildOverview(buckets, nil, nil, OverviewQuery{ResourceType: "cpu", Organization: "al", Limit: 1}, now)
-	if len(f.Organizations) != 1 || f.Organizations[0].Name != "alpha" || f.Organizations[0].Worst.Percent != 50 {
+	if len(f.Organizations) != 1 || f.Organizations[0].Name != "alpha" || pct(f.Organizations[0].Worst) != 50 {
 		t.Errorf("filtered: %+v", f.Organizations)
 	}
 	if l := BuildOverview(buckets, nil, nil, OverviewQuery{Limit: 2}, now); len(l.Organizations) != 2 || l.Total != 4 {
 		t.Errorf("limited: %d rows of %d", len(l.Organizations), l.Total)
+	}
+}
+
+// pct is the bucket's percent, -1 when it has none.
+func pct(w *WorstBucket) int32 {
+	if w == nil || w.Percent == nil {
+		return -1
+	}
+	return *w.Percent
+}
+
+// TestWorstBucketFullness: how full the overview says a bucket is. Used of a
+// limit of 0 is over the limit and has no percent (it once read 100, as if
+// exactly full); everything else is allocated of limit, rounded down.
+func TestWorstBucketFullness(t *testing.T) {
+	percent := func(p int32) *int32 { return &p }
+	for _, tc := range []struct {
+		name             string
+		limit, allocated int64
+		want             WorstBucket
+		wantFullness     int64
+	}{
+		{"half", 10, 5, WorstBucket{Limit: 10, Allocated: 5, Available: 5, Percent: percent(50)}, 50},
+		{"rounded down", 3, 2, WorstBucket{Limit: 3, Allocated: 2, Available: 1, Percent: percent(66)}, 66},
+		{"exactly full", 10, 10, WorstBucket{Limit: 10, Allocated: 10, Percent: percent(100)}, 100},
+		{"over a limit", 10, 15, WorstBucket{Limit: 10, Allocated: 15, Percent: percent(150), OverLimit: true}, 150},
+		{"used of a limit of 0", 0, 2, WorstBucket{Limit: 0, Allocated: 2, OverLimit: true}, math.MaxInt64},
+		{"nothing of a limit of 0", 0, 0, WorstBucket{}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &quotav1alpha1.AllowanceBucket{Status: quotav1alpha1.AllowanceBucketStatus{
+				Limit: tc.limit, Allocated: tc.allocated, Available: max(0, tc.limit-tc.allocated)}}
+			got := worstBucket(b)
+			if diff := cmp.Diff(&tc.want, got); diff != "" {
+				t.Errorf("%d of %d (-want +got):\n%s", tc.allocated, tc.limit, diff)
+			}
+			if f := fullness(got); f != tc.wantFullness {
+				t.Errorf("%d of %d: fullness %d, want %d", tc.allocated, tc.limit, f, tc.wantFullness)
+			}
+		})
 	}
 }

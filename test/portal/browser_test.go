@@ -138,6 +138,13 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// Not in the middle of a transition (a usage bar growing to its width).
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		moving, err := chromedp.Run(c, chromedp.Evaluate[bool](`document.getAnimations().some((a) => a instanceof CSSTransition && a.playState === 'running')`))
+		if err != nil || !moving {
+			break
+		}
+	}
 	png, err := chromedp.Run(c, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("taking a screenshot: %v", err)

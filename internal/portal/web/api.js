@@ -32,11 +32,16 @@ let current = getToken();
 let onUnauthorized = () => {};
 export function setUnauthorizedHandler(fn) { onUnauthorized = fn; }
 
-/** An error from the API, carrying the HTTP status and the server's message. */
+/**
+ * An error from the API, carrying the HTTP status, the server's message and,
+ * for an invalid object, its field errors: causes is [{field, message}]
+ * ("spec.for", "Invalid value: ...") from the Status's details.
+ */
 export class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, message, causes = []) {
     super(message);
     this.status = status;
+    this.causes = causes;
   }
 }
 
@@ -46,9 +51,14 @@ async function errorFrom(res) {
   let text = '';
   try { text = await res.text(); } catch { /* body unreadable */ }
   let message = '';
-  try { message = JSON.parse(text).message || ''; } catch { message = text.trim(); }
+  let causes = [];
+  try {
+    const body = JSON.parse(text);
+    message = body.message || '';
+    causes = (body.details?.causes || []).filter((c) => c.field && c.message);
+  } catch { message = text.trim(); }
   if (!message) message = `${res.status} ${res.statusText || 'error'}`;
-  return new ApiError(res.status, message);
+  return new ApiError(res.status, message, causes);
 }
 
 /**

@@ -5,8 +5,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { QUOTA, REQUEST_LABEL, followEvents, getJSON, mergePatch } from './api.js';
 import {
-  Breakable, Collapsible, ErrorBox, Loading, UsageBar, age, consumerText, dimsText, fmt, html, int,
-  navigate, orgHref, useTick, useWatch,
+  Breakable, Collapsible, ErrorBox, Loading, UsageBar, age, consumerText, dimsText, durationText, fmt, html, int,
+  navigate, orgHref, overLimitText, useTick, useWatch,
 } from './ui.js';
 
 export function StaffView({ me }) {
@@ -144,7 +144,7 @@ function Overview() {
                     <td class="usage-col">${w && html`
                       <${UsageBar} allocated=${w.allocated} limit=${w.limit} label=${`${o.kind} ${o.name} closest to full`} />
                       <div class="muted small">${fmt(w.allocated)} / ${fmt(w.limit)}</div>`}</td>
-                    <td class="num percent">${w ? int(w.percent) : ''}</td>
+                    <td class="num percent">${w && html`<${WorstPercent} w=${w} />`}</td>
                     <td>${o.fullIn || '—'}</td>
                     <td>${w ? html`<${Breakable} text=${w.resourceType} />` : '—'}</td>
                     <td class="num">${fmt(o.buckets)}</td>
@@ -155,6 +155,16 @@ function Overview() {
         </div>`}`}`;
 }
 
+/**
+ * The % column: the worst bucket's used percent from the overview (none
+ * when its limit is 0), and "over limit" when it uses more than its limit.
+ */
+function WorstPercent({ w }) {
+  const pct = w.percent ?? null;
+  if (!w.overLimit) return pct === null ? '—' : String(int(pct));
+  return html`${pct !== null && String(int(pct))}<div class="usage-over small" title=${overLimitText(w.allocated, w.limit)}>over limit</div>`;
+}
+
 function OrgRow({ o }) {
   const w = o.worst;
   return html`
@@ -163,7 +173,7 @@ function OrgRow({ o }) {
       <td class="usage-col">${w ? html`
         <${UsageBar} allocated=${w.allocated} limit=${w.limit} label=${`${o.name} closest to full`} />
         <div class="muted small">${fmt(w.allocated)} / ${fmt(w.limit)}</div>` : html`<span class="muted">no buckets</span>`}</td>
-      <td class="num percent">${w ? int(w.percent) : ''}</td>
+      <td class="num percent">${w && html`<${WorstPercent} w=${w} />`}</td>
       <td>${o.fullIn || '—'}</td>
       <td>${w ? html`${w.consumerKind}/${w.consumerName}<div class="muted small"><${Breakable} text=${w.resourceType} /></div>` : '—'}</td>
       <td class="num">${o.pendingRequests ? html`<span class="badge pending">${fmt(o.pendingRequests)}</span>` : '0'}</td>
@@ -258,7 +268,7 @@ function PendingRow({ r, now }) {
         ${dims && html`<div class="dims">${dims}</div>`}
       </td>
       <td class="num at-request" data-label="At request (limit / allocated)">${at ? `${fmt(at.limit)} / ${fmt(at.allocated)}` : '—'}</td>
-      <td class="num requested" data-label="Requested">${fmt(spec.requestedLimit)}</td>
+      <td class="num requested" data-label="Requested">${fmt(spec.requestedLimit)}${spec.for && html`<div class="muted small for" title="a temporary increase (spec.for)">for ${durationText(spec.for)}</div>`}</td>
       <td class="justification" data-label="Justification">
         <div>${spec.justification}</div>
         <div class="muted small">

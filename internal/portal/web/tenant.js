@@ -6,8 +6,8 @@ import {
   CONSUMER_GROUP, QUOTA, getJSON, mergePatch, orgNamespace,
 } from './api.js';
 import {
-  Breakable, Collapsible, ErrorBox, Linkified, Loading, UsageBar, age, consumerText, dimsText, fmt,
-  html, int, navigate, orgHref, percent, requestHref, useTick, useWatch,
+  Breakable, Collapsible, ErrorBox, Linkified, Loading, UsageBar, age, consumerText, dimsText, durationText, fmt,
+  html, int, navigate, orgHref, overLimitText, requestHref, usage, usageText, useTick, useWatch,
 } from './ui.js';
 import { Sizing } from './sizing.js';
 
@@ -32,6 +32,20 @@ function consumerOrder(a, b) {
 
 /** The state a request is in; one without status yet is Pending. */
 const stateOf = (r) => r.status?.state || 'Pending';
+
+// A duration as the API reads spec.for (Go's time.ParseDuration): numbers,
+// each with its unit: "168h", "1h30m", "90m", "45s". Anything else the API
+// refuses only as an undecodable body, so the form says so itself.
+const DURATION = /^[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+)$/;
+
+/** A request's spec.for, as the tables show it ("for 168h"); '' for a permanent one. */
+const forText = (spec) => (spec?.for ? `for ${durationText(spec.for)}` : '');
+
+/** A field's error, under the field (its id is the input's aria-describedby). */
+function FieldError({ id, message }) {
+  if (!message) return null;
+  return html`<p id=${id} class="error field-error" role="alert">${message}</p>`;
+}
 
 // ---- the organization page ------------------------------------------------
 
@@ -115,7 +129,7 @@ function Buckets({ org, buckets, requests }) {
 function BucketRow({ org, bucket, pending }) {
   const { spec, status = {} } = bucket;
   const ref = spec.consumerRef || {};
-  const pct = percent(status.allocated, status.limit);
+  const { pct, over: usedOver } = usage(status.allocated, status.limit);
   const dims = dimsText(spec.dimensions);
   const unit = status.baseUnit ? ` ${status.baseUnit}` : '';
   // What the engine says of the bucket's limit in time: over it (a grant
@@ -135,8 +149,9 @@ function BucketRow({ org, bucket, pending }) {
       <div class="numbers">
         <span title=${`${fmt(status.allocated)} of ${fmt(status.limit)}${unit}`}>
           <span class="allocated">${int(status.allocated)}</span> / <span class="limit">${int(status.limit)}</span>${unit}
-          ${' '}(<span class="percent">${pct}</span>%)
+          ${pct !== null && html` (<span class="percent">${pct}</span>%)`}
         </span>
+        ${usedOver && html`<span class="usage-over">${overLimitText(status.allocated, status.limit)}</span>`}
         <span class="avail"><span class="available">${int(status.available)}</span> available</span>
         ${(status.usageTrend || status.fullIn) && html`
           <span class="trend muted">
@@ -146,12 +161,12 @@ function BucketRow({ org, bucket, pending }) {
           </span>`}
         ${pending.length > 0 && html`<span class="badge pending">${pending.length} pending request${pending.length > 1 ? 's' : ''}</span>`}
       </div>
-      ${over && html`<p class="bucket-warning over-limit" role="alert"><strong>Over its limit:</strong> ${over.message}</p>`}
-      ${soon && html`<p class="bucket-warning expiring-soon"><strong>Expiring soon:</strong> ${soon.message}</p>`}
       <a class="button request-increase"
          href=${requestHref({ org, kind: ref.kind, consumer: ref.name, resourceType: spec.resourceType, dimensions: spec.dimensions })}>
         Request increase
       </a>
+      ${over && html`<p class="bucket-warning over-limit" role="alert"><strong>Over its limit:</strong> ${over.message}</p>`}
+      ${soon && html`<p class="bucket-warning expiring-soon"><strong>Expiring soon:</strong> ${soon.message}</p>`}
     </div>`;
 }
 
@@ -201,7 +216,7 @@ function Requests({ ns, state }) {
               <tr data-request=${r.metadata.name} class=${r.metadata.name === justCreated ? 'new' : ''}>
                 <td>${consumerText(r.spec?.consumerRef)}</td>
                 <td><${Breakable} text=${r.spec?.resourceType} />${dims && html`<div class="dims">${dims}</div>`}</td>
-                <td class="num">${fmt(r.spec?.requestedLimit)}</td>
+                <td class="num requested">${fmt(r.spec?.requestedLimit)}${r.spec?.for && html`<div class="muted small for" title="a temporary increase (spec.for)">${forText(r.spec)}</div>`}</td>
                 <td class="num">${granted === undefined ? '—' : fmt(granted)}</td>
                 <td class=${`state state-${s.toLowerCase()}`}>${s}</td>
                 <td class="who">${st.requestedBy || r.metadata.annotations?.['quota.miloapis.com/requested-by'] || '—'}</td>
@@ -305,6 +320,15 @@ function Refusals({ org }) {
 
 // ---- the request form -----------------------------------------------------
 
+// The spec fields the form has, by the path the server's field errors name,
+// with what the form calls them.
+const FORM_FIELDS = {
+  'spec.requestedLimit': 'the requested limit',
+  'spec.for': 'for how long',
+  'spec.justification': 'the justification',
+  'spec.contact': 'the contact',
+};
+
 // RequestForm: a refusal's link names a project but not its organization;
 // the portal finds it (only for whoever may read that organization).
 export function RequestForm({ route, me }) {
@@ -335,10 +359,18 @@ function RequestFormIn({ route, me, org }) {
   const [resourceType, setResourceType] = useState(route.resourceType || '');
   const dims = useMemo(() => parseDims(route.dimensions), [route.dimensions]);
   const [limit, setLimit] = useState('');
+  const [duration, setDuration] = useState(''); // spec.for; blank: a permanent limit
   const [justification, setJustification] = useState('');
   const [contact, setContact] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
+  // The server's field errors (and the form's own for spec.for), by field
+  // path, each shown under its field.
+  const [fieldErrors, setFieldErrors] = useState({});
+  const editing = (path, set) => (e) => {
+    set(e.currentTarget.value);
+    if (fieldErrors[path]) setFieldErrors((f) => ({ ...f, [path]: undefined }));
+  };
 
   useEffect(() => {
     const ac = new AbortController();
@@ -391,9 +423,17 @@ function RequestFormIn({ route, me, org }) {
   const submit = async (e) => {
     e.preventDefault();
     setError(null);
+    setFieldErrors({});
     const n = Number(limit);
+    const forValue = duration.trim();
     if (!resourceType) return setError('Choose a resource type.');
     if (!Number.isInteger(n) || n < 1) return setError('The requested limit must be a whole number above 0.');
+    if (forValue && !DURATION.test(forValue)) {
+      return setFieldErrors({
+        'spec.for': `"${forValue}" is not a duration: write a number with its unit, h, m or s `
+          + '(168h is 7 days, 720h 30 days, 1h30m an hour and a half), or leave it blank to ask for a permanent limit.',
+      });
+    }
     if (!justification.trim()) return setError('A justification is required.');
     const ref = bucket?.spec.consumerRef || consumers.find((c) => consumerText(c) === consumer) || {};
     const spec = {
@@ -404,6 +444,7 @@ function RequestFormIn({ route, me, org }) {
     };
     if (dims.length) spec.dimensions = dims;
     if (contact.trim()) spec.contact = contact.trim();
+    if (forValue) spec.for = forValue;
     setBusy(true);
     try {
       const created = await getJSON(`${QUOTA}/namespaces/${ns}/quotarequests`, {
@@ -416,8 +457,23 @@ function RequestFormIn({ route, me, org }) {
       justCreated = created?.metadata?.name || '';
       navigate(orgHref(org));
     } catch (err) {
-      if (err.name !== 'AbortError') setError(err);
       setBusy(false);
+      if (err.name === 'AbortError') return;
+      // Each field error the server gave for a field of this form goes under
+      // that field, saying what was asked; any other error stays whole below.
+      const asked = { 'spec.requestedLimit': String(n), 'spec.for': forValue, 'spec.contact': spec.contact };
+      const mine = {};
+      for (const c of err.causes || []) {
+        if (!Object.hasOwn(FORM_FIELDS, c.field)) continue;
+        const value = asked[c.field];
+        mine[c.field] = [mine[c.field], value ? `The server refused "${value}": ${c.message}` : `The server refused it: ${c.message}`]
+          .filter(Boolean).join('\n');
+      }
+      const others = (err.causes || []).some((c) => !Object.hasOwn(FORM_FIELDS, c.field));
+      setFieldErrors(mine);
+      setError(Object.keys(mine).length && !others
+        ? `Not sent: the server refused ${Object.keys(mine).map((f) => FORM_FIELDS[f]).join(' and ')} (marked above); correct it and send again.`
+        : err);
     }
   };
 
@@ -450,17 +506,30 @@ function RequestFormIn({ route, me, org }) {
           <label for="req-limit">Requested limit${st.baseUnit || reg?.spec?.baseUnit ? ` (${st.baseUnit || reg.spec.baseUnit})` : ''}</label>
           <input id="req-limit" type="number" min="1" step="1" inputmode="numeric" required
                  placeholder=${bucket ? `more than ${fmt(st.limit)}` : ''} value=${limit}
-                 onInput=${(e) => setLimit(e.currentTarget.value)} />
+                 onInput=${editing('spec.requestedLimit', setLimit)} />
           <p class="muted small">The new total limit you need, not the amount to add.</p>
+          <${FieldError} id="req-limit-error" message=${fieldErrors['spec.requestedLimit']} />
+
+          <label for="req-for">For how long <span class="muted">(optional: a temporary increase)</span></label>
+          <input id="req-for" type="text" inputmode="text" autocomplete="off" spellcheck=${false} value=${duration}
+                 placeholder="blank: permanent; or 168h, 720h, 90m" aria-describedby="req-for-help req-for-error"
+                 aria-invalid=${fieldErrors['spec.for'] ? 'true' : 'false'} onInput=${editing('spec.for', setDuration)} />
+          <p id="req-for-help" class="muted small">
+            Blank asks for a permanent limit. A duration (hours, minutes or seconds: 168h is 7 days, at least 10s)
+            asks for a temporary increase: once approved, its grant expires that long after the approval (spec.for).
+          </p>
+          <${FieldError} id="req-for-error" message=${fieldErrors['spec.for']} />
 
           <label for="req-justification">Justification</label>
           <textarea id="req-justification" rows="4" required value=${justification}
                     placeholder="What the extra quota is for and why now"
-                    onInput=${(e) => setJustification(e.currentTarget.value)}></textarea>
+                    onInput=${editing('spec.justification', setJustification)}></textarea>
+          <${FieldError} id="req-justification-error" message=${fieldErrors['spec.justification']} />
 
           <label for="req-contact">Contact <span class="muted">(optional)</span></label>
           <input id="req-contact" type="text" autocomplete="email" value=${contact}
-                 placeholder="email or chat handle" onInput=${(e) => setContact(e.currentTarget.value)} />
+                 placeholder="email or chat handle" onInput=${editing('spec.contact', setContact)} />
+          <${FieldError} id="req-contact-error" message=${fieldErrors['spec.contact']} />
 
           <${ErrorBox} error=${error} />
           <div class="actions">
@@ -481,7 +550,7 @@ function RequestFormIn({ route, me, org }) {
               <${UsageBar} allocated=${st.allocated} limit=${st.limit} label="current usage" />
               <dl class="facts">
                 <dt>Limit</dt><dd id="current-limit">${fmt(st.limit)} ${st.baseUnit || ''}</dd>
-                <dt>Allocated</dt><dd id="current-allocated">${fmt(st.allocated)} (${percent(st.allocated, st.limit)}%)</dd>
+                <dt>Allocated</dt><dd id="current-allocated">${fmt(st.allocated)}${usageText(st.allocated, st.limit) && ` (${usageText(st.allocated, st.limit)})`}</dd>
                 <dt>Available</dt><dd>${fmt(st.available)}</dd>
                 ${st.usageTrend && html`<dt>Trend</dt><dd>${st.usageTrend}</dd>`}
                 ${st.fullIn && html`<dt>Full in</dt><dd>${st.fullIn}</dd>`}

@@ -19,14 +19,34 @@ export const fmt = (n) => (n === undefined || n === null || n === '' ? '—' : n
 export const int = (n) => (Number.isFinite(Number(n)) ? Math.trunc(Number(n)) : 0);
 
 /**
- * allocated as a whole percentage of limit, rounded down; like the engine, a
- * bucket without a limit is 0 % used when empty and 100 % otherwise.
+ * How full a bucket is, as the engine says it (the bucket's
+ * status.usedPercent, quota.BucketStatus.UsedPercent): pct is allocated as a
+ * whole percent of limit, rounded down, above 100 when over the limit, and
+ * null when the limit is 0 (no amount is a percent of 0); over is whether
+ * allocated exceeds the limit: 2 used of a limit of 0 is over it, not "100 %".
  */
-export function percent(allocated, limit) {
+export function usage(allocated, limit) {
   const a = int(allocated), l = int(limit);
-  if (l <= 0) return a > 0 ? 100 : 0;
-  return Math.floor((a * 100) / l);
+  return { pct: l > 0 ? Math.floor((a * 100) / l) : null, over: a > l };
 }
+
+/** "over limit: 2 used of 0", what a bucket over its limit shows. */
+export const overLimitText = (allocated, limit) => `over limit: ${fmt(int(allocated))} used of ${fmt(int(limit))}`;
+
+/** "40%", "200%, over limit: 4 used of 2", "over limit: 2 used of 0", or "" for 0 of 0. */
+export function usageText(allocated, limit) {
+  const { pct, over } = usage(allocated, limit);
+  const parts = [];
+  if (pct !== null) parts.push(`${pct}%`);
+  if (over) parts.push(overLimitText(allocated, limit));
+  return parts.join(', ');
+}
+
+/**
+ * A duration as the API writes it back (Go's "168h0m0s", "1h30m0s", "1m0s")
+ * without its zero tail, as a person writes it: "168h", "1h30m", "1m".
+ */
+export const durationText = (d) => String(d ?? '').replace(/m0s$/, 'm').replace(/h0m$/, 'h');
 
 /** "key=value, key2=value2" */
 export const dimsText = (dims) => (dims || []).map((d) => `${d.key}=${d.value}`).join(', ');
@@ -92,15 +112,17 @@ export function Loading({ what = 'Loading' }) {
   return html`<p class="loading" role="status"><span class="spinner" aria-hidden="true"></span>${what}…</p>`;
 }
 
-/** The usage bar: allocated of limit, coloured by how full it is. */
+/** The usage bar: allocated of limit, coloured by how full it is; full and red over the limit. */
 export function UsageBar({ allocated, limit, label }) {
-  const pct = percent(allocated, limit);
-  const level = pct >= 95 ? 'crit' : pct >= 80 ? 'warn' : 'ok';
+  const { pct, over } = usage(allocated, limit);
+  const level = over || pct >= 95 ? 'crit' : pct >= 80 ? 'warn' : 'ok';
+  const width = over ? 100 : Math.min(pct ?? 0, 100);
+  const text = usageText(allocated, limit);
   return html`
     <div class="bar" role="progressbar" aria-label=${label || 'usage'}
          aria-valuemin="0" aria-valuenow=${int(allocated)} aria-valuemax=${int(limit)}
-         aria-valuetext=${`${fmt(allocated)} of ${fmt(limit)} (${pct}%)`}>
-      <div class=${`fill ${level}`} style=${`width:${Math.min(pct, 100)}%`}></div>
+         aria-valuetext=${`${fmt(allocated)} of ${fmt(limit)}${text ? ` (${text})` : ''}`}>
+      <div class=${`fill ${level}`} style=${`width:${width}%`}></div>
     </div>`;
 }
 
