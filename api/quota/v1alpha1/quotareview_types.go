@@ -41,6 +41,15 @@ const (
 	// ReviewReasonDuplicate: an earlier object of the review is the same
 	// object.
 	ReviewReasonDuplicate = "Duplicate"
+	// ReviewReasonNotYet: something it needs does not exist yet (a
+	// Project's Organization, the Project it is charged to); applying it
+	// is answered 429 or 503 with Retry-After, and succeeds once that
+	// exists.
+	ReviewReasonNotYet = "NotYet"
+	// ReviewReasonDryRunUnsupported: a mutating admission webhook that
+	// cannot be called as a dry run (sideEffects other than None) would
+	// change the object; what it would change is not guessed.
+	ReviewReasonDryRunUnsupported = "DryRunUnsupported"
 )
 
 // QuotaReview asks what applying a set of objects would take of quota, now,

