@@ -16,6 +16,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/charge"
 	"github.com/quotaplane/quotaplane/pkg/client/clientset/versioned"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
@@ -203,5 +204,46 @@ func TestABadReviewIsRefusedOnItsField(t *testing.T) {
 	}
 	if o := got.Status.Objects[0]; o.Reason != quotav1alpha1.ReviewReasonNotServed || !strings.Contains(o.Message, "Gadget") || got.Status.Fits {
 		t.Fatalf("an unserved kind: %+v", got.Status)
+	}
+}
+
+// TestATenantCannotCarryTheReviewPass: a review's dry runs skip the charging
+// steps by the user extra charge.ReviewPassExtra, which only an identity
+// allowed to impersonate user extras can set. A tenant that sends it — on a
+// dry run charging another tenant's project, or on a real create over its
+// own quota — is refused by impersonation before admission, and its real
+// create is still charged and refused.
+func TestATenantCannotCarryTheReviewPass(t *testing.T) {
+	victim := newWorld(t, "web")
+	w := newWorld(t, "web")
+	w.grant("org", w.consumer("Organization", w.org), 1)
+	w.grant("web", w.consumer("Project", w.projects[0]), 1)
+	w.ready()
+	cfg := w.tenant()
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	w.poll("the tenant's roles", func() bool {
+		_, err := kube.CoreV1().ConfigMaps(w.ns).Create(ctx, w.configMap("fits", w.projects[0], 1), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil
+	})
+	self := "system:serviceaccount:" + w.orgNS + ":pipeline"
+	forged := rest.CopyConfig(cfg)
+	forged.Impersonate = rest.ImpersonationConfig{UserName: self, Extra: map[string][]string{charge.ReviewPassExtra: {"true"}}}
+	fk := kubernetes.NewForConfigOrDie(forged)
+	for _, c := range []struct {
+		cm     *corev1.ConfigMap
+		dryRun []string
+	}{{victim.configMap("charging-them", victim.projects[0], 1), []string{metav1.DryRunAll}}, {w.configMap("over", w.projects[0], 5), nil}} {
+		c.cm.Namespace = w.ns
+		_, err := fk.CoreV1().ConfigMaps(w.ns).Create(ctx, c.cm, metav1.CreateOptions{DryRun: c.dryRun})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot impersonate") {
+			t.Errorf("%s with the review pass (dryRun %v): want 403 cannot impersonate, got %v", c.cm.Name, c.dryRun, err)
+		}
+	}
+	if _, err := kube.CoreV1().ConfigMaps(w.ns).Create(ctx, w.configMap("over", w.projects[0], 5), metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "Insufficient quota") {
+		t.Errorf("the tenant's create over its quota: want the quota refusal, got %v", err)
+	}
+	if n := len(w.claims()); n != 0 {
+		t.Errorf("%d claims after refused creates", n)
 	}
 }
