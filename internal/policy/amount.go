@@ -56,6 +56,22 @@ func ParseAmount(s, resourceType string, units Units) (int64, error) {
 	return n.Int64(), nil
 }
 
+// renderedAmount reads the amount a claim template's {{ CEL }} renders for
+// one object, as ParseAmount does, except that exactly zero ("0", "0Mi") is
+// 0, whatever the resource type's units: the request charges nothing, and
+// Evaluate leaves it out of the claim. A negative amount is refused.
+func renderedAmount(s, resourceType string, units Units) (int64, error) {
+	if q, err := resource.ParseQuantity(strings.TrimSpace(s)); err == nil {
+		switch q.Sign() {
+		case 0:
+			return 0, nil
+		case -1:
+			return 0, fmt.Errorf("amount %q of %s is negative; a rendered amount is a whole number of base units, 0 (charging nothing) or more", s, resourceType)
+		}
+	}
+	return ParseAmount(s, resourceType, units)
+}
+
 // divide is q/unit and whether it is a whole number, computed exactly.
 func divide(q, unit resource.Quantity) (*big.Int, bool) {
 	a, b := q.AsDec(), unit.AsDec()

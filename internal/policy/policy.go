@@ -571,7 +571,12 @@ func (in Input) vars() map[string]any {
 }
 
 // Evaluate applies the policy to one create: false when a constraint is
-// false; otherwise the rendered claim.
+// false; otherwise the rendered claim. A request whose amount renders as
+// exactly 0 charges nothing and is left out of the claim; when every request
+// renders 0 there is nothing to charge, and Evaluate returns false as for a
+// false constraint: no claim. Admission (creates and updates), reviews and
+// the charging of existing objects all read this answer, so all of them
+// charge such an object alike.
 func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 	vars := in.vars()
 	if ok, err := c.constraints.applies(vars); !ok || err != nil {
@@ -585,6 +590,7 @@ func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 	if out.Spec.ConsumerRef, err = c.consumer.render(vars); err != nil {
 		return false, nil, err
 	}
+	dropped := 0
 	for _, r := range c.requests {
 		rt, err := r.resourceType.render(vars)
 		if err != nil {
@@ -597,7 +603,7 @@ func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 			if err != nil {
 				return false, nil, err
 			}
-			if amount, err = ParseAmount(s, rt, in.Units); err != nil {
+			if amount, err = renderedAmount(s, rt, in.Units); err != nil {
 				return false, nil, &EvalError{Field: r.amountExpr.field, Err: err, Amount: true}
 			}
 		case r.quantity != "":
@@ -609,7 +615,14 @@ func (c *Compiled) Evaluate(in Input) (bool, *Rendered, error) {
 		if req.Dimensions, err = renderDimensions(r.dims, vars); err != nil {
 			return false, nil, err
 		}
+		if amount == 0 {
+			dropped++
+			continue // charges nothing
+		}
 		out.Spec.Requests = append(out.Spec.Requests, req)
+	}
+	if dropped > 0 && len(out.Spec.Requests) == 0 {
+		return false, nil, nil
 	}
 	return true, out, nil
 }

@@ -141,3 +141,114 @@ func TestAppliesEvaluatesConstraintsOnly(t *testing.T) {
 		t.Error("Evaluate rendered a template that reads user without a user")
 	}
 }
+
+// podPolicy charges a Pod as examples/workloads does: one pod, and the sum
+// of its containers' cpu requests (millicores) and memory requests (bytes),
+// 0 for a container without one.
+func podPolicy(withPods bool) *quotav1alpha1.ClaimCreationPolicy {
+	p := &quotav1alpha1.ClaimCreationPolicy{}
+	p.Name = "pods"
+	p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "Pod"}
+	sum := func(name, scale string) intstr.IntOrString {
+		return intstr.FromString("{{ string(trigger.spec.containers.map(c, has(c.resources) && has(c.resources.requests) && '" + name +
+			"' in c.resources.requests ? int(quantity(c.resources.requests['" + name + "']).asApproximateFloat()" + scale + " + 0.5) : 0).sum()) }}")
+	}
+	var requests []quotav1alpha1.ClaimTemplateRequest
+	if withPods {
+		requests = append(requests, quotav1alpha1.ClaimTemplateRequest{ResourceType: "core/pods", Amount: intstr.FromInt32(1)})
+	}
+	requests = append(requests,
+		quotav1alpha1.ClaimTemplateRequest{ResourceType: "core/requests.cpu", Amount: sum("cpu", " * 1000.0")},
+		quotav1alpha1.ClaimTemplateRequest{ResourceType: "core/requests.memory", Amount: sum("memory", "")})
+	p.Spec.Target.ResourceClaimTemplate.Spec = quotav1alpha1.ResourceClaimTemplateSpec{
+		ConsumerRef: quotav1alpha1.TemplateConsumerRef{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"},
+		Requests:    requests,
+	}
+	return p
+}
+
+func pod(requests ...map[string]any) map[string]any {
+	var containers []any
+	for _, r := range requests {
+		c := map[string]any{"name": "c", "image": "busybox"}
+		if r != nil {
+			c["resources"] = map[string]any{"requests": r}
+		}
+		containers = append(containers, c)
+	}
+	return map[string]any{"metadata": map[string]any{"namespace": "team-a", "name": "p"}, "spec": map[string]any{"containers": containers}}
+}
+
+// TestARequestRenderedAsZeroChargesNothing: a request whose amount renders
+// exactly 0 is left out of the claim, and when every request renders 0
+// there is no claim (false, as for a false constraint); a negative amount
+// still cannot be evaluated.
+func TestARequestRenderedAsZeroChargesNothing(t *testing.T) {
+	withPods, err := Compile(podPolicy(true), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requestsOnly, err := Compile(podPolicy(false), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(rt string, n int64) quotav1alpha1.ResourceRequest {
+		return quotav1alpha1.ResourceRequest{ResourceType: quotav1alpha1.ResourceType(rt), Amount: n}
+	}
+	for _, tc := range []struct {
+		name     string
+		policy   *Compiled
+		pod      map[string]any
+		charges  bool
+		requests []quotav1alpha1.ResourceRequest
+	}{
+		{"requests", withPods, pod(map[string]any{"cpu": "250m", "memory": "128Mi"}, map[string]any{"cpu": "250m", "memory": "128Mi"}), true,
+			[]quotav1alpha1.ResourceRequest{req("core/pods", 1), req("core/requests.cpu", 500), req("core/requests.memory", 268435456)}},
+		{"no requests: the pod alone", withPods, pod(nil), true, []quotav1alpha1.ResourceRequest{req("core/pods", 1)}},
+		{"cpu only: no memory request", withPods, pod(nil, map[string]any{"cpu": "100m"}), true,
+			[]quotav1alpha1.ResourceRequest{req("core/pods", 1), req("core/requests.cpu", 100)}},
+		{"no requests, nothing else to charge: no claim", requestsOnly, pod(nil, nil), false, nil},
+		{"requests of 0: no claim", requestsOnly, pod(map[string]any{"cpu": "0", "memory": "0"}), false, nil},
+		{"one nonzero request: a claim of it", requestsOnly, pod(map[string]any{"memory": "1"}), true,
+			[]quotav1alpha1.ResourceRequest{req("core/requests.memory", 1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, r, err := tc.policy.Evaluate(Input{Object: tc.pod})
+			if err != nil || ok != tc.charges {
+				t.Fatalf("Evaluate = %v, %v; want %v, no error", ok, err, tc.charges)
+			}
+			if !ok {
+				if r != nil {
+					t.Fatalf("no claim to charge, yet rendered %+v", r.Spec)
+				}
+				return
+			}
+			if diff := cmp.Diff(tc.requests, r.Spec.Requests); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// Zero in any form is zero without the registration's units; a
+	// negative amount is an amount the object cannot be charged.
+	cm := func(amount string) (bool, *Rendered, error) {
+		p := machinePolicy("", "p", intstr.FromString("{{ trigger.spec.amount }}"))
+		c, err := Compile(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Evaluate(Input{Object: map[string]any{"spec": map[string]any{"amount": amount, "location": "dfw"}}})
+	}
+	for _, zero := range []string{"0", "0Mi", " 0 ", "0.0"} {
+		if ok, r, err := cm(zero); ok || r != nil || err != nil {
+			t.Errorf("amount %q: %v, %v, %v; want no claim", zero, ok, r, err)
+		}
+	}
+	for _, negative := range []string{"-1", "-500m"} {
+		_, _, err := cm(negative)
+		var ee *EvalError
+		if !errors.As(err, &ee) || !ee.Amount || !strings.Contains(err.Error(), "is negative") {
+			t.Errorf("amount %q: %v; want an amount error saying it is negative", negative, err)
+		}
+	}
+}

@@ -244,10 +244,18 @@ func (v *verifier) judge(s *reading, r *Report, p *enforcedPolicy, gvr schema.Gr
 		RequestInfo: map[string]any{"verb": "create", "namespace": m.GetNamespace(), "name": m.GetName(), "apiGroup": gvr.Group,
 			"apiVersion": gvr.Version, "resource": gvr.Resource, "subresource": "", "dryRun": false}}
 	var ee *policy.EvalError
-	if _, _, err := p.compiled.Evaluate(in); errors.As(err, &ee) && !ee.Amount {
+	charges, _, err := p.compiled.Evaluate(in)
+	if errors.As(err, &ee) && !ee.Amount {
 		// (An amount is judged with the registrations' units, which are
 		// not read here: only an expression that fails is reported.)
 		v.unevaluable(r, p, m, err)
+		return
+	}
+	if err == nil && !charges {
+		// Every request renders 0: admission charges nothing, and no claim
+		// is missing.
+		st.Governed--
+		st.NotGoverned++
 		return
 	}
 	st.Unclaimed++

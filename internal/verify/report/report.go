@@ -136,7 +136,8 @@ type PolicyStats struct {
 	// Unevaluable: the policy matches them and cannot be evaluated for
 	// them (CheckUnevaluableObject).
 	Unevaluable int `json:"unevaluable,omitempty"`
-	// NotGoverned: a constraint is false.
+	// NotGoverned: a constraint is false, or every request of the claim
+	// renders 0 (nothing to charge).
 	NotGoverned int `json:"notGoverned"`
 	// Exempt are in a namespace no policy charges (the system namespace,
 	// --quota-exempt-namespaces), or of a kind none charges (Events).
