@@ -81,7 +81,7 @@ evaluated), 2 the review could not be made.`,
 				if output == "json" {
 					err = whatif.PrintJSON(cmd.OutOrStdout(), r)
 				} else {
-					err = whatif.PrintPolicyTable(cmd.OutOrStdout(), r)
+					err = whatif.PrintPolicyTable(cmd.OutOrStdout(), r, readUnits(cmd, c))
 				}
 				if err != nil {
 					fail(cmd, err)
@@ -117,7 +117,7 @@ evaluated), 2 the review could not be made.`,
 			if output == "json" {
 				err = whatif.PrintJSON(cmd.OutOrStdout(), r)
 			} else {
-				err = whatif.PrintTable(cmd.OutOrStdout(), r, srcs)
+				err = whatif.PrintTable(cmd.OutOrStdout(), r, srcs, readUnits(cmd, c))
 			}
 			if err != nil {
 				fail(cmd, err)
@@ -135,4 +135,15 @@ evaluated), 2 the review could not be made.`,
 	cmd.Flags().StringVar(&o.User, "as", "", "review as this user (needs impersonate on it)")
 	cmd.Flags().StringArrayVar(&o.Groups, "as-group", nil, "groups of --as (each needs impersonate); repeatable")
 	return cmd
+}
+
+// readUnits reads the units amounts are written in; without them (a user
+// who may not list ResourceRegistrations) amounts are numbers of base
+// units, and a warning says so.
+func readUnits(cmd *cobra.Command, c versioned.Interface) whatif.Units {
+	units, err := whatif.ReadUnits(cmd.Context(), c)
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: amounts are shown as numbers of base units: %v\n", err)
+	}
+	return units
 }

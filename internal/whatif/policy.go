@@ -49,8 +49,9 @@ func PreviewPolicy(ctx context.Context, c versioned.Interface, cp *quotav1alpha1
 
 // PrintPolicyTable writes, for people, every consumer the policy would
 // charge with its usage against its limit now and after, the objects it
-// would refuse or cannot evaluate, and the verdict.
-func PrintPolicyTable(w io.Writer, r *quotav1alpha1.QuotaReview) error {
+// would refuse or cannot evaluate, and the verdict; amounts are written as
+// refusals write them (Units).
+func PrintPolicyTable(w io.Writer, r *quotav1alpha1.QuotaReview, units Units) error {
 	p := r.Status.PolicyImpact
 	if p == nil {
 		return fmt.Errorf("the server answered no policy preview")
@@ -60,13 +61,14 @@ func PrintPolicyTable(w io.Writer, r *quotav1alpha1.QuotaReview) error {
 	for _, c := range p.Consumers {
 		over := "-"
 		if c.AllocatedAfter > c.Limit && c.AllocatedAfter > c.Allocated {
-			over = fmt.Sprintf("+%d", c.AllocatedAfter-c.Limit)
+			over = units.Change(c.ResourceType, c.AllocatedAfter-c.Limit)
 		}
 		rt := c.ResourceType
 		if c.Dimensions != "" {
 			rt += " {" + c.Dimensions + "}"
 		}
-		fmt.Fprintf(tw, "%s/%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", c.ConsumerRef.Kind, c.ConsumerRef.Name, rt, c.Limit, c.Allocated, c.AllocatedAfter, c.Objects, c.WouldRefuse, over)
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", c.ConsumerRef.Kind, c.ConsumerRef.Name, rt,
+			units.Amount(c.ResourceType, c.Limit), units.Amount(c.ResourceType, c.Allocated), units.Amount(c.ResourceType, c.AllocatedAfter), c.Objects, c.WouldRefuse, over)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

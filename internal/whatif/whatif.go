@@ -180,8 +180,9 @@ func PrintJSON(w io.Writer, r *quotav1alpha1.QuotaReview) error {
 }
 
 // PrintTable writes, for people, each object's answer, then each level's
-// numbers, then the verdict.
-func PrintTable(w io.Writer, r *quotav1alpha1.QuotaReview, srcs []Source) error {
+// numbers, then the verdict; amounts are written as refusals write them
+// (Units).
+func PrintTable(w io.Writer, r *quotav1alpha1.QuotaReview, srcs []Source, units Units) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tSOURCE\tKIND\tNAMESPACE\tNAME\tOP\tRESULT\tCHARGES\tREASON")
 	for _, o := range r.Status.Objects {
@@ -189,17 +190,23 @@ func PrintTable(w io.Writer, r *quotav1alpha1.QuotaReview, srcs []Source) error 
 		if int(o.Index) < len(srcs) {
 			src = srcs[o.Index].String()
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Index, src, o.Kind, dash(o.Namespace), o.Name, o.Operation, o.Result, charges(o.Charges), dash(o.Reason))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Index, src, o.Kind, dash(o.Namespace), o.Name, o.Operation, o.Result, charges(o.Charges, units), dash(o.Reason))
 	}
 	if len(r.Status.Buckets) > 0 {
 		fmt.Fprintln(tw, "")
 		fmt.Fprintln(tw, "CONSUMER\tRESOURCE TYPE\tLIMIT\tALLOCATED\tTAKE\tAFTER\tREFUSED")
 		for _, b := range r.Status.Buckets {
-			limit := fmt.Sprint(b.Limit)
+			rt := b.ResourceType
+			limit := units.Amount(rt, b.Limit)
 			if b.Unlimited {
 				limit = "none"
 			}
-			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%+d\t%d\t%d\n", b.ConsumerRef.Kind, b.ConsumerRef.Name, b.ResourceType, limit, b.Allocated, b.Take, b.AllocatedAfter, b.Refused)
+			refused := "-"
+			if b.Refused != 0 {
+				refused = units.Amount(rt, b.Refused)
+			}
+			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ConsumerRef.Kind, b.ConsumerRef.Name, rt, limit,
+				units.Amount(rt, b.Allocated), units.Change(rt, b.Take), units.Amount(rt, b.AllocatedAfter), refused)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -229,17 +236,20 @@ func dash(s string) string {
 	return s
 }
 
-func charges(cs []quotav1alpha1.QuotaReviewCharge) string {
+// charges writes what an object would be charged: "600 millicores of
+// core/requests.cpu for Namespace/team-a", and for an update what it holds
+// first: "2 cores → 5 cores of …".
+func charges(cs []quotav1alpha1.QuotaReviewCharge, units Units) string {
 	if len(cs) == 0 {
 		return "-"
 	}
 	var parts []string
 	for _, c := range cs {
-		p := fmt.Sprintf("%d %s of %s/%s", c.Amount, c.ResourceType, c.ConsumerRef.Kind, c.ConsumerRef.Name)
+		amount := units.Amount(c.ResourceType, c.Amount)
 		if c.Held != 0 {
-			p = fmt.Sprintf("%d→%d %s of %s/%s", c.Held, c.Amount, c.ResourceType, c.ConsumerRef.Kind, c.ConsumerRef.Name)
+			amount = units.Amount(c.ResourceType, c.Held) + " → " + amount
 		}
-		parts = append(parts, p)
+		parts = append(parts, fmt.Sprintf("%s of %s for %s/%s", amount, c.ResourceType, c.ConsumerRef.Kind, c.ConsumerRef.Name))
 	}
 	return strings.Join(parts, ", ")
 }

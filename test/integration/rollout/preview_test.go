@@ -111,7 +111,7 @@ func TestPreviewEqualsEnforcing(t *testing.T) {
 		t.Errorf("preview summary %+v, fits %v; want the %d organizations with a tenth of the room over", im.Summary, r.Status.Fits, previewConsumers/2)
 	}
 	var table bytes.Buffer
-	if err := whatif.PrintPolicyTable(&table, r); err != nil {
+	if err := whatif.PrintPolicyTable(&table, r, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(table.String(), "Organization/"+orgs[1]) || !strings.Contains(table.String(), "DOES NOT FIT") {
