@@ -23,6 +23,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/admission/claimauthz"
 	"github.com/quotaplane/quotaplane/internal/admission/refusal"
+	"github.com/quotaplane/quotaplane/internal/charge/arrivals"
 	"github.com/quotaplane/quotaplane/internal/charge/inforce"
 	"github.com/quotaplane/quotaplane/internal/engine/enginemetrics"
 	"github.com/quotaplane/quotaplane/internal/engine/route"
@@ -259,7 +260,8 @@ func (ch *Charger) decide(ctx context.Context, run *call, obj metav1.Object, app
 	res, err := ch.handle.DecideCreate(dctx, claims, a.IsDryRun())
 	if err == nil && !res.Granted {
 		var answer error
-		if res, answer, err = ch.awaitConsumers(dctx, run, claims, names(applying), res); answer != nil {
+		waiter := arrivals.Waiter{Handle: ch.handle, Dynamic: ch.policies.Dynamic}
+		if res, answer, err = waiter.Await(dctx, a, claims, names(applying), res); answer != nil {
 			ch.reports.resultAll(applying, resultDenied)
 			return answer
 		}

@@ -1,11 +1,9 @@
 package policy
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
@@ -99,18 +97,5 @@ func TestUnknownFields(t *testing.T) {
 				t.Fatalf("warnings %+v; want one at %s saying %q", c.Warnings, tc.field, tc.want)
 			}
 		})
-	}
-}
-
-// TestDedupeLeavesItsInput: the distinct names, sorted, and the caller's
-// list as it was.
-func TestDedupeLeavesItsInput(t *testing.T) {
-	known := []string{"spec", "metadata", "spec", "apiVersion"}
-	before := slices.Clone(known)
-	if diff := cmp.Diff([]string{"apiVersion", "metadata", "spec"}, dedupe(known)); diff != "" {
-		t.Errorf("dedupe (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(before, known); diff != "" {
-		t.Errorf("the caller's list changed (-before +after):\n%s", diff)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
+	"github.com/quotaplane/quotaplane/internal/policy/fieldcheck"
 )
 
 // Reasons of a policy's Ready condition, those of the reference
@@ -208,7 +209,7 @@ func (c *compiler) expr(field, src string) (cel.Program, *cel.Ast, string, error
 			return nil, nil, CauseReadsRequest, fmt.Errorf("reads %s, which a GrantCreationPolicy does not have: its expressions are evaluated on stored objects, not on requests, and see only trigger", v)
 		}
 	}
-	if err := unknownField(ast, c.kind, c.schemas); err != nil {
+	if err := fieldcheck.UnknownField(ast, c.kind, c.schemas); err != nil {
 		// A warning, as Kubernetes' type checking: the reference accepts
 		// such policies (its `trigger` is untyped), and an object without
 		// the field refuses the create at admission.

@@ -278,7 +278,7 @@ func (p *plugin) validateGrant(ctx context.Context, a admission.Attributes) erro
 			// Retryable: applied in one sync, the project may come later.
 			return refusal.NotYet(quotav1alpha1.Resource("resourcegrants"), name, fmt.Sprintf(
 				"ResourceGrant %s: spec.consumerRef.name: Project %q does not exist yet; a grant in %s may name only Organization %s's projects (kubectl get projects -l %s=%s): create the project first, then retry; nothing was created",
-				name, ref.Name, ns, org, rmv1alpha1.OrganizationNameLabel, org))
+				name, ref.Name, ns, org, rmv1alpha1.OrganizationNameLabel, org), "spec.consumerRef.name")
 		} else if err != nil {
 			return apierrors.NewInternalError(fmt.Errorf("reading Project %s named by spec.consumerRef.name: %w", ref.Name, err))
 		}

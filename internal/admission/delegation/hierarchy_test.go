@@ -234,8 +234,8 @@ func TestValidateGrant(t *testing.T) {
 		"a project of another organization": {
 			user: owner, op: admission.Create, obj: grant(orgNamespace, delegated, foreignP, nil), want: invalid("spec.consumerRef.name"),
 		},
-		"a project that does not exist": {
-			user: owner, op: admission.Create, obj: grant(orgNamespace, delegated, missingP, nil), want: invalid("spec.consumerRef.name"),
+		"a project that does not exist (yet)": {
+			user: owner, op: admission.Create, obj: grant(orgNamespace, delegated, missingP, nil), want: outcome{Code: 429, Fields: []string{"spec.consumerRef.name"}}, // it may be created later in the same sync
 		},
 		"projects cannot be read": {
 			user: platform, op: admission.Create, obj: grant(orgNamespace, delegated, p1, nil), readErr: errors.New("unavailable"), want: internal,

@@ -18,8 +18,16 @@ const RetryAfterSeconds = 1
 // GitOps tools that apply a directory re-apply what failed, so documents
 // applied in any order converge; a 422 would be final, a 500 a failed sync
 // reported as the server's fault (docs/tenancy.md "Applies in any order").
-func NotYet(gr schema.GroupResource, name, msg string) *apierrors.StatusError {
-	return retryable(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, gr, name, msg)
+//
+// fieldPath, when given, names the field that names what is missing
+// (spec.ownerRef.name), as a cause: clients find it where a 422's causes
+// are.
+func NotYet(gr schema.GroupResource, name, msg string, fieldPath ...string) *apierrors.StatusError {
+	err := retryable(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, gr, name, msg)
+	for _, f := range fieldPath {
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: metav1.CauseTypeFieldValueNotFound, Message: msg, Field: f})
+	}
+	return err
 }
 
 // NotSeenYet answers a request that needs an object that exists, which the

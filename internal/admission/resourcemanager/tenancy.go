@@ -216,7 +216,7 @@ func (p *plugin) admitProject(ctx context.Context, a admission.Attributes, obj *
 		// directory, Argo CD, Flux), the organization may come later.
 		return refusal.NotYet(projects, a.GetName(), fmt.Sprintf(
 			"Project %s: spec.ownerRef.name: Organization %q does not exist yet; a project charges its organization's quota, so the organization comes first: create it (or name an existing one: kubectl get organizations), then retry; nothing was created",
-			a.GetName(), orgName))
+			a.GetName(), orgName), "spec.ownerRef.name")
 	} else if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("reading Organization %s named by spec.ownerRef.name: %w", orgName, err))
 	}

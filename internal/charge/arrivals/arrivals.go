@@ -1,4 +1,4 @@
-package charge
+package arrivals
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/client-go/dynamic"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
@@ -17,6 +18,14 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/route"
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
+
+// Waiter asks the engine again while what a create needs arrives.
+type Waiter struct {
+	Handle *route.Handle
+	// Dynamic reads consumer objects; nil: every consumer not known is
+	// answered as not existing.
+	Dynamic dynamic.Interface
+}
 
 // notKnownWait bounds how long a create waits for the engine to see a
 // consumer that exists (created a moment before what is charged to it, as
@@ -26,7 +35,7 @@ const notKnownWait = 5 * time.Second
 // notKnownPoll is how often it asks again meanwhile.
 const notKnownPoll = 100 * time.Millisecond
 
-// awaitConsumers follows a refusal because a claim's consumer is not known
+// Await follows a refusal because a claim's consumer is not known
 // to the engine (quota.ReasonConsumerNotKnown): its levels above cannot be
 // found without it, so nothing was taken. A consumer that exists was
 // created a moment ago: the decision is asked again until the engine has
@@ -37,16 +46,15 @@ const notKnownPoll = 100 * time.Millisecond
 //
 // answer is the request's answer when it is one of those; err an engine
 // that did not answer a decision asked again.
-func (ch *Charger) awaitConsumers(ctx context.Context, run *call, claims []*quotav1alpha1.ResourceClaim, applying []string, res route.AdmitResult) (_ route.AdmitResult, answer, err error) {
-	a := run.Attributes
+func (w Waiter) Await(ctx context.Context, a admission.Attributes, claims []*quotav1alpha1.ResourceClaim, applying []string, res route.AdmitResult) (_ route.AdmitResult, answer, err error) {
 	deadline := time.Now().Add(notKnownWait)
 	for {
 		ref, policy, ok := notKnown(res, claims, applying)
 		if !ok {
-			if !ch.grantOnItsWay(ctx, res, claims, deadline) {
+			if !w.grantOnItsWay(ctx, res, claims, deadline) {
 				return res, nil, nil
 			}
-		} else if answer := ch.notKnownAnswer(ctx, a, ref, policy, deadline); answer != nil {
+		} else if answer := w.notKnownAnswer(ctx, a, ref, policy, deadline); answer != nil {
 			return res, answer, nil
 		}
 		select {
@@ -54,7 +62,7 @@ func (ch *Charger) awaitConsumers(ctx context.Context, run *call, claims []*quot
 			return res, nil, nil
 		case <-time.After(notKnownPoll):
 		}
-		if res, err = ch.handle.DecideCreate(ctx, claims, a.IsDryRun()); err != nil || res.Granted {
+		if res, err = w.Handle.DecideCreate(ctx, claims, a.IsDryRun()); err != nil || res.Granted {
 			return res, nil, err
 		}
 	}
@@ -63,8 +71,8 @@ func (ch *Charger) awaitConsumers(ctx context.Context, run *call, claims []*quot
 // notKnownAnswer is the answer to a create whose claim's consumer ref is
 // not known to the engine: 429 when it does not exist, 503 when it exists
 // and the engine has not seen it by deadline, nil to ask again.
-func (ch *Charger) notKnownAnswer(ctx context.Context, a admission.Attributes, ref quotav1alpha1.ConsumerRef, policy string, deadline time.Time) error {
-	_, exists, err := ch.consumerObject(ctx, ref)
+func (w Waiter) notKnownAnswer(ctx context.Context, a admission.Attributes, ref quotav1alpha1.ConsumerRef, policy string, deadline time.Time) error {
+	_, exists, err := w.consumerObject(ctx, ref)
 	what := fmt.Sprintf("%s %s", a.GetKind().Kind, a.GetName())
 	charged := fmt.Sprintf("ClaimCreationPolicy %s charges this %s to %s", policy, a.GetKind().Kind, claimName(ref))
 	switch {
@@ -93,7 +101,7 @@ const newTenant = 15 * time.Second
 // grantOnItsWay reports whether a refusal is worth asking again before
 // deadline: a claim refused because no level of it has any grant, whose
 // consumer was created within newTenant.
-func (ch *Charger) grantOnItsWay(ctx context.Context, res route.AdmitResult, claims []*quotav1alpha1.ResourceClaim, deadline time.Time) bool {
+func (w Waiter) grantOnItsWay(ctx context.Context, res route.AdmitResult, claims []*quotav1alpha1.ResourceClaim, deadline time.Time) bool {
 	if time.Now().After(deadline) {
 		return false
 	}
@@ -102,7 +110,7 @@ func (ch *Charger) grantOnItsWay(ctx context.Context, res route.AdmitResult, cla
 			if r.Reason != quota.ReasonQuotaExceeded || i >= len(claims) || !noGrant(r) {
 				continue
 			}
-			obj, exists, err := ch.consumerObject(ctx, claims[i].Spec.ConsumerRef)
+			obj, exists, err := w.consumerObject(ctx, claims[i].Spec.ConsumerRef)
 			if err == nil && exists && time.Since(obj.GetCreationTimestamp().Time) < newTenant {
 				return true
 			}
@@ -151,12 +159,12 @@ var consumerResources = map[quota.GroupKind]schema.GroupVersionResource{
 
 // consumerObject reads a consumer object (a quorum read: a consumer
 // created a moment ago counts); false when it does not exist.
-func (ch *Charger) consumerObject(ctx context.Context, ref quotav1alpha1.ConsumerRef) (*unstructured.Unstructured, bool, error) {
+func (w Waiter) consumerObject(ctx context.Context, ref quotav1alpha1.ConsumerRef) (*unstructured.Unstructured, bool, error) {
 	gvr, ok := consumerResources[quota.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}]
-	if !ok || ch.policies.Dynamic == nil {
+	if !ok || w.Dynamic == nil {
 		return nil, false, nil
 	}
-	got, err := ch.policies.Dynamic.Resource(gvr).Get(ctx, ref.Name, metav1.GetOptions{})
+	got, err := w.Dynamic.Resource(gvr).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, false, nil
 	}

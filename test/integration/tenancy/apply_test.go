@@ -23,6 +23,7 @@ import (
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/quota"
+	"github.com/quotaplane/quotaplane/test/applier"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 	"github.com/quotaplane/quotaplane/test/tools"
 )
@@ -305,7 +306,7 @@ func TestAppliesInAnyOrderConverge(t *testing.T) {
 	w := newSyncWorld(t)
 	docs := decode(t, w.tenant())
 	slices.Reverse(docs)
-	a := quotatest.NewApplier(t, srv.Config)
+	a := applier.New(t, srv.Config)
 	ctx := context.Background()
 	pending := docs
 	for round := 1; len(pending) > 0; round++ {

@@ -13,6 +13,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
+	"github.com/quotaplane/quotaplane/test/applier"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -27,8 +28,8 @@ func TestProjectBelongsToAnExistingOrganization(t *testing.T) {
 	// A project before its organization (one apply of a directory, in any
 	// order): a status clients retry, naming the cause — never a final 422.
 	missing := uniq("nobody")
-	orphan := quotatest.Unstructured(t, newProject(uniq("orphan"), missing))
-	ans := quotatest.NewApplier(t, srv.Config).Apply(ctx, orphan)
+	orphan := applier.Unstructured(t, newProject(uniq("orphan"), missing))
+	ans := applier.New(t, srv.Config).Apply(ctx, orphan)
 	if ans.Code != http.StatusTooManyRequests || ans.RetryAfter == "" {
 		t.Fatalf("a project of a missing organization: want 429 with Retry-After, got %d (Retry-After %q): %v", ans.Code, ans.RetryAfter, ans.Err)
 	}

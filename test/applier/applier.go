@@ -1,4 +1,4 @@
-package quotatest
+package applier
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
 // Applier applies objects as a GitOps tool does: one server-side apply
@@ -42,8 +44,8 @@ type Answer struct {
 	Err error
 }
 
-// NewApplier applies through cfg.
-func NewApplier(t testing.TB, cfg *rest.Config) *Applier {
+// New applies through cfg.
+func New(t testing.TB, cfg *rest.Config) *Applier {
 	t.Helper()
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -115,7 +117,7 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) Ans
 // apiVersion and kind.
 func Unstructured(t testing.TB, obj runtime.Object) *unstructured.Unstructured {
 	t.Helper()
-	gvks, _, err := Scheme.ObjectKinds(obj)
+	gvks, _, err := quotatest.Scheme.ObjectKinds(obj)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package policy
+package fieldcheck
 
 import (
 	"fmt"
@@ -14,14 +14,14 @@ import (
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
-// unknownField returns an error naming the first field of `trigger` the
+// UnknownField returns an error naming the first field of `trigger` the
 // checked expression reads that none of the schemas declares, or nil.
 //
 // Only closed schemas are judged: where a schema preserves unknown fields,
 // has no type (a quantity, an embedded object), or is a map, any name is
 // accepted, as the API server would store it. A field declared in some
 // served version and not others is accepted (has() is the way to read it).
-func unknownField(ast *cel.Ast, kind string, schemas []*spec.Schema) error {
+func UnknownField(ast *cel.Ast, kind string, schemas []*spec.Schema) error {
 	if len(schemas) == 0 {
 		return nil
 	}
