@@ -62,7 +62,7 @@ func quantityAmount(s *apiextensionsv1.JSONSchemaProps, path []string) error {
 			}
 			next.Type, next.Format, next.Minimum, next.ExclusiveMinimum = "", "", nil, false
 			next.XIntOrString = true
-			next.Description += " Always stored and read as an integer in base units (so kubectl explain shows not integer: it may be written either way). Written as that integer, or as a quantity (16Gi) that is a whole number of base units of a registration declaring baseUnitQuantity, which is converted."
+			next.Description += " Always stored and read as an integer in base units; written as that integer, or as a quantity (16Gi) that is a whole number of base units of a registration declaring baseUnitQuantity, which is converted."
 			s.Properties[p] = next
 			return nil
 		}

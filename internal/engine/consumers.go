@@ -9,8 +9,8 @@ import (
 )
 
 // existenceKinds are the consumer kinds whose objects the engine knows
-// exist, so that a grant naming one that does not says so on its
-// ConsumerFound condition.
+// exist, so that a grant naming one that does not says so (its
+// status.consumerState and its Active condition's message).
 func existenceKinds() []quota.GroupKind {
 	return []quota.GroupKind{
 		{Group: quota.OrganizationGroup, Kind: "Organization"},

@@ -128,14 +128,35 @@ type AllowanceBucketStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty" protobuf:"bytes,14,rep,name=conditions"`
+
+	// placement says which copy of the bucket this object is: Own, where
+	// the bucket lives (its consumer's namespace, docs/conditions.md "Where
+	// buckets live"), or Projection, a copy with the same name and numbers
+	// shown in another namespace (a project's plane, a group's member, a
+	// Namespace), labelled quota.miloapis.com/projected-from with the
+	// namespace of its own.
+	// +optional
+	Placement BucketPlacement `json:"placement,omitempty" protobuf:"bytes,16,opt,name=placement,casttype=BucketPlacement"`
 }
+
+// BucketPlacement says which copy of a bucket an AllowanceBucket object is.
+// +kubebuilder:validation:Enum=Own;Projection
+type BucketPlacement string
+
+const (
+	// BucketPlacementOwn: the bucket where it lives.
+	BucketPlacementOwn BucketPlacement = "Own"
+	// BucketPlacementProjection: a copy shown in another namespace.
+	BucketPlacementProjection BucketPlacement = "Projection"
+)
 
 // AllowanceBucket is the live limit, allocation and availability of one
 // consumer for one resource type and dimension set. Its columns are what a
-// person reads first (used, limit, percent); -o wide adds the consumer and
-// the unit, within 160 columns with the 71-character bucket names for
-// resource types up to about 30 characters. The rest (available, claims,
-// trend, full in) is in -o yaml or custom-columns.
+// person reads first (used, limit, percent) and which copy the object is
+// (placement); -o wide adds the consumer's kind and name and the unit,
+// within 190 columns with the 71-character bucket names for resource types
+// up to about 30 characters. The rest (available, claims, trend, full in)
+// is in -o yaml or custom-columns.
 // +kubebuilder:object:root=true
 // +genclient
 // +kubebuilder:resource:shortName=bucket;abucket,categories=quotaplane
@@ -144,6 +165,8 @@ type AllowanceBucketStatus struct {
 // +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.allocated`
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.limit`
 // +kubebuilder:printcolumn:name="Used%",type=integer,JSONPath=`.status.usedPercent`
+// +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.status.placement`
+// +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`,priority=1
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Unit",type=string,JSONPath=`.status.baseUnit`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

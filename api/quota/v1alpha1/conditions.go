@@ -49,16 +49,24 @@ const (
 	// GrantReasonExpiresLater: ExpiringSoon=False; the expiry is further
 	// away than the warning lead time, or the grant does not count now.
 	GrantReasonExpiresLater = "ExpiresLater"
-	// GrantConditionConsumerFound is True when the Organization, Project or
-	// Namespace a grant names exists, False when it does not (the grant
-	// limits nothing until one is created: a typo, or a consumer not created
-	// yet or deleted). Grants that select consumers by label, or name a
-	// consumer of another kind, have no such condition.
+	// GrantConditionConsumerFound was a condition on every grant naming an
+	// Organization, Project or Namespace. A grant's conditions are the
+	// reference implementation's again (Active, and ExpiringSoon on grants
+	// with spec.expiresAt): whether the consumer exists is
+	// status.consumerState, and a missing consumer is named in a Warning
+	// Event (GrantReasonConsumerNotFound). The engine removes this condition
+	// where an earlier version wrote it.
+	//
+	// Deprecated: read status.consumerState (GrantConsumerFound,
+	// GrantConsumerMissing).
 	GrantConditionConsumerFound = "ConsumerFound"
-	// GrantReasonConsumerFound: ConsumerFound=True.
+	// GrantReasonConsumerFound was ConsumerFound=True.
+	//
+	// Deprecated: read status.consumerState.
 	GrantReasonConsumerFound = "ConsumerFound"
-	// GrantReasonConsumerNotFound: ConsumerFound=False; the message names
-	// the consumer and, to the platform, the nearest existing name.
+	// GrantReasonConsumerNotFound is the reason of the Warning Event
+	// recorded on a grant when its consumer is found missing; the message
+	// names the consumer and, to the platform, the nearest existing name.
 	GrantReasonConsumerNotFound = "ConsumerNotFound"
 	// RegistrationConditionActive is True when a registration is the one in
 	// force for its resource type.

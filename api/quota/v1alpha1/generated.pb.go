@@ -398,6 +398,13 @@ func (m *AllowanceBucketStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.Placement)
+	copy(dAtA[i:], m.Placement)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.Placement)))
+	i--
+	dAtA[i] = 0x1
+	i--
+	dAtA[i] = 0x82
 	if m.UsedPercent != nil {
 		i = encodeVarintGenerated(dAtA, i, uint64(*m.UsedPercent))
 		i--
@@ -3782,6 +3789,11 @@ func (m *ResourceGrantStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	i -= len(m.ConsumerState)
+	copy(dAtA[i:], m.ConsumerState)
+	i = encodeVarintGenerated(dAtA, i, uint64(len(m.ConsumerState)))
+	i--
+	dAtA[i] = 0x22
 	if m.Window != nil {
 		{
 			size, err := m.Window.MarshalToSizedBuffer(dAtA[:i])
@@ -4762,6 +4774,8 @@ func (m *AllowanceBucketStatus) Size() (n int) {
 	if m.UsedPercent != nil {
 		n += 1 + sovGenerated(uint64(*m.UsedPercent))
 	}
+	l = len(m.Placement)
+	n += 2 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -5953,6 +5967,8 @@ func (m *ResourceGrantStatus) Size() (n int) {
 		l = m.Window.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
+	l = len(m.ConsumerState)
+	n += 1 + l + sovGenerated(uint64(l))
 	return n
 }
 
@@ -6355,6 +6371,7 @@ func (this *AllowanceBucketStatus) String() string {
 		`EstimatedFullAt:` + strings.Replace(fmt.Sprintf("%v", this.EstimatedFullAt), "Time", "v1.Time", 1) + `,`,
 		`Conditions:` + repeatedStringForConditions + `,`,
 		`UsedPercent:` + valueToStringGenerated(this.UsedPercent) + `,`,
+		`Placement:` + fmt.Sprintf("%v", this.Placement) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -7304,6 +7321,7 @@ func (this *ResourceGrantStatus) String() string {
 		`ObservedGeneration:` + fmt.Sprintf("%v", this.ObservedGeneration) + `,`,
 		`Conditions:` + repeatedStringForConditions + `,`,
 		`Window:` + strings.Replace(this.Window.String(), "GrantWindowStatus", "GrantWindowStatus", 1) + `,`,
+		`ConsumerState:` + fmt.Sprintf("%v", this.ConsumerState) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -8538,6 +8556,38 @@ func (m *AllowanceBucketStatus) Unmarshal(dAtA []byte) error {
 				}
 			}
 			m.UsedPercent = &v
+		case 16:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Placement", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Placement = BucketPlacement(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])
@@ -18896,6 +18946,38 @@ func (m *ResourceGrantStatus) Unmarshal(dAtA []byte) error {
 			if err := m.Window.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ConsumerState", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return ErrInvalidLengthGenerated
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ConsumerState = GrantConsumerState(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

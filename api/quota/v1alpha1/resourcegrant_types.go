@@ -137,7 +137,28 @@ type ResourceGrantStatus struct {
 	// (spec.validFrom, spec.expiresAt); absent for a grant without one.
 	// +optional
 	Window *GrantWindowStatus `json:"window,omitempty" protobuf:"bytes,3,opt,name=window"`
+
+	// consumerState says whether the Organization, Project or Namespace the
+	// grant names exists: Found, or Missing (the grant limits nothing until
+	// it is created; a Warning Event, reason ConsumerNotFound, says so with
+	// the nearest existing name). Absent on grants that select consumers by
+	// label, or name a consumer of another kind. The conditions stay the
+	// reference implementation's: Active, "ResourceGrant is active".
+	// +optional
+	ConsumerState GrantConsumerState `json:"consumerState,omitempty" protobuf:"bytes,4,opt,name=consumerState,casttype=GrantConsumerState"`
 }
+
+// GrantConsumerState says whether a grant's consumer exists.
+// +kubebuilder:validation:Enum=Found;Missing
+type GrantConsumerState string
+
+const (
+	// GrantConsumerFound: the consumer the grant names exists.
+	GrantConsumerFound GrantConsumerState = "Found"
+	// GrantConsumerMissing: it does not; the grant limits nothing until it
+	// is created.
+	GrantConsumerMissing GrantConsumerState = "Missing"
+)
 
 // ResourceGrant gives quota to a consumer. Grants for one consumer and
 // resource type add up.
@@ -146,6 +167,7 @@ type ResourceGrantStatus struct {
 // +kubebuilder:resource:shortName=rgrant;grant,categories=quotaplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
+// +kubebuilder:printcolumn:name="Consumer State",type=string,JSONPath=`.status.consumerState`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Consumer Group",type=string,JSONPath=`.spec.consumerRef.apiGroup`,priority=1
 // +kubebuilder:printcolumn:name="Consumer Type",type=string,JSONPath=`.spec.consumerRef.kind`,priority=1

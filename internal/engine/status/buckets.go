@@ -175,6 +175,10 @@ func (w *BucketWriter) writeBucketIn(ctx context.Context, id quota.BucketID, st 
 		}
 	}
 	want := bucketStatus(stored, st)
+	want.Placement = quotav1alpha1.BucketPlacementOwn
+	if projected {
+		want.Placement = quotav1alpha1.BucketPlacementProjection
+	}
 	w.expiringSoon(&want, st)
 	if reg := w.Registration(id.ResourceType); reg != nil {
 		want.BaseUnit = reg.Spec.BaseUnit
@@ -283,7 +287,7 @@ func bucketStatus(stored *quotav1alpha1.AllowanceBucket, st quota.BucketStatus) 
 
 func bucketStatusEqual(a, b quotav1alpha1.AllowanceBucketStatus) bool {
 	if a.ObservedGeneration != b.ObservedGeneration || a.Limit != b.Limit || a.Allocated != b.Allocated || a.Available != b.Available ||
-		a.ClaimCount != b.ClaimCount || a.BaseUnit != b.BaseUnit || a.GrantCount != b.GrantCount || len(a.ContributingGrantRefs) != len(b.ContributingGrantRefs) || len(a.Conditions) != len(b.Conditions) {
+		a.ClaimCount != b.ClaimCount || a.BaseUnit != b.BaseUnit || a.GrantCount != b.GrantCount || a.Placement != b.Placement || len(a.ContributingGrantRefs) != len(b.ContributingGrantRefs) || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}
 	if !equalPtr(a.UsedPercent, b.UsedPercent) || a.UsageTrend != b.UsageTrend || a.FullIn != b.FullIn || !a.EstimatedFullAt.Equal(b.EstimatedFullAt) || !slices.Equal(a.Clusters, b.Clusters) {

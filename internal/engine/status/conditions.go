@@ -52,7 +52,7 @@ type ConditionWriter struct {
 	Policy       func(name string) (*quotav1alpha1.ClaimCreationPolicy, bool, error)
 	// Consumer says whether a consumer exists, whether its kind is watched
 	// at all, and (when it does not exist) the names of its kind that do;
-	// nil: no ConsumerFound condition is written.
+	// nil: no grant's status.consumerState is written.
 	Consumer func(quota.ConsumerID) (exists, watched bool, names []string)
 	// Read runs a read of the accounts under the cache's lock.
 	Read func(func(*accounting.Accounts))
@@ -149,9 +149,14 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) (time.Dura
 	if !next.IsZero() {
 		requeue = max(next.Sub(now), time.Second)
 	}
-	found, judged := w.consumerCondition(g)
+	// Whether the consumer exists is status.consumerState, not a condition
+	// nor Active's message: the reference implementation's clients read a
+	// grant's conditions as exactly [Active], "ResourceGrant is active",
+	// also for consumers they never create. The details go to an Event.
+	state, missing := w.consumerState(g)
 	if !conditionChanged(g.Status.Conditions, c) && g.Status.ObservedGeneration == g.Generation &&
-		(!judged || !conditionChanged(g.Status.Conditions, found)) && equality.Semantic.DeepEqual(g.Status.Window, window) &&
+		g.Status.ConsumerState == state && meta.FindStatusCondition(g.Status.Conditions, quotav1alpha1.GrantConditionConsumerFound) == nil &&
+		equality.Semantic.DeepEqual(g.Status.Window, window) &&
 		(expires && !conditionChanged(g.Status.Conditions, soon) || !expires && meta.FindStatusCondition(g.Status.Conditions, quotav1alpha1.GrantConditionExpiringSoon) == nil) {
 		return requeue, nil
 	}
@@ -168,21 +173,23 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) (time.Dura
 	if v.Cause == quota.CauseResourceTypeNotRegistered && w.Event != nil {
 		w.Event(g, corev1.EventTypeWarning, quota.CauseResourceTypeNotRegistered, c.Message)
 	}
+	if state == quotav1alpha1.GrantConsumerMissing && g.Status.ConsumerState != state && w.Event != nil &&
+		!meta.IsStatusConditionFalse(g.Status.Conditions, quotav1alpha1.GrantConditionConsumerFound) {
+		w.Event(g, corev1.EventTypeWarning, quotav1alpha1.GrantReasonConsumerNotFound, missing)
+	}
 	updated := g.DeepCopy()
 	updated.Status.ObservedGeneration = g.Generation
 	updated.Status.Window = window
+	updated.Status.ConsumerState = state
 	meta.SetStatusCondition(&updated.Status.Conditions, c)
 	if expires {
 		meta.SetStatusCondition(&updated.Status.Conditions, soon)
 	} else {
 		meta.RemoveStatusCondition(&updated.Status.Conditions, quotav1alpha1.GrantConditionExpiringSoon)
 	}
-	if judged {
-		if found.Status == metav1.ConditionFalse && conditionChanged(g.Status.Conditions, found) && w.Event != nil {
-			w.Event(g, corev1.EventTypeWarning, found.Reason, found.Message)
-		}
-		meta.SetStatusCondition(&updated.Status.Conditions, found)
-	}
+	// Written by earlier versions; a grant's conditions are the reference
+	// implementation's (docs/conditions.md).
+	meta.RemoveStatusCondition(&updated.Status.Conditions, quotav1alpha1.GrantConditionConsumerFound)
 	if err := w.UpdateStatus(ctx, updated); err != nil {
 		return 0, err
 	}
@@ -197,35 +204,32 @@ func (w *ConditionWriter) writeGrant(ctx context.Context, uid string) (time.Dura
 	return requeue, nil
 }
 
-// consumerCondition is the ConsumerFound condition of a grant naming an
-// Organization, a Project or a Namespace; judged is false for other grants.
-// The nearest existing name is said only on the platform's grants: a
-// grant an organization wrote from its budget would tell its readers other
+// consumerState is the status.consumerState of a grant naming an
+// Organization, a Project or a Namespace ("" for other grants), and when
+// its consumer is missing, the message of the Warning Event that says so.
+// The nearest existing name is said only on the platform's grants: a grant
+// an organization wrote from its budget would tell its readers other
 // tenants' names.
-func (w *ConditionWriter) consumerCondition(g *quotav1alpha1.ResourceGrant) (c metav1.Condition, judged bool) {
+func (w *ConditionWriter) consumerState(g *quotav1alpha1.ResourceGrant) (quotav1alpha1.GrantConsumerState, string) {
 	if w.Consumer == nil || g.Spec.ConsumerSelector != nil || g.Spec.ConsumerRef.Name == "" {
-		return c, false
+		return "", ""
 	}
 	id := convert.ConsumerID(g.Spec.ConsumerRef)
 	exists, watched, names := w.Consumer(id)
-	if !watched {
-		return c, false
+	switch {
+	case !watched:
+		return "", ""
+	case exists:
+		return quotav1alpha1.GrantConsumerFound, ""
 	}
-	c = metav1.Condition{Type: quotav1alpha1.GrantConditionConsumerFound, Status: metav1.ConditionTrue,
-		Reason: quotav1alpha1.GrantReasonConsumerFound, ObservedGeneration: g.Generation,
-		Message: fmt.Sprintf("%s %s exists", id.Kind, id.Name)}
-	if exists {
-		return c, true
-	}
-	c.Status, c.Reason = metav1.ConditionFalse, quotav1alpha1.GrantReasonConsumerNotFound
-	c.Message = fmt.Sprintf("there is no %s %s, so this grant limits nothing until one is created", id.Kind, id.Name)
+	msg := fmt.Sprintf("there is no %s %s, so this grant limits nothing until one is created", id.Kind, id.Name)
 	if g.Labels[quotav1alpha1.BudgetLabel] == "" {
 		if near := quota.Nearest(id.Name, names); near != "" {
-			c.Message += fmt.Sprintf("; did you mean %s?", near)
+			msg += fmt.Sprintf("; did you mean %s?", near)
 		}
 	}
-	c.Message += "; correct spec.consumerRef.name, or create the " + id.Kind
-	return c, true
+	msg += "; correct spec.consumerRef.name, or create the " + id.Kind
+	return quotav1alpha1.GrantConsumerMissing, msg
 }
 
 func (w *ConditionWriter) writeRegistration(ctx context.Context, name string) (time.Duration, error) {

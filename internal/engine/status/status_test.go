@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -217,6 +219,79 @@ func TestConditionWriter(t *testing.T) {
 			}
 			if len(written) != 1 {
 				t.Errorf("an unchanged condition was written again")
+			}
+		})
+	}
+}
+
+// TestAGrantsConsumerIsStatusNotACondition: whether a grant's consumer
+// exists is status.consumerState; the conditions stay the reference
+// implementation's [Active "ResourceGrant is active"], a ConsumerFound
+// condition an earlier version wrote is removed, and a missing consumer is
+// told once, in a Warning Event naming the nearest existing name.
+func TestAGrantsConsumerIsStatusNotACondition(t *testing.T) {
+	active := []metav1.Condition{{Type: quotav1alpha1.GrantConditionActive, Status: metav1.ConditionTrue, Reason: quotav1alpha1.GrantReasonActive,
+		Message: quota.GrantActiveMessage, ObservedGeneration: 1}}
+	stale := metav1.Condition{Type: quotav1alpha1.GrantConditionConsumerFound, Status: metav1.ConditionTrue, Reason: quotav1alpha1.GrantReasonConsumerFound}
+	for name, tc := range map[string]struct {
+		consumer   string
+		selector   bool
+		stored     []metav1.Condition
+		wantState  quotav1alpha1.GrantConsumerState
+		wantEvents []string
+	}{
+		"found":                             {consumer: "acme-corp", wantState: quotav1alpha1.GrantConsumerFound},
+		"found, with a stale ConsumerFound": {consumer: "acme-corp", stored: []metav1.Condition{active[0], stale}, wantState: quotav1alpha1.GrantConsumerFound},
+		"missing": {consumer: "acem-corp", wantState: quotav1alpha1.GrantConsumerMissing, wantEvents: []string{
+			"Warning ConsumerNotFound there is no Organization acem-corp, so this grant limits nothing until one is created; did you mean acme-corp?; correct spec.consumerRef.name, or create the Organization"}},
+		"a group's grant": {selector: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", UID: "g1", Generation: 1},
+				Spec: quotav1alpha1.ResourceGrantSpec{ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: org.APIGroup, Kind: org.Kind, Name: tc.consumer},
+					Allowances: []quotav1alpha1.Allowance{{ResourceType: "x.io/a", Buckets: []quotav1alpha1.GrantBucket{{Amount: 5}}}}},
+				Status: quotav1alpha1.ResourceGrantStatus{Conditions: tc.stored}}
+			if tc.selector {
+				g.Spec.ConsumerSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"quota.miloapis.com/tier": "gold"}}
+			}
+			acc := accounting.New()
+			acc.UpsertRegistration(quota.Registration{Name: "a", ResourceType: "x.io/a", BaseUnit: "unit", ConsumerType: quota.GroupKind{Group: org.APIGroup, Kind: org.Kind}})
+			acc.UpsertGrant(quota.Grant{UID: "g1", Namespace: "ns", Name: "g", Consumer: quota.ConsumerID{APIGroup: org.APIGroup, Kind: org.Kind, Name: tc.consumer},
+				Allowances: []quota.Allowance{{ResourceType: "x.io/a", Buckets: []quota.GrantBucket{{Amount: 5}}}}})
+			var events []string
+			writes := 0
+			w := &ConditionWriter{
+				GrantKey: func(string) string { return "ns/g" },
+				Grant:    func(string) (*quotav1alpha1.ResourceGrant, bool, error) { return g, true, nil },
+				Read:     func(fn func(*accounting.Accounts)) { fn(acc) },
+				Consumer: func(id quota.ConsumerID) (bool, bool, []string) {
+					return id.Name == "acme-corp", true, []string{"acme-corp", "globex"}
+				},
+				Event: func(_ runtime.Object, eventType, reason, message string) {
+					events = append(events, eventType+" "+reason+" "+message)
+				},
+				UpdateStatus: func(_ context.Context, o client.Object) error {
+					writes++
+					*g = *o.(*quotav1alpha1.ResourceGrant)
+					return nil
+				},
+			}
+			for range 2 { // the second finds nothing to write or tell
+				if _, err := w.Reconcile(context.Background(), Key{Kind: KindGrant, Name: "g1"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if writes != 1 {
+				t.Errorf("%d status writes; want 1", writes)
+			}
+			if diff := cmp.Diff(active, g.Status.Conditions, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+			if g.Status.ConsumerState != tc.wantState {
+				t.Errorf("status.consumerState %q; want %q", g.Status.ConsumerState, tc.wantState)
+			}
+			if diff := cmp.Diff(tc.wantEvents, events); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})
 	}

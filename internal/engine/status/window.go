@@ -33,7 +33,7 @@ func windowStatus(g *quotav1alpha1.ResourceGrant, p quota.Phase, c *metav1.Condi
 		case quota.PhaseExpired:
 			c.Status, c.Reason = metav1.ConditionFalse, quotav1alpha1.GrantReasonExpired
 			c.Message = fmt.Sprintf("the grant expired at %s (spec.expiresAt) and no longer counts; nothing it allowed was revoked: "+
-				"a bucket now over its limit refuses new claims until usage falls under it; move spec.expiresAt later to extend it", stamp(g.Spec.ExpiresAt))
+				"a bucket now over its limit refuses new claims until usage falls under it; %s", stamp(g.Spec.ExpiresAt), extendAdvice(g, false))
 		default:
 			if g.Spec.ExpiresAt != nil {
 				c.Message += fmt.Sprintf(" until %s (spec.expiresAt)", stamp(g.Spec.ExpiresAt))
@@ -64,6 +64,33 @@ func windowEvent(g *quotav1alpha1.ResourceGrant, w *quotav1alpha1.GrantWindowSta
 	return "", "", "", false
 }
 
+// extendAdvice says how to keep a grant counting longer, fitting where it
+// comes from (soon: it has not expired yet, and a permanent increase is
+// the other way). A QuotaRequest's grant is changed by the request
+// controller alone (serve refuses anyone else), and a GrantCreationPolicy's
+// is rendered again from its policy within seconds of an edit: moving
+// their spec.expiresAt is refused or undone.
+func extendAdvice(g *quotav1alpha1.ResourceGrant, soon bool) string {
+	if req := g.Labels[quotav1alpha1.LabelQuotaRequest]; req != "" {
+		made := fmt.Sprintf("this grant is what QuotaRequest %s/%s gave, and only the request controller changes it", g.Namespace, req)
+		if soon {
+			return "to keep it, ask for a new QuotaRequest, temporary (spec.for) or permanent; " + made
+		}
+		return "to extend it, ask for a new QuotaRequest; " + made
+	}
+	if p := g.Annotations[quotav1alpha1.GrantPolicyAnnotation]; p != "" {
+		change := fmt.Sprintf("change spec.target.resourceGrantTemplate.spec.window of GrantCreationPolicy %s, which made this grant and puts back any edit of it", p)
+		if soon {
+			return "to keep it, " + change + ", or ask for a permanent increase"
+		}
+		return "to extend it, " + change
+	}
+	if soon {
+		return "move spec.expiresAt later, or ask for a permanent increase, to keep it"
+	}
+	return "move spec.expiresAt later to extend it"
+}
+
 func stamp(t *metav1.Time) string {
 	if t == nil {
 		return ""
@@ -86,8 +113,8 @@ func expiringSoon(g *quotav1alpha1.ResourceGrant, p quota.Phase, now time.Time, 
 	switch {
 	case soon:
 		c.Status, c.Reason = metav1.ConditionTrue, quotav1alpha1.GrantReasonExpiringSoon
-		c.Message = fmt.Sprintf("the grant expires at %s (spec.expiresAt), within %s: what it allows stops counting then; "+
-			"move spec.expiresAt later, or ask for a permanent increase, to keep it", stamp(g.Spec.ExpiresAt), lead)
+		c.Message = fmt.Sprintf("the grant expires at %s (spec.expiresAt), within %s: what it allows stops counting then; %s",
+			stamp(g.Spec.ExpiresAt), lead, extendAdvice(g, true))
 	case p == quota.PhaseExpired:
 		c.Message = fmt.Sprintf("the grant expired at %s (spec.expiresAt)", stamp(g.Spec.ExpiresAt))
 	}

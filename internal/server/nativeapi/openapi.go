@@ -1,21 +1,29 @@
 package nativeapi
 
 import (
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 var (
-	objectMeta = metav1.ObjectMeta{}.OpenAPIModelName()
-	listMeta   = metav1.ListMeta{}.OpenAPIModelName()
+	objectMeta  = metav1.ObjectMeta{}.OpenAPIModelName()
+	listMeta    = metav1.ListMeta{}.OpenAPIModelName()
+	intOrString = intstr.IntOrString{}.OpenAPIModelName()
+	quantity    = resource.Quantity{}.OpenAPIModelName()
 )
 
 // OpenAPIDefinitions adds the native kinds' definitions to base's: each
 // kind's schema is its CRD's (what `kubectl explain` shows, and what
-// server-side apply merges by), with metadata the API's ObjectMeta.
+// server-side apply merges by), with metadata the API's ObjectMeta and each
+// int-or-string the API's IntOrString or Quantity (namedScalars).
 func OpenAPIDefinitions(base common.GetOpenAPIDefinitions) common.GetOpenAPIDefinitions {
 	return func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 		defs := base(ref)
@@ -37,7 +45,9 @@ func OpenAPIDefinitions(base common.GetOpenAPIDefinitions) common.GetOpenAPIDefi
 				Default:     map[string]any{},
 				Ref:         ref(objectMeta),
 			}}
-			defs[name] = common.OpenAPIDefinition{Schema: *s, Dependencies: []string{objectMeta}}
+			deps := map[string]bool{objectMeta: true}
+			namedScalars(s, k.goType, ref, deps)
+			defs[name] = common.OpenAPIDefinition{Schema: *s, Dependencies: slices.Sorted(maps.Keys(deps))}
 
 			if k.answered() {
 				continue // never listed
@@ -73,4 +83,78 @@ func modelName(obj any) string {
 	}
 	t := reflect.TypeOf(obj).Elem()
 	return t.PkgPath() + "." + t.Name()
+}
+
+// namedScalars puts back, in a kind's schema s of Go type t, the named
+// types a CRD schema cannot refer to: each int-or-string property becomes a
+// reference to the API's IntOrString definition (Quantity for a
+// resource.Quantity field), as in the built-in kinds' definitions. kubectl
+// explain names a field's type from its reference (<IntOrString>,
+// <Quantity>); the CRD's inline int-or-string, which has no type, it shows
+// as <Object>. deps gains the definitions referred to.
+func namedScalars(s *spec.Schema, t reflect.Type, ref common.ReferenceCallback, deps map[string]bool) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	for name, p := range s.Properties {
+		var ft reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			if f, ok := fieldByJSONName(t, name); ok {
+				ft = f.Type
+			}
+		}
+		if isIntOrString(&p) {
+			s.Properties[name] = named(&p, ft, ref, deps)
+			continue
+		}
+		namedScalars(&p, ft, ref, deps)
+		s.Properties[name] = p
+	}
+	elem := func() reflect.Type {
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Map) {
+			return t.Elem()
+		}
+		return nil
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		if isIntOrString(s.Items.Schema) {
+			*s.Items.Schema = named(s.Items.Schema, elem(), ref, deps)
+		} else {
+			namedScalars(s.Items.Schema, elem(), ref, deps)
+		}
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		if isIntOrString(s.AdditionalProperties.Schema) {
+			*s.AdditionalProperties.Schema = named(s.AdditionalProperties.Schema, elem(), ref, deps)
+		} else {
+			namedScalars(s.AdditionalProperties.Schema, elem(), ref, deps)
+		}
+	}
+}
+
+const xIntOrString = "x-kubernetes-int-or-string"
+
+func isIntOrString(s *spec.Schema) bool {
+	v, _ := s.Extensions.GetBool(xIntOrString)
+	return v
+}
+
+// named is the int-or-string property p of Go type t (nil when unknown) as
+// a reference, keeping its description and other extensions.
+func named(p *spec.Schema, t reflect.Type, ref common.ReferenceCallback, deps map[string]bool) spec.Schema {
+	model := intOrString
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[resource.Quantity]() {
+		model = quantity
+	}
+	deps[model] = true
+	out := spec.Schema{SchemaProps: spec.SchemaProps{Description: p.Description, Ref: ref(model)}}
+	for k, v := range p.Extensions {
+		if !strings.EqualFold(k, xIntOrString) {
+			out.AddExtension(k, v)
+		}
+	}
+	return out
 }

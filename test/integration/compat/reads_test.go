@@ -73,6 +73,11 @@ func TestWhatReferenceClientsRead(t *testing.T) {
 		a := meta.FindStatusCondition(g.Status.Conditions, quotav1alpha1.GrantConditionActive)
 		return a != nil && a.Status == metav1.ConditionTrue && a.Message == "ResourceGrant is active", fmt.Errorf("%+v", a)
 	})
+	// The reference's scenarios assert a grant has exactly one condition,
+	// also for a consumer they never create (as this organization).
+	if len(g.Status.Conditions) != 1 {
+		t.Errorf("the grant's conditions are %+v; want exactly [Active]", g.Status.Conditions)
+	}
 	f.UpdateGrant(g, func(g *quotav1alpha1.ResourceGrant) { g.Spec.Allowances[0].Buckets[0].Amount = 4 })
 	eventually(t, "contributingGrantRefs at the grant's new generation", func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: f.BucketNS, Name: name}, b); err != nil {
@@ -174,14 +179,16 @@ func TestNewClaimStartsPending(t *testing.T) {
 
 // TestColumnsAndSelectableFields: kubectl get shows the reference's columns
 // (quotaplane's extra ones only with -o wide) but for AllowanceBucket's,
-// which show used, limit and percent (issue 36), and ClaimCreationPolicy's,
-// which add the mode admission applies (issue 54; docs/compatibility.md),
-// and the reference's field selectors work.
+// which show used, limit and percent (issue 36) and which copy a row is
+// (issue 55), ClaimCreationPolicy's, which add the mode admission applies
+// (issue 54), and ResourceGrant's, which add whether the consumer exists
+// (issue 55; docs/compatibility.md), and the reference's field selectors
+// work.
 func TestColumnsAndSelectableFields(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/apis/quota.miloapis.com/v1alpha1/resourceclaims", "Name,Granted,Age"},
-		{"/apis/quota.miloapis.com/v1alpha1/resourcegrants", "Name,Active,Age"},
-		{"/apis/quota.miloapis.com/v1alpha1/allowancebuckets", "Name,Resource Type,Used,Limit,Used%,Age"},
+		{"/apis/quota.miloapis.com/v1alpha1/resourcegrants", "Name,Active,Consumer State,Age"},
+		{"/apis/quota.miloapis.com/v1alpha1/allowancebuckets", "Name,Resource Type,Used,Limit,Used%,Placement,Age"},
 		{"/apis/quota.miloapis.com/v1alpha1/resourceregistrations", "Name,Type,Active,Age"},
 		{"/apis/quota.miloapis.com/v1alpha1/claimcreationpolicies", "Name,Target,Disabled,Ready,Mode,Age"},
 		{"/apis/quota.miloapis.com/v1alpha1/grantcreationpolicies", "Name,Target,Disabled,Ready,Age"},

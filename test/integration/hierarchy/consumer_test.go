@@ -6,14 +6,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	rmv1alpha1 "github.com/quotaplane/quotaplane/api/resourcemanager/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/test/quotatest"
 )
 
@@ -79,48 +84,98 @@ func TestATenantIsNotToldOtherTenantsNames(t *testing.T) {
 		t.Errorf("a tenant's grant for Project %s was refused naming another organization's project: %v", typo, err)
 	}
 	if err == nil {
-		// Nor on the grant's condition, which its organization reads.
-		if c := w.consumerFound(g, metav1.ConditionFalse); strings.Contains(c.Message, other.projects[0]) || strings.Contains(c.Message, "did you mean") {
-			t.Errorf("the ConsumerFound condition of a tenant's grant for Project %s says %q: another organization's project name", typo, c.Message)
+		// Nor on the grant's status or Events, which its organization reads.
+		got := w.consumerState(g, quotav1alpha1.GrantConsumerMissing)
+		onlyActive(t, got)
+		e := w.consumerEvent(g, "there is no Project "+typo)
+		if strings.Contains(strings.ReplaceAll(e, typo, ""), other.projects[0]) || strings.Contains(e, "did you mean") {
+			t.Errorf("the Event on a tenant's grant for Project %s says %q: another organization's project name", typo, e)
 		}
 	}
 }
 
-// TestAGrantShowsWhetherItsConsumerExists: the ConsumerFound condition of a
-// platform's grant naming an Organization that does not exist is False and
-// names the organization meant; it turns True when that organization is
-// created, and False again when it is deleted. A grant for an existing
-// organization is True from the start.
+// TestAGrantShowsWhetherItsConsumerExists: a grant's conditions are the
+// reference implementation's, exactly [Active] "ResourceGrant is active",
+// whether or not its consumer exists (its clients assert exactly that, also
+// for consumers they never create). A platform's grant naming an
+// Organization that does not exist has status.consumerState Missing, which
+// kubectl get resourcegrants shows (the server's Table: CONSUMER STATE
+// beside ACTIVE; -o wide adds the consumer's kind and name), and a Warning
+// Event that names it and the organization meant. Once the organization is
+// created the grant is Found; deleted, Missing again. A grant for an
+// existing organization is Found from the start. A ConsumerFound condition
+// an earlier version wrote is removed at the grant's next status write.
 func TestAGrantShowsWhetherItsConsumerExists(t *testing.T) {
 	w := newWorld(t)
 	typo := strings.Replace(w.org, "acme", "acem", 1)
 	ns := engine.DefaultOptions().SystemNamespace
+	grants := quotav1alpha1.SchemeGroupVersion.WithResource("resourcegrants")
 	g := w.grant(ns, "found-"+w.org, w.consumer("Organization", typo), 5)
 	w.create(g)
 	t.Cleanup(func() { _ = w.admin.Delete(context.Background(), g) })
-	want := "there is no Organization " + typo + ", so this grant limits nothing until one is created; did you mean " + w.org + "?"
-	c := w.consumerFound(g, metav1.ConditionFalse)
-	if c.Reason != quotav1alpha1.GrantReasonConsumerNotFound || !strings.Contains(c.Message, want) {
-		t.Errorf("ConsumerFound of a grant for Organization %s: %s %q; want %s containing %q", typo, c.Reason, c.Message, quotav1alpha1.GrantReasonConsumerNotFound, want)
+	onlyActive(t, w.consumerState(g, quotav1alpha1.GrantConsumerMissing))
+	missing := "there is no Organization " + typo + ", so this grant limits nothing until one is created; did you mean " + w.org + "?"
+	w.consumerEvent(g, missing)
+
+	table := serverTable(t, grants, ns)
+	want := map[string]any{"Active": "True", "Consumer State": string(quotav1alpha1.GrantConsumerMissing), "Consumer Type": "Organization", "Consumer": typo}
+	if row := table.Row(t, g.Name); !cmp.Equal(pick(row, want), want) {
+		t.Errorf("kubectl get resourcegrants -n %s -o wide, the row of a grant for Organization %s, which does not exist:\n%v\nwant %v", ns, typo, row, want)
 	}
-	if active := w.condition(g, quotav1alpha1.GrantConditionActive); active.Status != metav1.ConditionTrue {
-		t.Errorf("Active of a grant for an organization not created yet: %s %s; want True (it applies once the organization exists)", active.Status, active.Reason)
+	for col, prio := range map[string]int32{"Active": 0, "Consumer State": 0, "Consumer Type": 1, "Consumer": 1} {
+		if got := table.Priority(col); got != prio {
+			t.Errorf("column %s has priority %d; want %d (0: kubectl get, 1: -o wide)", col, got, prio)
+		}
 	}
 
+	// The ConsumerFound condition an earlier version wrote goes with the
+	// grant's next status write (here, when its consumer appears).
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := &quotav1alpha1.ResourceGrant{}
+		if err := w.admin.Get(context.Background(), client.ObjectKeyFromObject(g), got); err != nil {
+			return err
+		}
+		meta.SetStatusCondition(&got.Status.Conditions, metav1.Condition{Type: quotav1alpha1.GrantConditionConsumerFound, Status: metav1.ConditionFalse,
+			Reason: quotav1alpha1.GrantReasonConsumerNotFound, Message: missing})
+		return w.admin.Status().Update(context.Background(), got)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	o := &rmv1alpha1.Organization{ObjectMeta: metav1.ObjectMeta{Name: typo}, Spec: rmv1alpha1.OrganizationSpec{Type: rmv1alpha1.OrganizationTypeStandard}}
 	w.create(o)
-	if c := w.consumerFound(g, metav1.ConditionTrue); c.Reason != quotav1alpha1.GrantReasonConsumerFound {
-		t.Errorf("ConsumerFound once Organization %s exists: reason %s; want %s", typo, c.Reason, quotav1alpha1.GrantReasonConsumerFound)
+	onlyActive(t, w.consumerState(g, quotav1alpha1.GrantConsumerFound))
+	if row := serverTable(t, grants, ns).Row(t, g.Name); row["Consumer State"] != string(quotav1alpha1.GrantConsumerFound) {
+		t.Errorf("the row once Organization %s exists: %v; want CONSUMER STATE Found", typo, row)
 	}
 	if err := w.admin.Delete(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
-	w.consumerFound(g, metav1.ConditionFalse)
+	onlyActive(t, w.consumerState(g, quotav1alpha1.GrantConsumerMissing))
 
 	exists := w.grant(ns, "found-ok-"+w.org, w.consumer("Organization", w.org), 5)
 	w.create(exists)
 	t.Cleanup(func() { _ = w.admin.Delete(context.Background(), exists) })
-	w.consumerFound(exists, metav1.ConditionTrue)
+	onlyActive(t, w.consumerState(exists, quotav1alpha1.GrantConsumerFound))
+}
+
+// onlyActive: the grant's conditions are exactly the reference
+// implementation's [Active True GrantActive "ResourceGrant is active"].
+func onlyActive(t *testing.T, g *quotav1alpha1.ResourceGrant) {
+	t.Helper()
+	want := []metav1.Condition{{Type: quotav1alpha1.GrantConditionActive, Status: metav1.ConditionTrue, Reason: quotav1alpha1.GrantReasonActive,
+		Message: quota.GrantActiveMessage, ObservedGeneration: g.Generation}}
+	if diff := cmp.Diff(want, g.Status.Conditions, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")); diff != "" {
+		t.Errorf("grant %s (consumer %s %s, %s): conditions (-want +got):\n%s", g.Name, g.Spec.ConsumerRef.Kind, g.Spec.ConsumerRef.Name, g.Status.ConsumerState, diff)
+	}
+}
+
+// pick is the cells of row in the columns of want.
+func pick(row, want map[string]any) map[string]any {
+	out := map[string]any{}
+	for k := range want {
+		out[k] = row[k]
+	}
+	return out
 }
 
 // condition reads a grant's condition of a type (zero when absent).
@@ -136,13 +191,35 @@ func (w *world) condition(g *quotav1alpha1.ResourceGrant, typ string) metav1.Con
 	return metav1.Condition{}
 }
 
-// consumerFound waits for a grant's ConsumerFound condition to have a status.
-func (w *world) consumerFound(g *quotav1alpha1.ResourceGrant, status metav1.ConditionStatus) metav1.Condition {
+// consumerState waits for a grant's status.consumerState to be state, with
+// its status written for its generation, and returns the grant.
+func (w *world) consumerState(g *quotav1alpha1.ResourceGrant, state quotav1alpha1.GrantConsumerState) *quotav1alpha1.ResourceGrant {
 	w.t.Helper()
-	var c metav1.Condition
-	w.poll(fmt.Sprintf("ConsumerFound=%s on grant %s", status, g.Name), func() bool {
-		c = w.condition(g, quotav1alpha1.GrantConditionConsumerFound)
-		return c.Status == status
+	got := &quotav1alpha1.ResourceGrant{}
+	w.poll(fmt.Sprintf("status.consumerState %s on grant %s", state, g.Name), func() bool {
+		return w.admin.Get(context.Background(), client.ObjectKeyFromObject(g), got) == nil &&
+			got.Status.ConsumerState == state && got.Status.ObservedGeneration == got.Generation
 	})
-	return c
+	return got
+}
+
+// consumerEvent waits for the Warning Event ConsumerNotFound on a grant
+// whose message contains text, and returns the message.
+func (w *world) consumerEvent(g *quotav1alpha1.ResourceGrant, text string) string {
+	w.t.Helper()
+	var msg string
+	w.poll(fmt.Sprintf("a Warning Event %s on grant %s saying %q", quotav1alpha1.GrantReasonConsumerNotFound, g.Name, text), func() bool {
+		events, err := w.kube.CoreV1().Events(g.Namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + g.Name})
+		if err != nil {
+			return false
+		}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning && e.Reason == quotav1alpha1.GrantReasonConsumerNotFound && strings.Contains(e.Message, text) {
+				msg = e.Message
+				return true
+			}
+		}
+		return false
+	})
+	return msg
 }

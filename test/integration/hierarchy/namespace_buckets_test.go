@@ -22,8 +22,9 @@ import (
 // namespace's quota in the namespace. A Namespace consumer's bucket, kept
 // in the system namespace under the reference's name, is also shown in the
 // namespace itself (a projected copy); kubectl's columns read resource
-// type, used, limit and percent; -o wide adds the consumer within 160
-// columns; the short name quota stays ResourceQuota's.
+// type, used, limit, percent and placement (Projection); -o wide adds the
+// consumer's kind and name within 190 columns; the short name quota stays
+// ResourceQuota's.
 func TestANamespacesBucketsAreInTheNamespace(t *testing.T) {
 	kubectl := tools.Require(t, tools.Kubectl)
 	ctx := context.Background()
@@ -72,20 +73,20 @@ func TestANamespacesBucketsAreInTheNamespace(t *testing.T) {
 	}
 	table := run("get", "allowancebuckets", "-n", dev)
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME RESOURCE TYPE USED LIMIT USED% AGE" {
-		t.Fatalf("kubectl get allowancebuckets -n %s:\n%s\nwant the header NAME RESOURCE TYPE USED LIMIT USED%% AGE and one bucket", dev, table)
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME RESOURCE TYPE USED LIMIT USED% PLACEMENT AGE" {
+		t.Fatalf("kubectl get allowancebuckets -n %s:\n%s\nwant the header NAME RESOURCE TYPE USED LIMIT USED%% PLACEMENT AGE and one bucket", dev, table)
 	}
-	if f := strings.Fields(lines[1]); len(f) < 5 || f[0] != name || f[1] != rt || f[2] != "3" || f[3] != "8" || f[4] != "37" {
-		t.Errorf("the row %q; want %s %s 3 8 37", lines[1], name, rt)
+	if f := strings.Fields(lines[1]); len(f) < 6 || f[0] != name || f[1] != rt || f[2] != "3" || f[3] != "8" || f[4] != "37" || f[5] != "Projection" {
+		t.Errorf("the row %q; want %s %s 3 8 37 Projection", lines[1], name, rt)
 	}
 	wide := run("get", "allowancebuckets", "-n", dev, "-o", "wide")
 	for _, l := range strings.Split(strings.TrimRight(wide, "\n"), "\n") {
-		if len(l) > 160 {
-			t.Errorf("-o wide has a line of %d columns, past 160:\n%s", len(l), l)
+		if len(l) > 190 {
+			t.Errorf("-o wide has a line of %d columns, past 190:\n%s", len(l), l)
 		}
 	}
-	if !strings.Contains(wide, "CONSUMER") || !strings.Contains(wide, dev) {
-		t.Errorf("-o wide does not show the consumer:\n%s", wide)
+	if !strings.Contains(wide, "CONSUMER KIND") || !strings.Contains(wide, "Namespace") || !strings.Contains(wide, dev) {
+		t.Errorf("-o wide does not show the consumer's kind and name:\n%s", wide)
 	}
 	// Neither a short name nor a category: kubectl expands a category
 	// before a short name, so a category quota would take kubectl get quota.
@@ -96,8 +97,9 @@ func TestANamespacesBucketsAreInTheNamespace(t *testing.T) {
 			}
 		}
 	}
-	// An amount may be written as a quantity, so kubectl does not show
-	// <integer>; the text says what is stored and read.
+	// An amount may be written as a quantity, so kubectl shows
+	// <IntOrString> (test/integration/nativeapi); the text says what is
+	// stored and read.
 	if got := run("explain", "resourceclaims.spec.requests.amount"); !strings.Contains(strings.Join(strings.Fields(got), " "), "Always stored and read as an integer in base units") {
 		t.Errorf("kubectl explain resourceclaims.spec.requests.amount does not say the amount is read as an integer:\n%s", got)
 	}

@@ -13,10 +13,11 @@ import (
 //
 // AllowanceBucket is the live limit, allocation and availability of one
 // consumer for one resource type and dimension set. Its columns are what a
-// person reads first (used, limit, percent); -o wide adds the consumer and
-// the unit, within 160 columns with the 71-character bucket names for
-// resource types up to about 30 characters. The rest (available, claims,
-// trend, full in) is in -o yaml or custom-columns.
+// person reads first (used, limit, percent) and which copy the object is
+// (placement); -o wide adds the consumer's kind and name and the unit,
+// within 190 columns with the 71-character bucket names for resource types
+// up to about 30 characters. The rest (available, claims, trend, full in)
+// is in -o yaml or custom-columns.
 type AllowanceBucketApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:",inline"`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`

@@ -3,6 +3,7 @@
 package v1alpha1
 
 import (
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
@@ -49,6 +50,13 @@ type AllowanceBucketStatusApplyConfiguration struct {
 	// conditions: OverLimit is True when allocated exceeds limit, for example
 	// after a grant was lowered; nothing is revoked.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// placement says which copy of the bucket this object is: Own, where
+	// the bucket lives (its consumer's namespace, docs/conditions.md "Where
+	// buckets live"), or Projection, a copy with the same name and numbers
+	// shown in another namespace (a project's plane, a group's member, a
+	// Namespace), labelled quota.miloapis.com/projected-from with the
+	// namespace of its own.
+	Placement *quotav1alpha1.BucketPlacement `json:"placement,omitempty"`
 }
 
 // AllowanceBucketStatusApplyConfiguration constructs a declarative configuration of the AllowanceBucketStatus type for use with
@@ -189,5 +197,13 @@ func (b *AllowanceBucketStatusApplyConfiguration) WithConditions(values ...*meta
 		}
 		b.Conditions = append(b.Conditions, *values[i])
 	}
+	return b
+}
+
+// WithPlacement sets the Placement field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Placement field is set to the value of the last call.
+func (b *AllowanceBucketStatusApplyConfiguration) WithPlacement(value quotav1alpha1.BucketPlacement) *AllowanceBucketStatusApplyConfiguration {
+	b.Placement = &value
 	return b
 }

@@ -3,6 +3,7 @@
 package v1alpha1
 
 import (
+	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
@@ -18,6 +19,13 @@ type ResourceGrantStatusApplyConfiguration struct {
 	// window is the engine's record of the grant's phase in its time window
 	// (spec.validFrom, spec.expiresAt); absent for a grant without one.
 	Window *GrantWindowStatusApplyConfiguration `json:"window,omitempty"`
+	// consumerState says whether the Organization, Project or Namespace the
+	// grant names exists: Found, or Missing (the grant limits nothing until
+	// it is created; a Warning Event, reason ConsumerNotFound, says so with
+	// the nearest existing name). Absent on grants that select consumers by
+	// label, or name a consumer of another kind. The conditions stay the
+	// reference implementation's: Active, "ResourceGrant is active".
+	ConsumerState *quotav1alpha1.GrantConsumerState `json:"consumerState,omitempty"`
 }
 
 // ResourceGrantStatusApplyConfiguration constructs a declarative configuration of the ResourceGrantStatus type for use with
@@ -52,5 +60,13 @@ func (b *ResourceGrantStatusApplyConfiguration) WithConditions(values ...*v1.Con
 // If called multiple times, the Window field is set to the value of the last call.
 func (b *ResourceGrantStatusApplyConfiguration) WithWindow(value *GrantWindowStatusApplyConfiguration) *ResourceGrantStatusApplyConfiguration {
 	b.Window = value
+	return b
+}
+
+// WithConsumerState sets the ConsumerState field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ConsumerState field is set to the value of the last call.
+func (b *ResourceGrantStatusApplyConfiguration) WithConsumerState(value quotav1alpha1.GrantConsumerState) *ResourceGrantStatusApplyConfiguration {
+	b.ConsumerState = &value
 	return b
 }
