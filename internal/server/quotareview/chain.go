@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,7 @@ func (rv *reviewRun) throughChain(ctx context.Context) error {
 		return apierrors.NewInternalError(err)
 	}
 	created := map[string]int{} // namespaces the review creates
+	var todo []int
 	for i, e := range rv.entries {
 		if e.out.Result != "" {
 			continue
@@ -53,26 +55,54 @@ func (rv *reviewRun) throughChain(ctx context.Context) error {
 		if e.mapping.Resource.Group == "" && e.mapping.Resource.Resource == "namespaces" && e.existing == nil {
 			created[e.obj.GetName()] = i
 		}
-		client := dyn.Resource(e.mapping.Resource).Namespace(e.obj.GetNamespace())
-		var got *unstructured.Unstructured
-		if e.existing == nil {
-			got, err = client.Create(ctx, e.obj.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "quotaplane-review"})
-		} else {
-			upd := applied(e.existing, e.obj)
-			upd.SetResourceVersion(e.existing.GetResourceVersion())
-			got, err = client.Update(ctx, upd, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "quotaplane-review"})
-		}
+		todo = append(todo, i)
+	}
+	errs := make([]error, len(rv.entries))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(chainWorkers, len(todo)) {
+		wg.Go(func() {
+			for i := range next {
+				e := rv.entries[i]
+				e.admitted, errs[i] = dryRun(ctx, dyn, e)
+			}
+		})
+	}
+	for _, i := range todo {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, i := range todo {
+		e, err := rv.entries[i], errs[i]
 		if err == nil {
-			e.admitted = got
 			continue
 		}
-		if j, ok := created[e.obj.GetNamespace()]; ok && apierrors.IsNotFound(err) {
+		if j, ok := created[e.obj.GetNamespace()]; ok && j < i && apierrors.IsNotFound(err) {
 			rv.notes = append(rv.notes, fmt.Sprintf("objects[%d] goes in namespace %s, which objects[%d] creates: it is decided as written, without the defaults and mutating admission its apply would get", i, e.obj.GetNamespace(), j))
 			continue
 		}
 		rv.chainRefused(e, err)
 	}
 	return nil
+}
+
+// chainWorkers is how many of a review's dry runs are in flight at once.
+// They are the reviewed user's requests, queued by API Priority and
+// Fairness in that user's flow; a few at once keep a review of 1,000
+// objects near a second (docs/benchmarks.md §20).
+const chainWorkers = 4
+
+// dryRun sends one object through the chain: a create, or an update of the
+// object that exists.
+func dryRun(ctx context.Context, dyn dynamic.Interface, e *entry) (*unstructured.Unstructured, error) {
+	client := dyn.Resource(e.mapping.Resource).Namespace(e.obj.GetNamespace())
+	if e.existing == nil {
+		return client.Create(ctx, e.obj.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "quotaplane-review"})
+	}
+	upd := applied(e.existing, e.obj)
+	upd.SetResourceVersion(e.existing.GetResourceVersion())
+	return client.Update(ctx, upd, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "quotaplane-review"})
 }
 
 // chainRefused records what applying the object would answer.
