@@ -356,3 +356,50 @@ func (w *chainWorld) claimHolds(name string, amount int64) {
 }
 
 func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+// TestAWebhookThatCannotAnswerIsNotGuessed: a mutating webhook that would
+// see an object and cannot be called (here: nothing listens at its URL,
+// failurePolicy Fail) makes that object's answer the error applying it gets
+// — never an answer computed from the object as written — while the other
+// objects of the review are answered as usual.
+func TestAWebhookThatCannotAnswerIsNotGuessed(t *testing.T) {
+	w := newWorld(t, "web")
+	w.grant("org", w.consumer("Organization", w.org), 10)
+	w.grant("web", w.consumer("Project", w.projects[0]), 10)
+	w.ready()
+	ctx := context.Background()
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	url := "https://127.0.0.1:1/mutate"
+	hook := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: w.org + "-unreachable"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "unreachable.example.com", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
+			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"hooked": w.org}},
+			FailurePolicy:  &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: ptr.To[int32](2)}}}
+	if _, err := w.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, hook, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = w.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), hook.Name, metav1.DeleteOptions{})
+	})
+	hooked := w.configMap("hooked", w.projects[0], 1)
+	hooked.Labels = map[string]string{"hooked": w.org}
+	var applyErr error
+	w.poll("the webhook to be called", func() bool {
+		applyErr = w.admin.Create(ctx, hooked.DeepCopy())
+		return applyErr != nil && strings.Contains(applyErr.Error(), "unreachable.example.com")
+	})
+	plain := w.configMap("plain", w.projects[0], 2)
+	got, err := w.quota.QuotaV1alpha1().QuotaReviews().Create(ctx, reviewOf(t, hooked, plain), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := got.Status.Objects[0]
+	if o.Result != quotav1alpha1.ReviewRefused || !strings.Contains(o.Message, "unreachable.example.com") || len(o.Charges) != 0 {
+		t.Errorf("the object the webhook would see: %s %s %q %+v; want refused with the webhook's error, as applying (%v)", o.Result, o.Reason, o.Message, o.Charges, applyErr)
+	}
+	if o := got.Status.Objects[1]; o.Result != quotav1alpha1.ReviewFits || len(o.Charges) != 1 || o.Charges[0].Amount != 2 {
+		t.Errorf("the object no webhook sees: %+v", o)
+	}
+}
