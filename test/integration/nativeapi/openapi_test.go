@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -130,7 +132,18 @@ func startBare(t *testing.T, o testserver.Options) *testserver.Server {
 func openAPIV3(t *testing.T, s *testserver.Server) map[string]any {
 	t.Helper()
 	kube := kubernetes.NewForConfigOrDie(s.Config)
-	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/openapi/v3/apis/quota.miloapis.com/v1alpha1").DoRaw(context.Background())
+	// Served as CRDs, the group's document is published a moment after the
+	// CRDs are established (the OpenAPI controller's queue): wait for it.
+	var raw []byte
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		raw, err = kube.Discovery().RESTClient().Get().AbsPath("/openapi/v3/apis/quota.miloapis.com/v1alpha1").DoRaw(context.Background())
+		if err == nil || !apierrors.IsNotFound(err) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		t.Fatalf("GET /openapi/v3/apis/quota.miloapis.com/v1alpha1: %v", err)
 	}
