@@ -360,15 +360,10 @@ func (t *term) bucket(id quota.BucketID) (st quota.BucketStatus, exists bool, me
 	return st, exists, members
 }
 
-// consumerBuckets are the buckets of one consumer.
+// consumerBuckets are the buckets of one consumer (a look-up per resource
+// type under the cache's lock, not a walk of every bucket).
 func (t *term) consumerBuckets(c quota.ConsumerID) []quota.BucketID {
-	var out []quota.BucketID
-	for _, id := range t.cache.BucketIDs() {
-		if id.Consumer == c {
-			out = append(out, id)
-		}
-	}
-	return out
+	return t.cache.ConsumerBucketIDs(c)
 }
 
 // observe starts what shows the term's state to operators — the state

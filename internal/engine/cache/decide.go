@@ -81,6 +81,13 @@ func (c *Cache) InflightRecord() formats.LedgerState {
 	return formats.LedgerState{Inflight: maps.Clone(c.inflight), Windows: c.windowRecordsLocked()}
 }
 
+// ConsumerBucketIDs lists one consumer's buckets.
+func (c *Cache) ConsumerBucketIDs(consumer quota.ConsumerID) []quota.BucketID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acc.ConsumerBucketIDs(consumer)
+}
+
 // BucketIDs lists every bucket the accounts have.
 func (c *Cache) BucketIDs() []quota.BucketID {
 	c.mu.Lock()

@@ -32,9 +32,27 @@ type Accounts struct {
 	// changedConsumers changed since the levels were computed; the claims
 	// of them and their descendants are computed again.
 	changedConsumers map[quota.ConsumerID]struct{}
-	// sharedRoom: a level shared by several consumers (a parent or a
-	// group) gained room or a limit; every waiting claim is decided again.
+	// sharedRoom: a group level gained room or a limit (its members are
+	// not indexed); every consumer with waiting claims is decided again.
 	sharedRoom bool
+	// roomAt are the levels that gained room or a limit since the last
+	// decision: the consumers beneath them (children) with waiting claims
+	// are decided again, and no other.
+	roomAt map[quota.ConsumerID]struct{}
+	// children index each consumer's children (their info's Parent): what
+	// a changed consumer, or room at a level, reaches.
+	children map[quota.ConsumerID]map[quota.ConsumerID]struct{}
+	// waiters are the consumers with waiting claims; waitingClaims counts
+	// those claims. Both are kept as claims move (wait, unwait).
+	waiters       map[quota.ConsumerID]struct{}
+	waitingClaims int
+	// levelKeys are the resource types levelCache holds for a consumer, so
+	// that a changed consumer drops its own entries, not the whole cache.
+	levelKeys map[quota.ConsumerID][]string
+	// visits counts the consumers and claims the operations look at: what
+	// TestNothingUnderTheLockWalksEveryConsumer holds to their own
+	// subtrees, whatever the number of consumers.
+	visits uint64
 }
 
 type claimState struct {
@@ -61,5 +79,9 @@ func New() *Accounts {
 		info:             map[quota.ConsumerID]quota.ConsumerInfo{},
 		levelCache:       map[bookkeeping.Key][]*bookkeeping.Series{},
 		changedConsumers: map[quota.ConsumerID]struct{}{},
+		roomAt:           map[quota.ConsumerID]struct{}{},
+		children:         map[quota.ConsumerID]map[quota.ConsumerID]struct{}{},
+		waiters:          map[quota.ConsumerID]struct{}{},
+		levelKeys:        map[quota.ConsumerID][]string{},
 	}
 }

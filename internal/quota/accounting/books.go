@@ -92,7 +92,7 @@ func (e *Accounts) grantApplied(uid string, g quota.Grant, valid bool) {
 	if !valid {
 		return
 	}
-	e.sharedRoom = true
+	e.roomGained(g.Consumer)
 	if len(g.Allowances) > 0 {
 		e.dirty[g.Consumer] = true
 	}
@@ -131,6 +131,12 @@ func (e *Accounts) Bucket(id quota.BucketID) (quota.BucketStatus, bool) {
 func (e *Accounts) BucketIDs() []quota.BucketID {
 	e.refreshLevels()
 	return e.books.BucketIDs()
+}
+
+// ConsumerBucketIDs lists one consumer's buckets (bookkeeping.Books.ConsumerBucketIDs).
+func (e *Accounts) ConsumerBucketIDs(c quota.ConsumerID) []quota.BucketID {
+	e.refreshLevels()
+	return e.books.ConsumerBucketIDs(c)
 }
 
 // TakeChanged returns, and forgets, what changed since the last call:

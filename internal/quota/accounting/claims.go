@@ -27,7 +27,7 @@ func (e *Accounts) AddClaim(c quota.Claim) {
 		q = &consumerState{all: map[*claimState]struct{}{}}
 		e.consumers[c.Consumer] = q
 	}
-	q.insert(cs)
+	e.wait(cs)
 	q.claims++
 	q.all[cs] = struct{}{}
 	if !e.dirty[c.Consumer] {
@@ -44,7 +44,7 @@ func (e *Accounts) RestoreGranted(c quota.Claim) {
 	if cs.decision.Outcome == quota.Granted {
 		return
 	}
-	e.consumers[c.Consumer].remove(cs)
+	e.unwait(cs)
 	e.allocate(cs, quota.GrantedDecision(c))
 }
 
@@ -58,8 +58,8 @@ func (e *Accounts) RemoveClaim(uid string) {
 	c := cs.claim
 	if cs.decision.Outcome == quota.Granted {
 		e.deallocate(cs)
-	} else if q := e.consumers[c.Consumer]; q != nil {
-		q.remove(cs)
+	} else {
+		e.unwait(cs)
 	}
 	for _, ls := range cs.levels {
 		for _, s := range ls {
@@ -128,28 +128,36 @@ func (e *Accounts) Rekey(old, uid string) bool {
 }
 
 // Waiting counts claims that are not granted.
-func (e *Accounts) Waiting() int {
-	n := 0
-	for _, q := range e.consumers {
-		n += len(q.waiting)
-	}
-	return n
-}
+func (e *Accounts) Waiting() int { return e.waitingClaims }
 
 // Claims counts known claims.
 func (e *Accounts) Claims() int { return len(e.claims) }
 
-func (q *consumerState) insert(cs *claimState) {
+// wait puts a claim among its consumer's waiting claims, in creation order.
+func (e *Accounts) wait(cs *claimState) {
+	q := e.consumers[cs.claim.Consumer]
 	i := sort.Search(len(q.waiting), func(i int) bool { return before(cs.claim, q.waiting[i].claim) })
 	q.waiting = append(q.waiting, nil)
 	copy(q.waiting[i+1:], q.waiting[i:])
 	q.waiting[i] = cs
+	e.waitingClaims++
+	e.waiters[cs.claim.Consumer] = struct{}{}
 }
 
-func (q *consumerState) remove(cs *claimState) {
+// unwait takes a claim out of its consumer's waiting claims, if it is
+// there.
+func (e *Accounts) unwait(cs *claimState) {
+	q := e.consumers[cs.claim.Consumer]
+	if q == nil {
+		return
+	}
 	for i, w := range q.waiting {
 		if w == cs {
 			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+			e.waitingClaims--
+			if len(q.waiting) == 0 {
+				delete(e.waiters, cs.claim.Consumer)
+			}
 			return
 		}
 	}
@@ -186,7 +194,7 @@ func (e *Accounts) deallocate(cs *claimState) {
 		for j, s := range cs.levels[i] {
 			e.books.Uncharge(s, c.UID, r)
 			if j > 0 {
-				e.sharedRoom = true
+				e.roomGained(s.Key().Consumer)
 			}
 		}
 	}

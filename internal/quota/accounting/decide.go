@@ -39,6 +39,7 @@ func (e *Accounts) DecideUpTo(max int) (out []Changed, more bool) {
 	}
 	var candidates []candidate
 	for c, roomGained := range e.dirty {
+		e.visits++
 		q := e.consumers[c]
 		if q == nil {
 			delete(e.dirty, c)
@@ -89,7 +90,12 @@ func (e *Accounts) DecideUpTo(max int) (out []Changed, more bool) {
 	for c := range e.dirty {
 		q := e.consumers[c]
 		if len(taken) > 0 {
+			n := len(q.waiting)
 			q.waiting = slices.DeleteFunc(q.waiting, func(cs *claimState) bool { return taken[cs] })
+			e.waitingClaims -= n - len(q.waiting)
+			if len(q.waiting) == 0 {
+				delete(e.waiters, c)
+			}
 		}
 		if !left[c] {
 			delete(e.dirty, c)
@@ -123,7 +129,7 @@ func (e *Accounts) DecideTogether(uids []string) (map[string]quota.Decision, boo
 			cs.decision = d
 			break
 		}
-		e.consumers[cs.claim.Consumer].remove(cs)
+		e.unwait(cs)
 		e.allocate(cs, d)
 		done = append(done, cs)
 	}
@@ -132,7 +138,7 @@ func (e *Accounts) DecideTogether(uids []string) (map[string]quota.Decision, boo
 	}
 	for _, cs := range done { // undo: nothing is held unless everything is
 		e.deallocate(cs)
-		e.consumers[cs.claim.Consumer].insert(cs)
+		e.wait(cs)
 		cs.decision = quota.Decision{Outcome: quota.QuotaExceeded, Message: "another claim of the same create exceeds its quota; nothing is allocated", Requests: cs.decision.Requests}
 		out[cs.claim.UID] = cs.decision
 	}

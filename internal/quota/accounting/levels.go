@@ -35,47 +35,91 @@ const maxDepth = 8
 // the levels they no longer draw from and joins the new ones, without a
 // check (a group that ends above its limit shows it and revokes nothing).
 func (e *Accounts) SetConsumer(id quota.ConsumerID, info quota.ConsumerInfo) {
-	if old, ok := e.info[id]; ok && sameInfo(old, info) {
+	old, had := e.info[id]
+	if had && sameInfo(old, info) {
 		return
+	}
+	if had && old.Parent != nil {
+		e.unlinkChild(*old.Parent, id)
+	}
+	if info.Parent != nil {
+		set := e.children[*info.Parent]
+		if set == nil {
+			set = map[quota.ConsumerID]struct{}{}
+			e.children[*info.Parent] = set
+		}
+		set[id] = struct{}{}
 	}
 	e.info[id] = info
 	e.consumerChanged(id)
+}
+
+func (e *Accounts) unlinkChild(parent, id quota.ConsumerID) {
+	if set := e.children[parent]; set != nil {
+		delete(set, id)
+		if len(set) == 0 {
+			delete(e.children, parent)
+		}
+	}
+}
+
+// beneath calls do for c and every consumer beneath it (its children,
+// theirs, ... down to maxDepth), each once: what a change of c, or room at
+// c, reaches. Its cost is c's subtree, never the other consumers.
+func (e *Accounts) beneath(c quota.ConsumerID, seen map[quota.ConsumerID]struct{}, do func(quota.ConsumerID)) {
+	level := []quota.ConsumerID{c}
+	for depth := 0; depth <= maxDepth && len(level) > 0; depth++ {
+		var next []quota.ConsumerID
+		for _, x := range level {
+			if _, ok := seen[x]; ok {
+				continue
+			}
+			seen[x] = struct{}{}
+			e.visits++
+			do(x)
+			for child := range e.children[x] {
+				next = append(next, child)
+			}
+		}
+		level = next
+	}
+}
+
+// roomGained records that level l gained room or a limit: its waiting
+// claims and those beneath it are decided again. A group's members are
+// not indexed: room there reaches every consumer with waiting claims.
+func (e *Accounts) roomGained(l quota.ConsumerID) {
+	if l.IsGroup() {
+		e.sharedRoom = true
+		return
+	}
+	e.roomAt[l] = struct{}{}
 }
 
 // hierarchyChanged marks every claim's levels for computing again.
 func (e *Accounts) hierarchyChanged() {
 	e.levelsStale = true
 	clear(e.levelCache)
+	clear(e.levelKeys)
 }
 
 // consumerChanged marks the levels of the claims of a consumer and of its
-// descendants for computing again: only theirs can change with it.
+// descendants for computing again: only theirs can change with it
+// (refreshLevels drops their cached levels, and no other's).
 func (e *Accounts) consumerChanged(id quota.ConsumerID) {
 	e.changedConsumers[id] = struct{}{}
-	clear(e.levelCache)
-}
-
-// chainChanged reports whether a consumer or one of its ancestors changed
-// since the levels were last computed.
-func (e *Accounts) chainChanged(c quota.ConsumerID) bool {
-	for depth := 0; depth <= maxDepth; depth++ {
-		if _, ok := e.changedConsumers[c]; ok {
-			return true
-		}
-		info, ok := e.info[c]
-		if !ok || info.Parent == nil {
-			return false
-		}
-		c = *info.Parent
-	}
-	return false
 }
 
 // RemoveConsumer forgets a consumer object (it was deleted).
 func (e *Accounts) RemoveConsumer(id quota.ConsumerID) {
-	if _, ok := e.info[id]; !ok {
+	info, ok := e.info[id]
+	if !ok {
 		return
 	}
+	if info.Parent != nil {
+		e.unlinkChild(*info.Parent, id)
+	}
+	// Its children still name it: a change reaches them through it.
 	delete(e.info, id)
 	e.consumerChanged(id)
 }
@@ -103,8 +147,8 @@ func (e *Accounts) groupChanged(uid string, g quota.Grant, valid bool) {
 // dropped; callers share them and never change them.
 func (e *Accounts) levelsOf(c quota.ConsumerID, resourceType string) []*bookkeeping.Series {
 	if d := e.books.Drops(); d != e.levelDrops {
-		clear(e.levelCache) // a cached list may name a series the books dropped
 		e.levelDrops = d
+		e.forgetDropped()
 	}
 	k := bookkeeping.Key{Consumer: c, ResourceType: resourceType}
 	if l, ok := e.levelCache[k]; ok {
@@ -112,6 +156,9 @@ func (e *Accounts) levelsOf(c quota.ConsumerID, resourceType string) []*bookkeep
 	}
 	l := e.computeLevels(c, resourceType)
 	e.levelCache[k] = l
+	if !slices.Contains(e.levelKeys[c], resourceType) {
+		e.levelKeys[c] = append(e.levelKeys[c], resourceType)
+	}
 	return l
 }
 
@@ -169,6 +216,24 @@ func (e *Accounts) selects(g *quota.Group, c quota.ConsumerID) bool {
 	return ok && g.Selector != nil && g.Selector.Matches(labels.Set(info.Labels))
 }
 
+// forgetDropped drops the cached levels that may name a series the books
+// dropped: a series of consumer L is among the levels of L and of the
+// consumers beneath it, for its resource type; a group's, of anyone's.
+func (e *Accounts) forgetDropped() {
+	seen := map[quota.ConsumerID]struct{}{}
+	for _, k := range e.books.TakeDropped() {
+		if k.Consumer.IsGroup() {
+			clear(e.levelCache)
+			clear(e.levelKeys)
+			return
+		}
+		clear(seen)
+		e.beneath(k.Consumer, seen, func(x quota.ConsumerID) {
+			delete(e.levelCache, bookkeeping.Key{Consumer: x, ResourceType: k.ResourceType})
+		})
+	}
+}
+
 // refreshLevels computes every claim's levels again after the hierarchy
 // changed, moving granted claims' allocations to their new levels.
 func (e *Accounts) refreshLevels() {
@@ -176,24 +241,35 @@ func (e *Accounts) refreshLevels() {
 		return
 	}
 	var left []*bookkeeping.Series
+	moved := map[quota.ConsumerID]struct{}{}
 	each := func(do func(cs *claimState)) {
 		if e.levelsStale {
 			for _, cs := range e.claims {
+				e.visits++
 				do(cs)
 			}
 			return
 		}
-		// Only consumers whose chain changed: a project created, or
-		// relabelled, costs its own claims, not every claim's.
-		for c, q := range e.consumers {
-			if e.chainChanged(c) {
-				for cs := range q.all {
-					do(cs)
+		// Only the changed consumers and those beneath them (the
+		// children index): a project created, or relabelled, costs its
+		// own claims and its descendants', never a walk of every consumer.
+		seen := map[quota.ConsumerID]struct{}{}
+		for c := range e.changedConsumers {
+			e.beneath(c, seen, func(x quota.ConsumerID) {
+				for _, rt := range e.levelKeys[x] {
+					delete(e.levelCache, bookkeeping.Key{Consumer: x, ResourceType: rt})
 				}
-			}
+				delete(e.levelKeys, x)
+				if q := e.consumers[x]; q != nil {
+					for cs := range q.all {
+						do(cs)
+					}
+				}
+			})
 		}
 	}
 	each(func(cs *claimState) {
+		moved[cs.claim.Consumer] = struct{}{}
 		granted := cs.decision.Outcome == quota.Granted
 		for i, r := range cs.claim.Requests {
 			now := e.levelsOf(cs.claim.Consumer, r.ResourceType)
@@ -207,7 +283,7 @@ func (e *Accounts) refreshLevels() {
 				}
 				if granted {
 					e.books.Uncharge(s, cs.claim.UID, r)
-					e.sharedRoom = true
+					e.roomGained(s.Key().Consumer)
 				}
 				s.Unref()
 				left = append(left, s)
@@ -224,13 +300,22 @@ func (e *Accounts) refreshLevels() {
 			cs.levels[i] = now
 		}
 	})
+	stale := e.levelsStale
 	e.levelsStale = false
 	clear(e.changedConsumers)
 	for _, s := range left {
 		e.books.Prune(s) // a series dropped already is left alone
 	}
-	// Levels may have appeared with room, or claims may have left a limit.
-	e.sharedRoom = true
+	// Levels may have appeared with room: the claims that moved are
+	// decided again (all of them when every claim's levels were computed).
+	if stale {
+		e.sharedRoom = true
+	}
+	for c := range moved {
+		if _, ok := e.waiters[c]; ok {
+			e.dirty[c] = true
+		}
+	}
 	// A group's members may have changed: its buckets are written again,
 	// with their copies in its members' namespaces.
 	for _, uid := range e.groups {
@@ -260,16 +345,29 @@ func (e *Accounts) GroupMembers(id quota.ConsumerID) []quota.ConsumerID {
 	return out
 }
 
-// spreadSharedRoom marks every consumer with waiting claims for a new
-// decision after a shared level gained room.
+// spreadSharedRoom marks for a new decision the consumers with waiting
+// claims beneath each level that gained room (roomAt), or every consumer
+// with waiting claims after room at a group (sharedRoom).
 func (e *Accounts) spreadSharedRoom() {
-	if !e.sharedRoom {
-		return
-	}
-	e.sharedRoom = false
-	for c, q := range e.consumers {
-		if len(q.waiting) > 0 {
+	if e.sharedRoom {
+		e.sharedRoom = false
+		clear(e.roomAt)
+		for c := range e.waiters {
+			e.visits++
 			e.dirty[c] = true
 		}
+		return
 	}
+	if len(e.roomAt) == 0 {
+		return
+	}
+	seen := map[quota.ConsumerID]struct{}{}
+	for l := range e.roomAt {
+		e.beneath(l, seen, func(c quota.ConsumerID) {
+			if _, ok := e.waiters[c]; ok {
+				e.dirty[c] = true
+			}
+		})
+	}
+	clear(e.roomAt)
 }

@@ -221,6 +221,7 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 			}
 			changed := e.Decide()
 			checkLevels(t, e)
+			checkWaiting(t, e)
 			for _, id := range e.BucketIDs() {
 				b, _ := e.Bucket(id)
 				if b.Limit < 0 || b.Allocated < 0 {
@@ -394,5 +395,28 @@ func TestAClaimOfAnUnknownProjectWaitsForItsOrganization(t *testing.T) {
 	e.Decide()
 	if got := outcomes(e, "o1"); got[0] != quota.Granted {
 		t.Errorf("an organization's own claim: %s", got[0])
+	}
+}
+
+// checkWaiting holds what the indexes behind the decide loop promise: the
+// waiting count and the consumers with waiting claims are those there are,
+// and after a decision no waiting claim fits — room anywhere it draws from
+// reached it (docs/scale.md §4).
+func checkWaiting(t *testing.T, e *Accounts) {
+	t.Helper()
+	n := 0
+	for c, q := range e.consumers {
+		n += len(q.waiting)
+		if _, ok := e.waiters[c]; ok != (len(q.waiting) > 0) {
+			t.Fatalf("consumer %s has %d waiting claims, and is among the waiters: %v", c, len(q.waiting), ok)
+		}
+		for _, cs := range q.waiting {
+			if d := e.evaluate(cs); d.Outcome == quota.Granted {
+				t.Fatalf("claim %s of %s waits after a decision, and fits", cs.claim.UID, c)
+			}
+		}
+	}
+	if n != e.Waiting() || len(e.waiters) > len(e.consumers) {
+		t.Fatalf("the waiting count says %d; %d claims wait", e.Waiting(), n)
 	}
 }

@@ -1,6 +1,8 @@
 package accounting
 
 import (
+	"maps"
+
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/bookkeeping"
 )
@@ -20,6 +22,7 @@ type WhatIf struct {
 	// sharedRoom and dirty are the accounts' marks as they were, to be put
 	// back: a simulation leaves no claim to decide again.
 	sharedRoom bool
+	roomAt     map[quota.ConsumerID]struct{}
 	dirty      map[quota.ConsumerID]dirtyMark
 	// before is each bucket drawn from, as it was when first drawn from.
 	before map[bookkeeping.Key]seen
@@ -35,7 +38,7 @@ type seen struct {
 
 // WhatIf begins a simulation.
 func (e *Accounts) WhatIf() *WhatIf {
-	return &WhatIf{e: e, sharedRoom: e.sharedRoom, dirty: map[quota.ConsumerID]dirtyMark{}, before: map[bookkeeping.Key]seen{}}
+	return &WhatIf{e: e, sharedRoom: e.sharedRoom, roomAt: maps.Clone(e.roomAt), dirty: map[quota.ConsumerID]dirtyMark{}, before: map[bookkeeping.Key]seen{}}
 }
 
 // Decide adds claims and decides them together, as DecideTogether: granted,
@@ -68,7 +71,7 @@ func (w *WhatIf) Hold(c quota.Claim) {
 	w.seeClaim(c.UID)
 	cs := w.e.claims[c.UID]
 	if cs.decision.Outcome != quota.Granted {
-		w.e.consumers[c.Consumer].remove(cs)
+		w.e.unwait(cs)
 		w.e.allocate(cs, quota.GrantedDecision(c))
 	}
 	w.added = append(w.added, c.UID)
@@ -142,6 +145,8 @@ func (w *WhatIf) Undo() {
 	}
 	w.added, w.released = nil, nil
 	w.e.sharedRoom = w.sharedRoom
+	clear(w.e.roomAt)
+	maps.Copy(w.e.roomAt, w.roomAt)
 	for c, m := range w.dirty {
 		if m.set {
 			w.e.dirty[c] = m.roomGained

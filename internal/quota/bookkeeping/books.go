@@ -18,6 +18,8 @@ type Books struct {
 	// drops counts the series dropped so far: a list of series kept while
 	// it stays the same names none that is gone.
 	drops uint64
+	// dropped are the keys of the series dropped since TakeDropped.
+	dropped []Key
 
 	changedBuckets map[bucketRef]struct{}
 	changedGrants  map[string]struct{}

@@ -60,6 +60,7 @@ func (bk *Books) Prune(s *Series) {
 	if s.claims == 0 && len(s.granted) == 0 && len(s.buckets[""].grants) == 0 && len(s.buckets) == 1 {
 		delete(bk.series, s.key)
 		bk.drops++ // a list of series kept by the caller may name it
+		bk.dropped = append(bk.dropped, s.key)
 		bk.touch(s, "")
 	}
 }
@@ -67,6 +68,15 @@ func (bk *Books) Prune(s *Series) {
 // Drops counts the series dropped so far. A caller that keeps lists of
 // series drops them when it changes: they may name a series that is gone.
 func (bk *Books) Drops() uint64 { return bk.drops }
+
+// TakeDropped returns, and forgets, the keys of the series dropped since
+// the last call: a caller that keeps lists of series drops those that may
+// name them, and no other.
+func (bk *Books) TakeDropped() []Key {
+	out := bk.dropped
+	bk.dropped = nil
+	return out
+}
 
 func (bk *Books) touch(s *Series, dimsKey string) {
 	bk.changedBuckets[bucketRef{s, dimsKey}] = struct{}{}
@@ -113,6 +123,20 @@ func (bk *Books) BucketIDs() []quota.BucketID {
 	for k, s := range bk.series {
 		for key := range s.buckets {
 			ids = append(ids, quota.BucketID{Consumer: k.Consumer, ResourceType: k.ResourceType, Dims: key})
+		}
+	}
+	return ids
+}
+
+// ConsumerBucketIDs lists one consumer's buckets of the registered
+// resource types: a look-up per type, not a walk of every bucket.
+func (bk *Books) ConsumerBucketIDs(c quota.ConsumerID) []quota.BucketID {
+	var ids []quota.BucketID
+	for rt := range bk.active {
+		if s := bk.series[Key{Consumer: c, ResourceType: rt}]; s != nil {
+			for key := range s.buckets {
+				ids = append(ids, quota.BucketID{Consumer: c, ResourceType: rt, Dims: key})
+			}
 		}
 	}
 	return ids
