@@ -8,6 +8,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
+	"github.com/quotaplane/quotaplane/internal/quota/bookkeeping"
 )
 
 // MaxInflight bounds the grants recorded in the ledger and not yet written
@@ -42,7 +43,7 @@ func (c *Cache) Decide(flush bool) Decisions {
 		delete(c.inflight, uid)
 		c.ledgerStale = true
 	}
-	clear(c.projected)
+	c.projected = bookkeeping.Fresh(c.projected) // not the room of the most ever projected
 	changed, more := c.acc.DecideUpTo(max(0, MaxInflight-len(c.inflight)))
 	c.blocked = more
 	out := Decisions{Changed: changed}
@@ -76,7 +77,7 @@ func (c *Cache) InflightRecord() formats.LedgerState {
 	for uid := range c.projected {
 		delete(c.inflight, uid)
 	}
-	clear(c.projected)
+	c.projected = bookkeeping.Fresh(c.projected) // not the room of the most ever projected
 	c.ledgerStale = false
 	return formats.LedgerState{Inflight: maps.Clone(c.inflight), Windows: c.windowRecordsLocked()}
 }

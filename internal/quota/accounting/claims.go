@@ -157,6 +157,9 @@ func (e *Accounts) unwait(cs *claimState) {
 			e.waitingClaims--
 			if len(q.waiting) == 0 {
 				delete(e.waiters, cs.claim.Consumer)
+				if len(e.waiters) == 0 {
+					e.waiters = bookkeeping.Fresh(e.waiters)
+				}
 			}
 			return
 		}

@@ -101,6 +101,9 @@ func (e *Accounts) DecideUpTo(max int) (out []Changed, more bool) {
 			delete(e.dirty, c)
 		}
 	}
+	if len(e.dirty) == 0 {
+		e.dirty = bookkeeping.Fresh(e.dirty) // not the room of the most ever marked
+	}
 	return out, more
 }
 

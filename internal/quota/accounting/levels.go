@@ -99,8 +99,8 @@ func (e *Accounts) roomGained(l quota.ConsumerID) {
 // hierarchyChanged marks every claim's levels for computing again.
 func (e *Accounts) hierarchyChanged() {
 	e.levelsStale = true
-	clear(e.levelCache)
-	clear(e.levelKeys)
+	e.levelCache = bookkeeping.Fresh(e.levelCache)
+	e.levelKeys = bookkeeping.Fresh(e.levelKeys)
 }
 
 // consumerChanged marks the levels of the claims of a consumer and of its
@@ -223,8 +223,8 @@ func (e *Accounts) forgetDropped() {
 	seen := map[quota.ConsumerID]struct{}{}
 	for _, k := range e.books.TakeDropped() {
 		if k.Consumer.IsGroup() {
-			clear(e.levelCache)
-			clear(e.levelKeys)
+			e.levelCache = bookkeeping.Fresh(e.levelCache)
+			e.levelKeys = bookkeeping.Fresh(e.levelKeys)
 			return
 		}
 		clear(seen)
@@ -302,7 +302,7 @@ func (e *Accounts) refreshLevels() {
 	})
 	stale := e.levelsStale
 	e.levelsStale = false
-	clear(e.changedConsumers)
+	e.changedConsumers = bookkeeping.Fresh(e.changedConsumers)
 	for _, s := range left {
 		e.books.Prune(s) // a series dropped already is left alone
 	}
@@ -351,7 +351,7 @@ func (e *Accounts) GroupMembers(id quota.ConsumerID) []quota.ConsumerID {
 func (e *Accounts) spreadSharedRoom() {
 	if e.sharedRoom {
 		e.sharedRoom = false
-		clear(e.roomAt)
+		e.roomAt = bookkeeping.Fresh(e.roomAt)
 		for c := range e.waiters {
 			e.visits++
 			e.dirty[c] = true
@@ -369,5 +369,5 @@ func (e *Accounts) spreadSharedRoom() {
 			}
 		})
 	}
-	clear(e.roomAt)
+	e.roomAt = bookkeeping.Fresh(e.roomAt)
 }

@@ -145,8 +145,10 @@ func (w *WhatIf) Undo() {
 	}
 	w.added, w.released = nil, nil
 	w.e.sharedRoom = w.sharedRoom
-	clear(w.e.roomAt)
-	maps.Copy(w.e.roomAt, w.roomAt)
+	w.e.roomAt = maps.Clone(w.roomAt)
+	if w.e.roomAt == nil {
+		w.e.roomAt = map[quota.ConsumerID]struct{}{}
+	}
 	for c, m := range w.dirty {
 		if m.set {
 			w.e.dirty[c] = m.roomGained

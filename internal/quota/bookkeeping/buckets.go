@@ -69,6 +69,13 @@ func (bk *Books) Prune(s *Series) {
 // series drops them when it changes: they may name a series that is gone.
 func (bk *Books) Drops() uint64 { return bk.drops }
 
+// Fresh is an empty map of m's type, in place of emptying m: a Go map keeps
+// the room of the most it ever held, and clearing or ranging over it costs
+// that room. The sets of what changed since a round hold every bucket after
+// a rebuild and a handful later: each round starts them anew, so that it
+// costs what changed since the last, not the most that ever changed.
+func Fresh[M ~map[K]V, K comparable, V any](m M) M { return make(M) }
+
 // TakeDropped returns, and forgets, the keys of the series dropped since
 // the last call: a caller that keeps lists of series drops those that may
 // name them, and no other.
@@ -158,9 +165,9 @@ func (bk *Books) TakeChanged() (buckets []quota.BucketID, grants, registrations 
 	for n := range bk.changedRegs {
 		registrations = append(registrations, n)
 	}
-	clear(bk.changedBuckets)
-	clear(bk.changedGrants)
-	clear(bk.changedRegs)
+	bk.changedBuckets = Fresh(bk.changedBuckets)
+	bk.changedGrants = Fresh(bk.changedGrants)
+	bk.changedRegs = Fresh(bk.changedRegs)
 	return buckets, grants, registrations
 }
 
