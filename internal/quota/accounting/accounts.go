@@ -46,6 +46,9 @@ type Accounts struct {
 	// those claims. Both are kept as claims move (wait, unwait).
 	waiters       map[quota.ConsumerID]struct{}
 	waitingClaims int
+	// waitersPeak and dirtyPeak are the most waiters and dirty held since
+	// they were last made anew.
+	waitersPeak, dirtyPeak int
 	// levelKeys are the resource types levelCache holds for a consumer, so
 	// that a changed consumer drops its own entries, not the whole cache.
 	levelKeys map[quota.ConsumerID][]string

@@ -142,7 +142,13 @@ func (e *Accounts) wait(cs *claimState) {
 	q.waiting[i] = cs
 	e.waitingClaims++
 	e.waiters[cs.claim.Consumer] = struct{}{}
+	e.waitersPeak = max(e.waitersPeak, len(e.waiters))
 }
+
+// freshAbove is the size past which a set emptied is replaced rather than
+// kept (bookkeeping.Fresh): below it, its room costs nothing worth an
+// allocation per decision.
+const freshAbove = 1024
 
 // unwait takes a claim out of its consumer's waiting claims, if it is
 // there.
@@ -157,8 +163,8 @@ func (e *Accounts) unwait(cs *claimState) {
 			e.waitingClaims--
 			if len(q.waiting) == 0 {
 				delete(e.waiters, cs.claim.Consumer)
-				if len(e.waiters) == 0 {
-					e.waiters = bookkeeping.Fresh(e.waiters)
+				if len(e.waiters) == 0 && e.waitersPeak > freshAbove {
+					e.waiters, e.waitersPeak = bookkeeping.Fresh(e.waiters), 0
 				}
 			}
 			return

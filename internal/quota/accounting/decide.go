@@ -38,6 +38,9 @@ func (e *Accounts) DecideUpTo(max int) (out []Changed, more bool) {
 		cs       *claimState
 	}
 	var candidates []candidate
+	if len(e.dirty) > e.dirtyPeak {
+		e.dirtyPeak = len(e.dirty)
+	}
 	for c, roomGained := range e.dirty {
 		e.visits++
 		q := e.consumers[c]
@@ -101,8 +104,8 @@ func (e *Accounts) DecideUpTo(max int) (out []Changed, more bool) {
 			delete(e.dirty, c)
 		}
 	}
-	if len(e.dirty) == 0 {
-		e.dirty = bookkeeping.Fresh(e.dirty) // not the room of the most ever marked
+	if len(e.dirty) == 0 && e.dirtyPeak > freshAbove {
+		e.dirty, e.dirtyPeak = bookkeeping.Fresh(e.dirty), 0 // not the room of the most ever marked
 	}
 	return out, more
 }
