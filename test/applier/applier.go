@@ -62,6 +62,18 @@ func New(t testing.TB, cfg *rest.Config) *Applier {
 // conflicts.
 func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) Answer {
 	a.t.Helper()
+	return a.apply(ctx, obj, false)
+}
+
+// DryRun is Apply as a server-side dry run: admission answers, nothing is
+// stored or taken.
+func (a *Applier) DryRun(ctx context.Context, obj *unstructured.Unstructured) Answer {
+	a.t.Helper()
+	return a.apply(ctx, obj, true)
+}
+
+func (a *Applier) apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) Answer {
+	a.t.Helper()
 	gvk := obj.GroupVersionKind()
 	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
@@ -88,7 +100,11 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) Ans
 		a.t.Fatal(err)
 	}
 	u.Path = path.Join(u.Path, p)
-	u.RawQuery = url.Values{"fieldManager": {"gitops"}, "force": {"true"}}.Encode()
+	q := url.Values{"fieldManager": {"gitops"}, "force": {"true"}}
+	if dryRun {
+		q.Set("dryRun", "All")
+	}
+	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, u.String(), bytes.NewReader(body))
 	if err != nil {
 		a.t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -223,8 +224,15 @@ func TestAReviewGoesThroughTheRealChain(t *testing.T) {
 		consumer quotav1alpha1.ConsumerRef
 		amount   int64
 	}{{"org-millis", w.consumer("Organization", w.org), 2400}, {"web-millis", w.consumer("Project", web), 1500}, {"api-millis", w.consumer("Project", api), 1500}} {
-		w.create(&quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: g.name, Namespace: w.orgNS}, Spec: quotav1alpha1.ResourceGrantSpec{
-			ConsumerRef: g.consumer, Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(w.millis), Buckets: []quotav1alpha1.GrantBucket{{Amount: g.amount}}}}}})
+		rg := &quotav1alpha1.ResourceGrant{ObjectMeta: metav1.ObjectMeta{Name: g.name, Namespace: w.orgNS}, Spec: quotav1alpha1.ResourceGrantSpec{
+			ConsumerRef: g.consumer, Allowances: []quotav1alpha1.Allowance{{ResourceType: quotav1alpha1.ResourceType(w.millis), Buckets: []quotav1alpha1.GrantBucket{{Amount: g.amount}}}}}}
+		w.create(rg)
+		// Counted by the engine before anything is reviewed or applied.
+		w.poll("grant "+g.name+" to be active", func() bool {
+			got := &quotav1alpha1.ResourceGrant{}
+			return w.admin.Get(context.Background(), client.ObjectKeyFromObject(rg), got) == nil &&
+				meta.IsStatusConditionTrue(got.Status.Conditions, quotav1alpha1.GrantConditionActive) && got.Status.ObservedGeneration == got.Generation
+		})
 	}
 	ctx := context.Background()
 	// What exists before: a ConfigMap and a Machine the manifests change.

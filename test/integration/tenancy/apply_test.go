@@ -102,7 +102,7 @@ spec:
       apiVersion: resourcemanager.miloapis.com/v1alpha1
       kind: Project
     constraints:
-    - expression: 'trigger.spec.ownerRef.name == "%[1]s"'
+    - expression: 'trigger.spec.ownerRef.name in ["%[1]s", "%[1]s-probe"]'
   target:
     resourceClaimTemplate:
       metadata:
@@ -142,10 +142,41 @@ spec:
           amount: '{{ trigger.data.cpu }}'
 `, w.org, w.projects, w.ns, w.vcpu))
 	f := quotatest.NewFixture(t, w.admin)
-	for _, name := range []string{w.org + "-projects-charge-their-organization", w.org + "-configmaps-charge-their-project"} {
-		f.WaitCondition(&quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
-	}
+	f.WaitCondition(&quotav1alpha1.GrantCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: w.org + "-organization-projects"}}, quotav1alpha1.PolicyConditionReady, metav1.ConditionTrue)
+	w.waitInForce()
 	return w
+}
+
+// waitInForce waits until admission charges with both claim policies (the
+// API server's own view of them, not the policies' Ready condition): a dry
+// run of a Project of a probe organization, which has no grant, is refused
+// for the resource type only the Project policy charges; a dry run of a
+// ConfigMap charging a Project that does not exist is refused naming the
+// ConfigMap policy. Dry runs take nothing.
+func (w *syncWorld) waitInForce() {
+	w.t.Helper()
+	ctx := context.Background()
+	probe := w.org + "-probe"
+	if err := w.admin.Create(ctx, newOrganization(probe)); err != nil {
+		w.t.Fatal(err)
+	}
+	a := applier.New(w.t, srv.Config)
+	project := applier.Unstructured(w.t, newProject(probe+"-p", probe))
+	cm := applier.Unstructured(w.t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: w.ns},
+		Data: map[string]string{"project": probe + "-missing", "cpu": "1"}})
+	for _, p := range []struct {
+		obj  *unstructured.Unstructured
+		want string
+	}{{project, "of " + w.projects + " for Organization " + probe}, {cm, "ClaimCreationPolicy " + w.org + "-configmaps-charge-their-project charges this ConfigMap"}} {
+		var last applier.Answer
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			last = a.DryRun(ctx, p.obj.DeepCopy())
+			return last.Err != nil && strings.Contains(last.Err.Error(), p.want), nil
+		})
+		if err != nil {
+			w.t.Fatalf("admission does not charge a dry run of %s %s as the policy would (want %q): %d %v", p.obj.GetKind(), p.obj.GetName(), p.want, last.Code, last.Err)
+		}
+	}
 }
 
 // apply creates the documents of a multi-document YAML.
