@@ -141,11 +141,17 @@ func (r *Runner) lead(ctx context.Context) error {
 	}
 	logger.Info("Became the quota engine leader", "epoch", l.Epoch(), "inflightGrants", len(recorded.Inflight), "admissionGrants", len(pending), "budgetHolds", len(holds))
 
+	// The informers' first lists and the state built from them are
+	// allocated at once: the collector waits for them within the memory
+	// limit, if there is one.
+	release := cache.HoldCollector()
 	if err := t.startInformers(ctx); err != nil {
+		release()
 		return err
 	}
 	defer t.observe()()
 	claims := t.cache.MarkReady()
+	release()
 	if len(held) > 0 {
 		// Holds the stored grants did not settle: looked up once their
 		// requests cannot be writing any more (at once when they died with

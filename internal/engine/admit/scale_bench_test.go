@@ -571,10 +571,25 @@ func (w scaleWorld) stored() scaleStored {
 	return st
 }
 
-// rebuild feeds a new cache what the informers list: the hierarchy and the
-// grants, then every claim; or, perOrg, organization by organization, as
-// when the hierarchy watch and the claim informer deliver at once.
-func (st scaleStored) rebuild(b *testing.B, w scaleWorld, perOrg bool) *cache.Cache {
+// rebuildOrder is an order the stored objects may reach a new term in.
+type rebuildOrder string
+
+const (
+	// hierarchyFirst: the projects and grants, then the claim informer's
+	// first list, added at once (Cache.ClaimsAdded, as a term does).
+	hierarchyFirst rebuildOrder = "hierarchy-first"
+	// claimsFirst: the claims' first list at once, then the hierarchy and
+	// grants (their lists arrive after the claims').
+	claimsFirst rebuildOrder = "claims-first"
+	// perOrganization: organization by organization, its projects, grants
+	// and claims one at a time (Cache.ClaimAdded, as events arrive).
+	perOrganization rebuildOrder = "per-organization"
+)
+
+// rebuild feeds a new cache what the informers list, in order, then
+// settles it (ready, the first round).
+func (st scaleStored) rebuild(b *testing.B, w scaleWorld, order rebuildOrder) *cache.Cache {
+	defer cache.HoldCollector()() // as a term does: held only under GOMEMLIMIT
 	c := w.newScaleCache()
 	const grantsPerOrg = 1 + scaleProjects
 	org := func(i int, claims bool) {
@@ -590,13 +605,14 @@ func (st scaleStored) rebuild(b *testing.B, w scaleWorld, perOrg bool) *cache.Ca
 			}
 		}
 	}
-	for i := range w.orgs {
-		org(i, perOrg)
+	if order == claimsFirst {
+		c.ClaimsAdded(st.claims)
 	}
-	if !perOrg {
-		for _, cl := range st.claims {
-			c.ClaimAdded(cl)
-		}
+	for i := range w.orgs {
+		org(i, order == perOrganization)
+	}
+	if order == hierarchyFirst {
+		c.ClaimsAdded(st.claims)
 	}
 	settleRebuild(b, c)
 	return c
@@ -604,31 +620,32 @@ func (st scaleStored) rebuild(b *testing.B, w scaleWorld, perOrg bool) *cache.Ca
 
 // BenchmarkScaleRebuild rebuilds the whole state from the stored objects,
 // as a new term does once its informers have listed them: registrations,
-// then the hierarchy and grants, then every claim (its seal checked, then
-// restored as granted), then ready and the first decision round. The
-// objects are rendered beforehand, outside the timer. One op is one
-// rebuild; run it with -benchtime 1x. With QUOTAPLANE_SCALE_INTERLEAVED=1 it
-// also rebuilds organization by organization (order=per-organization).
+// then the hierarchy and grants, then every claim at once (their seals
+// checked, then restored as granted), then ready and the first decision
+// round. The objects are rendered beforehand, outside the timer. One op is
+// one rebuild; run it with -benchtime 1x. With QUOTAPLANE_SCALE_INTERLEAVED=1
+// it also rebuilds in the other orders a term may see (claims first,
+// organization by organization).
 func BenchmarkScaleRebuild(b *testing.B) {
-	orders := []bool{false}
+	orders := []rebuildOrder{hierarchyFirst}
 	if os.Getenv("QUOTAPLANE_SCALE_INTERLEAVED") == "1" {
-		orders = append(orders, true)
+		orders = append(orders, claimsFirst, perOrganization)
 	}
 	for _, orgs := range scaleOrgSizes(b) {
 		w := newScaleWorld(orgs)
 		var st scaleStored
 		quickly(func() { st = w.stored() })
-		for _, perOrg := range orders {
+		for _, order := range orders {
 			name := fmt.Sprintf("orgs=%d", orgs)
-			if perOrg {
-				name += "/order=per-organization"
+			if order != hierarchyFirst {
+				name += "/order=" + string(order)
 			}
 			b.Run(name, func(b *testing.B) {
 				for n := 0; n < b.N; n++ {
 					b.StopTimer()
 					runtime.GC()
 					b.StartTimer()
-					c := st.rebuild(b, w, perOrg)
+					c := st.rebuild(b, w, order)
 					b.StopTimer()
 					checkScale(b, c, orgs)
 					b.StartTimer()

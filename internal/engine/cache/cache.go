@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"runtime"
 	"sync"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/quotaplane/quotaplane/internal/engine/formats"
 	"github.com/quotaplane/quotaplane/internal/quota"
 	"github.com/quotaplane/quotaplane/internal/quota/accounting"
+	"github.com/quotaplane/quotaplane/internal/quota/bookkeeping"
 )
 
 // Cache is one term's quota state. Create it with New.
@@ -42,7 +44,8 @@ type Cache struct {
 	updateSeq uint64
 	// objectClaims are the claims policies made, by object UID (claim UID →
 	// policy), and claimObject the reverse: what an update replaces.
-	objectClaims map[string]map[string]string
+	// (A list per object, not a map: an object has one claim per policy.)
+	objectClaims map[string][]objectClaim
 	claimObject  map[string]string
 	// replacing are claims a pending update replaces (UID → deleted
 	// meanwhile): they count until the update settles.
@@ -84,7 +87,7 @@ func New(inflight map[string]string, trusted func(*quotav1alpha1.ResourceClaim) 
 		pending:         map[string]*formats.PendingClaim{},
 		pendingByObject: map[string]map[string]struct{}{},
 		updating:        map[string]uint64{},
-		objectClaims:    map[string]map[string]string{},
+		objectClaims:    map[string][]objectClaim{},
 		claimObject:     map[string]string{},
 		replacing:       map[string]bool{},
 		budgetHolds:     map[string]*formats.BudgetHold{},
@@ -224,25 +227,73 @@ func (c *Cache) GrantKey(uid string) string {
 func (c *Cache) ClaimAdded(cl *quotav1alpha1.ResourceClaim) (write bool) {
 	uid := string(cl.UID)
 	defer c.Notify() // an update's replacement changes buckets too
+	// The seal (an HMAC) and the conversion depend on the claim alone.
+	qc, sealed := convert.Claim(cl), convert.IsGranted(cl) && c.trusted(cl)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.adoptLocked(cl) || c.acc.Knows(uid) {
 		return true // write its decision now that the cache has it
 	}
+	return c.learnLocked(cl, qc, sealed)
+}
+
+// learnLocked adds a claim the cache does not know. sealed: its stored
+// status is Granted with an engine's seal. It reports whether the claim's
+// status must be written.
+func (c *Cache) learnLocked(cl *quotav1alpha1.ResourceClaim, qc quota.Claim, sealed bool) (write bool) {
+	uid := string(cl.UID)
 	c.claimKeys[uid] = formats.Key(cl.Namespace, cl.Name)
 	c.indexClaimLocked(cl)
 	_, recorded := c.inflight[uid]
 	// A Granted status counts only when an engine sealed it; any other is
 	// decided again (and its status rewritten), never free quota.
-	if (convert.IsGranted(cl) && c.trusted(cl)) || recorded {
-		c.acc.RestoreGranted(convert.Claim(cl))
+	if sealed || recorded {
+		c.acc.RestoreGranted(qc)
 		return cl.Status.DecisionSeal == "" // granted before seals existed: seal it now
 	}
-	c.acc.AddClaim(convert.Claim(cl))
+	c.acc.AddClaim(qc)
 	if c.ready {
 		c.firstSeen[uid] = time.Now()
 	}
 	return false
+}
+
+// ClaimsAdded is ClaimAdded for many claims at once: an informer's first
+// list, as a term starts. What depends on a claim alone (its seal, an HMAC;
+// its conversion) is done outside the lock, in parallel, and the maps are
+// sized for the claims before they are added. It returns the UIDs of the
+// claims whose status must be written.
+func (c *Cache) ClaimsAdded(cls []*quotav1alpha1.ResourceClaim) (write []string) {
+	if len(cls) == 0 {
+		return nil
+	}
+	defer c.Notify()
+	qcs := make([]quota.Claim, len(cls))
+	sealed := make([]bool, len(cls))
+	workers := min(runtime.GOMAXPROCS(0), (len(cls)+255)/256)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(cls); i += workers {
+				qcs[i] = convert.Claim(cls[i])
+				sealed[i] = convert.IsGranted(cls[i]) && c.trusted(cls[i])
+			}
+		})
+	}
+	wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.claimKeys = bookkeeping.Grown(c.claimKeys, len(cls))
+	c.claimObject = bookkeeping.Grown(c.claimObject, len(cls))
+	c.objectClaims = bookkeeping.Grown(c.objectClaims, len(cls))
+	c.acc.Reserve(len(cls))
+	for i, cl := range cls {
+		uid := string(cl.UID)
+		if c.adoptLocked(cl) || c.acc.Knows(uid) || c.learnLocked(cl, qcs[i], sealed[i]) {
+			write = append(write, uid)
+		}
+	}
+	return write
 }
 
 // Tracks reports whether a claim UID is known.

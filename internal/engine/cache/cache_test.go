@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -68,14 +69,69 @@ func TestRebuild(t *testing.T) {
 		"granted before seals: sealed anew":    {trusted: true, stored: func() *quotav1alpha1.ResourceClaim { c := claim("a", 3, true); c.Status.DecisionSeal = ""; return c }(), wantAllocated: 3, wantWrite: true},
 		"over the limit, still restored as is": {trusted: true, stored: claim("a", 30, true), wantAllocated: 30},
 	}
+	// A term's first list goes through ClaimsAdded, events after it through
+	// ClaimAdded: both decide the same.
+	ways := map[string]func(c *Cache, cl *quotav1alpha1.ResourceClaim) bool{
+		"one": (*Cache).ClaimAdded,
+		"batch": func(c *Cache, cl *quotav1alpha1.ResourceClaim) bool {
+			return len(c.ClaimsAdded([]*quotav1alpha1.ResourceClaim{cl})) == 1
+		},
+	}
 	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			c := world(t, 10, tc.inflight, tc.trusted)
-			write := c.ClaimAdded(tc.stored)
-			if diff := cmp.Diff([]any{tc.wantAllocated, tc.wantWrite}, []any{allocated(c), write}); diff != "" {
-				t.Errorf("allocated, write (-want +got):\n%s", diff)
-			}
-		})
+		for way, add := range ways {
+			t.Run(name+"/"+way, func(t *testing.T) {
+				c := world(t, 10, tc.inflight, tc.trusted)
+				write := add(c, tc.stored)
+				if diff := cmp.Diff([]any{tc.wantAllocated, tc.wantWrite}, []any{allocated(c), write}); diff != "" {
+					t.Errorf("allocated, write (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// TestAFirstListIsAddedAsOneByOne: many claims at once (their seals checked
+// in parallel) leave the state and the writes that adding them one by one
+// does, a claim listed twice included.
+func TestAFirstListIsAddedAsOneByOne(t *testing.T) {
+	var cls []*quotav1alpha1.ResourceClaim
+	for i := range 2000 {
+		cl := claim(fmt.Sprintf("c%d", i), 1, i%3 != 0)
+		if i%7 == 0 {
+			cl.Status.DecisionSeal = "" // granted before seals: written again
+		}
+		if i%5 == 0 {
+			cl.Status.DecisionSeal = "forged"
+		}
+		cls = append(cls, cl)
+	}
+	cls = append(cls, cls[10])
+	trusted := func(cl *quotav1alpha1.ResourceClaim) bool { return cl.Status.DecisionSeal != "forged" }
+	one, batch := New(nil, trusted), New(nil, trusted)
+	for _, c := range []*Cache{one, batch} {
+		c.RegistrationChanged(&quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "widgets"},
+			Spec: quotav1alpha1.ResourceRegistrationSpec{ResourceType: "x.io/widgets", BaseUnit: "widget", Type: quotav1alpha1.RegistrationTypeEntity,
+				ConsumerType: quotav1alpha1.ConsumerTypeRef{APIGroup: orgRef.APIGroup, Kind: orgRef.Kind}}})
+	}
+	var wantWrite []string
+	for _, cl := range cls {
+		if one.ClaimAdded(cl) {
+			wantWrite = append(wantWrite, string(cl.UID))
+		}
+	}
+	gotWrite := batch.ClaimsAdded(cls)
+	if diff := cmp.Diff(wantWrite, gotWrite); diff != "" {
+		t.Errorf("claims to write (-one by one +at once):\n%s", diff)
+	}
+	if a, b := allocated(one), allocated(batch); a != b || a == 0 {
+		t.Errorf("allocated: one by one %d, at once %d; want equal and above 0", a, b)
+	}
+	for _, cl := range cls {
+		d1, _, _, k1 := one.ClaimDecision(string(cl.UID))
+		d2, _, _, k2 := batch.ClaimDecision(string(cl.UID))
+		if k1 != k2 || d1.Outcome != d2.Outcome {
+			t.Fatalf("claim %s: one by one %v (known %v), at once %v (known %v)", cl.Name, d1.Outcome, k1, d2.Outcome, k2)
+		}
 	}
 }
 

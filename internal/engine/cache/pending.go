@@ -220,8 +220,9 @@ type HeldClaim struct {
 // sorted by namespace/name.
 func (c *Cache) ClaimsOfObjectLocked(objectUID, policy string) []HeldClaim {
 	var out []HeldClaim
-	for uid, pol := range c.objectClaims[objectUID] {
-		if pol != policy {
+	for _, oc := range c.objectClaims[objectUID] {
+		uid := oc.claimUID
+		if oc.policy != policy {
 			continue
 		}
 		d, ok := c.acc.Decision(uid)
@@ -278,18 +279,27 @@ func (c *Cache) EndUpdate(objectUID string, token uint64) {
 
 // indexClaimLocked indexes a claim made by a policy by its object, so that
 // an update finds what its object holds.
+// objectClaim is a claim a policy made for an object.
+type objectClaim struct {
+	claimUID, policy string
+}
+
 func (c *Cache) indexClaimLocked(cl *quotav1alpha1.ResourceClaim) {
 	obj, pol := cl.Annotations[quotav1alpha1.AnnotationResourceUID], cl.Annotations[quotav1alpha1.AnnotationPolicy]
 	if obj == "" || pol == "" {
 		return
 	}
-	m := c.objectClaims[obj]
-	if m == nil {
-		m = map[string]string{}
-		c.objectClaims[obj] = m
+	uid := string(cl.UID)
+	list := c.objectClaims[obj]
+	for i := range list {
+		if list[i].claimUID == uid {
+			list[i].policy = pol
+			c.claimObject[uid] = obj
+			return
+		}
 	}
-	m[string(cl.UID)] = pol
-	c.claimObject[string(cl.UID)] = obj
+	c.objectClaims[obj] = append(list, objectClaim{claimUID: uid, policy: pol})
+	c.claimObject[uid] = obj
 }
 
 func (c *Cache) unindexClaimLocked(claimUID string) {
@@ -298,10 +308,10 @@ func (c *Cache) unindexClaimLocked(claimUID string) {
 		return
 	}
 	delete(c.claimObject, claimUID)
-	if m := c.objectClaims[obj]; m != nil {
-		delete(m, claimUID)
-		if len(m) == 0 {
-			delete(c.objectClaims, obj)
-		}
+	list := slices.DeleteFunc(c.objectClaims[obj], func(oc objectClaim) bool { return oc.claimUID == claimUID })
+	if len(list) == 0 {
+		delete(c.objectClaims, obj)
+	} else {
+		c.objectClaims[obj] = list
 	}
 }

@@ -7,8 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"hash"
 	"strconv"
-	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,7 +32,8 @@ const sealKeyField = "key"
 // with quotaplane controller on another cluster) carries no valid seal and
 // is decided again, never counted as free quota.
 type Sealer struct {
-	key []byte
+	key  []byte
+	macs sync.Pool // of *sealState keyed with key
 	// trustUnsealed is set for the one term that created the key: claims
 	// granted before seals existed (an upgrade) are trusted once, and
 	// sealed as their status is rewritten.
@@ -77,22 +79,42 @@ func LoadSealer(ctx context.Context, kube kubernetes.Interface, namespace string
 
 // Seal is the seal of a Granted decision on c.
 func (s *Sealer) Seal(c *quotav1alpha1.ResourceClaim) string {
-	var b strings.Builder
-	b.WriteString(string(c.UID))
-	b.WriteString("\n")
-	b.WriteString(convert.ConsumerID(c.Spec.ConsumerRef).String())
-	for _, r := range c.Spec.Requests {
-		b.WriteString("\n")
-		b.WriteString(string(r.ResourceType))
-		b.WriteString(" ")
-		b.WriteString(strconv.FormatInt(r.Amount, 10))
-		b.WriteString(" ")
-		b.WriteString(convert.Dimensions(r.Dimensions).Key())
+	var sum [sha256.Size]byte
+	return base64.RawURLEncoding.EncodeToString(s.sum(c, sum[:0]))
+}
+
+// sum appends the HMAC of c's sealed fields to out: UID, consumer, then per
+// request "type amount dims", newline-separated, then "Granted". The keyed
+// hashes and their input buffers are pooled: making one costs more than the
+// hashing, and a rebuild checks a million.
+func (s *Sealer) sum(c *quotav1alpha1.ResourceClaim, out []byte) []byte {
+	st, _ := s.macs.Get().(*sealState)
+	if st == nil {
+		st = &sealState{mac: hmac.New(sha256.New, s.key)}
 	}
-	b.WriteString("\nGranted")
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(b.String()))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	defer s.macs.Put(st)
+	b := append(st.buf[:0], c.UID...)
+	b = append(b, '\n')
+	b = append(b, convert.ConsumerID(c.Spec.ConsumerRef).String()...)
+	for _, r := range c.Spec.Requests {
+		b = append(b, '\n')
+		b = append(b, r.ResourceType...)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, r.Amount, 10)
+		b = append(b, ' ')
+		b = append(b, convert.Dimensions(r.Dimensions).Key()...)
+	}
+	b = append(b, "\nGranted"...)
+	st.buf = b
+	st.mac.Reset()
+	_, _ = st.mac.Write(b)
+	return st.mac.Sum(out)
+}
+
+// sealState is one pooled keyed hash with its input buffer.
+type sealState struct {
+	mac hash.Hash
+	buf []byte
 }
 
 // Trusted reports whether a claim's stored Granted status is one an engine
@@ -101,5 +123,13 @@ func (s *Sealer) Trusted(c *quotav1alpha1.ResourceClaim) bool {
 	if s.trustUnsealed && c.Status.DecisionSeal == "" {
 		return true
 	}
-	return hmac.Equal([]byte(c.Status.DecisionSeal), []byte(s.Seal(c)))
+	var sum, got [sha256.Size]byte
+	seal := c.Status.DecisionSeal
+	if len(seal) != base64.RawURLEncoding.EncodedLen(len(got)) {
+		return false
+	}
+	if n, err := base64.RawURLEncoding.Decode(got[:], []byte(seal)); err != nil || n != len(got) {
+		return false
+	}
+	return hmac.Equal(got[:], s.sum(c, sum[:0]))
 }

@@ -64,13 +64,21 @@ type claimState struct {
 	// levels are, per request in request order, the series it draws from:
 	// its consumer's first, then its ancestors' and groups' (levels.go).
 	levels [][]*bookkeeping.Series
+	// at is the claim's index in its consumer's all.
+	at int
 }
 
 type consumerState struct {
 	waiting []*claimState // undecided or denied, in creation order
 	claims  int           // claims of this consumer, of any outcome
-	all     map[*claimState]struct{}
+	// all are the consumer's claims, in no order (a slice: a map per
+	// consumer cost more than the claims' own state).
+	all []*claimState
 }
+
+// Reserve makes room for n more claims: a rebuild that knows how many are
+// coming adds them without the maps rehashing their way there.
+func (e *Accounts) Reserve(n int) { e.claims = bookkeeping.Grown(e.claims, n) }
 
 // New returns an empty engine.
 func New() *Accounts {

@@ -24,12 +24,13 @@ func (e *Accounts) AddClaim(c quota.Claim) {
 	}
 	q := e.consumers[c.Consumer]
 	if q == nil {
-		q = &consumerState{all: map[*claimState]struct{}{}}
+		q = &consumerState{}
 		e.consumers[c.Consumer] = q
 	}
 	e.wait(cs)
 	q.claims++
-	q.all[cs] = struct{}{}
+	cs.at = len(q.all)
+	q.all = append(q.all, cs)
 	if !e.dirty[c.Consumer] {
 		e.dirty[c.Consumer] = false
 	}
@@ -68,7 +69,11 @@ func (e *Accounts) RemoveClaim(uid string) {
 		}
 	}
 	if q := e.consumers[c.Consumer]; q != nil {
-		delete(q.all, cs)
+		last := len(q.all) - 1
+		q.all[cs.at] = q.all[last]
+		q.all[cs.at].at = cs.at
+		q.all[last] = nil
+		q.all = q.all[:last]
 		if q.claims--; q.claims == 0 {
 			delete(e.consumers, c.Consumer)
 		}

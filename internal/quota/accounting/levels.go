@@ -261,7 +261,7 @@ func (e *Accounts) refreshLevels() {
 				}
 				delete(e.levelKeys, x)
 				if q := e.consumers[x]; q != nil {
-					for cs := range q.all {
+					for _, cs := range q.all {
 						do(cs)
 					}
 				}

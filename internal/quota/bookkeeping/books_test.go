@@ -1,6 +1,7 @@
 package bookkeeping
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -221,5 +222,53 @@ func TestOnlyRegistrationsWhoseValidityChangesAreWrittenAgain(t *testing.T) {
 	}
 	if v := bk.RegistrationValidity("reg-a2"); !v.Valid {
 		t.Fatalf("reg-a2 after reg-a removed: %+v", v)
+	}
+}
+
+// TestABucketsGrantsAreFoundShortOrLong: a bucket keeps its grants in a
+// list, indexed once long; setting, changing and removing agree with a map.
+func TestABucketsGrantsAreFoundShortOrLong(t *testing.T) {
+	for _, n := range []int{1, indexGrantsAbove, 3 * indexGrantsAbove} {
+		b := &Bucket{}
+		want := map[string]int64{}
+		check := func(step string) {
+			t.Helper()
+			var sum int64
+			for uid, a := range want {
+				sum += a
+				if c, _, ok := b.grant(uid); !ok || c.Amount != a {
+					t.Fatalf("n=%d, %s: grant %s = %d (found %v), want %d", n, step, uid, c.Amount, ok, a)
+				}
+			}
+			if len(b.grants) != len(want) || b.Limit() != sum {
+				t.Fatalf("n=%d, %s: %d grants, limit %d; want %d, %d", n, step, len(b.grants), b.Limit(), len(want), sum)
+			}
+			if _, _, ok := b.grant("absent"); ok {
+				t.Fatalf("n=%d, %s: a grant never set is found", n, step)
+			}
+		}
+		for i := range n {
+			uid := fmt.Sprintf("g%d", i)
+			b.setGrant(uid, quota.GrantContribution{Amount: int64(i + 1)})
+			want[uid] = int64(i + 1)
+		}
+		check("set")
+		for i := 0; i < n; i += 2 {
+			uid := fmt.Sprintf("g%d", i)
+			if !b.removeGrant(uid) {
+				t.Fatalf("n=%d: removing %s found nothing", n, uid)
+			}
+			delete(want, uid)
+		}
+		if b.removeGrant("g0") {
+			t.Fatalf("n=%d: removing g0 twice found it", n)
+		}
+		check("removed")
+		for i := 1; i < n; i += 2 {
+			uid := fmt.Sprintf("g%d", i)
+			b.setGrant(uid, quota.GrantContribution{Amount: 100})
+			want[uid] = 100
+		}
+		check("changed")
 	}
 }

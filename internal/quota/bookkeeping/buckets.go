@@ -1,6 +1,7 @@
 package bookkeeping
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -16,7 +17,7 @@ func (bk *Books) SeriesFor(k Key) *Series {
 		bk.series[k] = s
 	}
 	if _, ok := s.buckets[""]; !ok {
-		b := &Bucket{grants: map[string]quota.GrantContribution{}}
+		b := &Bucket{}
 		s.buckets[""] = b
 		s.list = append(s.list, b)
 		bk.touch(s, "")
@@ -31,7 +32,7 @@ func (bk *Books) bucketFor(s *Series, dims quota.Dimensions) *Bucket {
 	if b, ok := s.buckets[key]; ok {
 		return b
 	}
-	b := &Bucket{key: key, dims: dims, grants: map[string]quota.GrantContribution{}}
+	b := &Bucket{key: key, dims: dims}
 	for _, r := range s.granted {
 		if dims.SubsetOf(r.dims) {
 			b.allocSum.Add(r.amount)
@@ -75,6 +76,18 @@ func (bk *Books) Drops() uint64 { return bk.drops }
 // a rebuild and a handful later: each round starts them anew, so that it
 // costs what changed since the last, not the most that ever changed.
 func Fresh[M ~map[K]V, K comparable, V any](m M) M { return make(M) }
+
+// Grown is m, or a copy of it with room for n more entries when it holds
+// fewer than n: a map grown entry by entry to a million rehashes its way
+// there. For a rebuild, that knows how many are coming.
+func Grown[M ~map[K]V, K comparable, V any](m M, n int) M {
+	if len(m) >= n {
+		return m
+	}
+	out := make(M, len(m)+n)
+	maps.Copy(out, m)
+	return out
+}
 
 // TakeDropped returns, and forgets, the keys of the series dropped since
 // the last call: a caller that keeps lists of series drops those that may
@@ -153,6 +166,7 @@ func (bk *Books) ConsumerBucketIDs(c quota.ConsumerID) []quota.BucketID {
 // buckets (possibly removed), grants and registrations whose validity may
 // have changed.
 func (bk *Books) TakeChanged() (buckets []quota.BucketID, grants, registrations []string) {
+	buckets = make([]quota.BucketID, 0, len(bk.changedBuckets))
 	for ref := range bk.changedBuckets {
 		buckets = append(buckets, quota.BucketID{Consumer: ref.s.key.Consumer, ResourceType: ref.s.key.ResourceType, Dims: ref.key})
 		if b, ok := ref.s.buckets[ref.key]; ok {
@@ -178,7 +192,7 @@ func (bk *Books) Status(s *Series, b *Bucket) quota.BucketStatus {
 	st := quota.BucketStatus{ID: quota.BucketID{Consumer: s.key.Consumer, ResourceType: s.key.ResourceType, Dims: b.dims.Key()}, Dims: b.dims,
 		Limit: b.Limit(), Allocated: b.Allocated(), Claims: b.claims}
 	for _, g := range b.grants {
-		st.Grants = append(st.Grants, g)
+		st.Grants = append(st.Grants, g.c)
 	}
 	slices.SortFunc(st.Grants, func(x, y quota.GrantContribution) int {
 		if c := strings.Compare(x.Namespace, y.Namespace); c != 0 {

@@ -85,7 +85,7 @@ func (bk *Books) applyGrant(uid string, g quota.Grant) quota.Validity {
 		s := bk.SeriesFor(Key{g.Consumer, a.ResourceType})
 		for _, gb := range a.Buckets {
 			b := bk.bucketFor(s, gb.Dims)
-			c := b.grants[uid]
+			c, _, _ := b.grant(uid)
 			c.Namespace, c.Name, c.Generation, c.ExpiresAt = g.Namespace, g.Name, g.Generation, g.Window.Until
 			c.Amount = quota.AddSat(c.Amount, gb.Amount)
 			b.setGrant(uid, c)
