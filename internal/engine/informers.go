@@ -265,7 +265,16 @@ func (f *firstList) flush() {
 // list are gathered in first, later events go through add, update and del
 // once first is flushed.
 func handleClaims(inf toolscache.SharedIndexInformer, synced *[]toolscache.InformerSynced, first *firstList, add, update, del func(*quotav1alpha1.ResourceClaim)) error {
-	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+	reg, err := inf.AddEventHandler(claimHandler(first, add, update, del))
+	if err != nil {
+		return err
+	}
+	*synced = append(*synced, reg.HasSynced)
+	return nil
+}
+
+func claimHandler(first *firstList, add, update, del func(*quotav1alpha1.ResourceClaim)) toolscache.ResourceEventHandlerDetailedFuncs {
+	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			c, ok := obj.(*quotav1alpha1.ResourceClaim)
 			if !ok || (initial && first.gather(c)) {
@@ -286,12 +295,7 @@ func handleClaims(inf toolscache.SharedIndexInformer, synced *[]toolscache.Infor
 				del(c)
 			}
 		},
-	})
-	if err != nil {
-		return err
 	}
-	*synced = append(*synced, reg.HasSynced)
-	return nil
 }
 
 // claimAdded learns a claim (cache.Cache.ClaimAdded), ties it to its object
