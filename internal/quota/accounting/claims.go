@@ -13,6 +13,11 @@ func (e *Accounts) AddClaim(c quota.Claim) {
 	if _, ok := e.claims[c.UID]; ok {
 		return
 	}
+	e.add(c, true)
+}
+
+// add adds a claim the accounts do not know, to the waiting ones if wait.
+func (e *Accounts) add(c quota.Claim, wait bool) *claimState {
 	e.refreshLevels()
 	cs := &claimState{claim: c, decision: quota.Decision{Outcome: quota.Pending}, levels: make([][]*bookkeeping.Series, len(c.Requests))}
 	e.claims[c.UID] = cs
@@ -27,26 +32,32 @@ func (e *Accounts) AddClaim(c quota.Claim) {
 		q = &consumerState{}
 		e.consumers[c.Consumer] = q
 	}
-	e.wait(cs)
+	if wait {
+		e.wait(cs)
+	}
 	q.claims++
 	cs.at = len(q.all)
 	q.all = append(q.all, cs)
 	if !e.dirty[c.Consumer] {
 		e.dirty[c.Consumer] = false
 	}
+	return cs
 }
 
 // RestoreGranted records a claim that was granted before (by this or an
 // earlier leader). It is allocated without a check: a grant is never
 // revoked, even when the limit has since been lowered.
 func (e *Accounts) RestoreGranted(c quota.Claim) {
-	e.AddClaim(c)
-	cs := e.claims[c.UID]
-	if cs.decision.Outcome == quota.Granted {
+	cs, known := e.claims[c.UID]
+	switch {
+	case !known:
+		cs = e.add(c, false)
+	case cs.decision.Outcome == quota.Granted:
 		return
+	default:
+		e.unwait(cs)
 	}
-	e.unwait(cs)
-	e.allocate(cs, quota.GrantedDecision(c))
+	e.allocate(cs, quota.Decision{}) // made when asked for (current)
 }
 
 // RemoveClaim forgets a claim and releases what it holds.
@@ -89,10 +100,22 @@ func (e *Accounts) Decision(uid string) (quota.Decision, bool) {
 	if !ok {
 		return quota.Decision{}, false
 	}
-	if cs.decision.Outcome == quota.Pending && cs.decision.Requests == nil {
-		return quota.PendingDecision(cs.claim), true
+	return cs.current(), true
+}
+
+// current is the claim's decision. A pending claim's and a restored
+// claim's are made when asked for: a rebuild restores a million granted
+// claims whose decisions are written, if ever, one at a time.
+func (cs *claimState) current() quota.Decision {
+	if cs.decision.Requests == nil {
+		switch cs.decision.Outcome {
+		case quota.Pending:
+			return quota.PendingDecision(cs.claim)
+		case quota.Granted:
+			return quota.GrantedDecision(cs.claim)
+		}
 	}
-	return cs.decision, true
+	return cs.decision
 }
 
 // Claim returns a known claim.

@@ -125,7 +125,7 @@ func (e *Accounts) DecideTogether(uids []string) (map[string]quota.Decision, boo
 			return out, false
 		}
 		if cs.decision.Outcome == quota.Granted {
-			out[uid] = cs.decision
+			out[uid] = cs.current()
 			continue
 		}
 		d := e.evaluate(cs)
