@@ -24,6 +24,11 @@ type Accounts struct {
 	// levels must be computed again.
 	info        map[quota.ConsumerID]quota.ConsumerInfo
 	groups      []string
+	// members index the consumers each valid group grant selects, by grant
+	// UID, kept as consumers change (SetConsumer, RemoveConsumer); shapes
+	// are what of each group grant decides its levels (groupShape).
+	members map[string]map[quota.ConsumerID]struct{}
+	shapes  map[string]string
 	levelsStale bool
 	levelCache  map[bookkeeping.Key][]*bookkeeping.Series
 	// levelDrops is the books' Drops() when levelCache was last cleared:
@@ -32,8 +37,8 @@ type Accounts struct {
 	// changedConsumers changed since the levels were computed; the claims
 	// of them and their descendants are computed again.
 	changedConsumers map[quota.ConsumerID]struct{}
-	// sharedRoom: a group level gained room or a limit (its members are
-	// not indexed); every consumer with waiting claims is decided again.
+	// sharedRoom: every claim's levels were computed again (a registration
+	// changed); every consumer with waiting claims is decided again.
 	sharedRoom bool
 	// roomAt are the levels that gained room or a limit since the last
 	// decision: the consumers beneath them (children) with waiting claims
@@ -94,5 +99,7 @@ func New() *Accounts {
 		children:         map[quota.ConsumerID]map[quota.ConsumerID]struct{}{},
 		waiters:          map[quota.ConsumerID]struct{}{},
 		levelKeys:        map[quota.ConsumerID][]string{},
+		members:          map[string]map[quota.ConsumerID]struct{}{},
+		shapes:           map[string]string{},
 	}
 }

@@ -12,8 +12,9 @@ import (
 // UpsertRegistration adds or replaces a registration. Grants and waiting
 // claims are validated again.
 func (e *Accounts) UpsertRegistration(r quota.Registration) {
-	e.books.UpsertRegistration(r)
-	e.registrationsChanged()
+	if e.books.UpsertRegistration(r) {
+		e.registrationsChanged()
+	}
 }
 
 // RemoveRegistration forgets a registration.
@@ -26,14 +27,14 @@ func (e *Accounts) RemoveRegistration(name string) {
 // registrationsChanged follows the books once the active registrations
 // changed and every grant was validated again: every claim's levels are
 // computed again, each grant's new validity is followed, and every consumer
-// is marked for a new decision.
+// with waiting claims is marked for a new decision (only those are decided).
 func (e *Accounts) registrationsChanged() {
 	e.hierarchyChanged()
 	for uid, g := range e.books.Grants() {
 		v, _ := e.books.GrantValidity(uid)
 		e.grantApplied(uid, g, v.Valid)
 	}
-	for c := range e.consumers {
+	for c := range e.waiters {
 		e.dirty[c] = true
 	}
 }

@@ -51,6 +51,7 @@ func (e *Accounts) SetConsumer(id quota.ConsumerID, info quota.ConsumerInfo) {
 		set[id] = struct{}{}
 	}
 	e.info[id] = info
+	e.membershipChanged(id)
 	e.consumerChanged(id)
 }
 
@@ -86,14 +87,20 @@ func (e *Accounts) beneath(c quota.ConsumerID, seen map[quota.ConsumerID]struct{
 }
 
 // roomGained records that level l gained room or a limit: its waiting
-// claims and those beneath it are decided again. A group's members are
-// not indexed: room there reaches every consumer with waiting claims.
+// claims and those beneath it are decided again; at a group, its members'
+// and those beneath them (the members index).
 func (e *Accounts) roomGained(l quota.ConsumerID) {
-	if l.IsGroup() {
-		e.sharedRoom = true
+	if !l.IsGroup() {
+		e.roomAt[l] = struct{}{}
 		return
 	}
-	e.roomAt[l] = struct{}{}
+	for _, uid := range e.groups {
+		if g, _ := e.books.Grant(uid); g.Consumer == l {
+			for m := range e.members[uid] {
+				e.roomAt[m] = struct{}{}
+			}
+		}
+	}
 }
 
 // hierarchyChanged marks every claim's levels for computing again.
@@ -121,22 +128,87 @@ func (e *Accounts) RemoveConsumer(id quota.ConsumerID) {
 	}
 	// Its children still name it: a change reaches them through it.
 	delete(e.info, id)
+	e.membershipChanged(id)
 	e.consumerChanged(id)
 }
 
-// groupChanged keeps the list of valid group grants.
+// groupChanged keeps the list of valid group grants and their members. A
+// group created, deleted, or given another selector, kind or resource types
+// changes the levels of its members' claims and of those beneath them (the
+// claims of the consumers it selects, or selected); a group grant whose
+// amounts alone changed changes no levels.
 func (e *Accounts) groupChanged(uid string, g quota.Grant, valid bool) {
 	i, found := slices.BinarySearch(e.groups, uid)
 	isGroup := valid && g.Group != nil
 	switch {
-	case isGroup && !found:
-		e.groups = slices.Insert(e.groups, i, uid)
-	case !isGroup && found:
-		e.groups = slices.Delete(e.groups, i, i+1)
-	case !isGroup:
+	case !isGroup && !found:
+		return
+	case isGroup && found && e.shapes[uid] == groupShape(g):
 		return
 	}
-	e.hierarchyChanged()
+	for m := range e.members[uid] {
+		e.consumerChanged(m) // selected before
+	}
+	if !isGroup {
+		e.groups = slices.Delete(e.groups, i, i+1)
+		delete(e.members, uid)
+		delete(e.shapes, uid)
+		return
+	}
+	if !found {
+		e.groups = slices.Insert(e.groups, i, uid)
+	}
+	// Who it selects now: every consumer is matched once, as the group is
+	// created or its selector changes (its members are kept from then on).
+	set := map[quota.ConsumerID]struct{}{}
+	for c := range e.info {
+		e.visits++
+		if e.selects(g.Group, c) {
+			set[c] = struct{}{}
+			e.consumerChanged(c)
+		}
+	}
+	e.members[uid] = set
+	e.shapes[uid] = groupShape(g)
+}
+
+// groupShape is what of a group grant decides which levels claims have:
+// its consumer, the kind and selector of the group, its resource types.
+func groupShape(g quota.Grant) string {
+	var b strings.Builder
+	b.WriteString(g.Consumer.String())
+	if g.Group != nil {
+		b.WriteString("\n" + g.Group.Kind.String() + "\n")
+		if g.Group.Selector != nil {
+			b.WriteString(g.Group.Selector.String())
+		} else {
+			b.WriteString("<none>")
+		}
+	}
+	types := make([]string, 0, len(g.Allowances))
+	for _, a := range g.Allowances {
+		types = append(types, a.ResourceType)
+	}
+	slices.Sort(types)
+	b.WriteString("\n" + strings.Join(types, ","))
+	return b.String()
+}
+
+// membershipChanged keeps the group members index as consumer id changed
+// (created, relabelled, deleted: gone when not in info).
+func (e *Accounts) membershipChanged(id quota.ConsumerID) {
+	for _, uid := range e.groups {
+		g, _ := e.books.Grant(uid)
+		set := e.members[uid]
+		if set == nil {
+			continue
+		}
+		if e.selects(g.Group, id) {
+			set[id] = struct{}{}
+		} else {
+			delete(set, id)
+		}
+	}
 }
 
 // levelsOf lists the series a request of consumer c for a resource type
@@ -335,14 +407,12 @@ func (e *Accounts) GroupMembers(id quota.ConsumerID) []quota.ConsumerID {
 		if g.Consumer != id {
 			continue
 		}
-		for c := range e.info {
-			if e.selects(g.Group, c) {
-				out = append(out, c)
-			}
+		for c := range e.members[uid] {
+			out = append(out, c)
 		}
 	}
 	slices.SortFunc(out, func(a, b quota.ConsumerID) int { return strings.Compare(a.String(), b.String()) })
-	return out
+	return slices.Compact(out)
 }
 
 // spreadSharedRoom marks for a new decision the consumers with waiting

@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"maps"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -210,7 +211,16 @@ func FuzzHierarchyNeverOverAllocates(f *testing.F) {
 				orgGrants[g.UID] = g
 				e.UpsertGrant(g)
 			case 4:
-				e.UpsertGrant(group("g"+string(rune('0'+rng.IntN(2))), amount(), "quota.miloapis.com/team=data"))
+				// A group grant raised, given another selector, or deleted.
+				uid := "g" + string(rune('0'+rng.IntN(2)))
+				switch rng.IntN(4) {
+				case 0:
+					e.RemoveGrant(uid)
+				case 1:
+					e.UpsertGrant(group(uid, amount(), "quota.miloapis.com/team=web"))
+				default:
+					e.UpsertGrant(group(uid, amount(), "quota.miloapis.com/team=data"))
+				}
 			case 5:
 				team := []string{"data", "web"}[rng.IntN(2)]
 				e.SetConsumer(proj(projects[rng.IntN(3)]), quota.ConsumerInfo{Parent: &org, Labels: map[string]string{"quota.miloapis.com/team": team}})
@@ -286,6 +296,18 @@ func checkBudget(t *testing.T, d quota.Grant, stored, orgGrants map[string]quota
 // its series.
 func checkLevels(t *testing.T, e *Accounts) {
 	t.Helper()
+	for _, uid := range e.groups {
+		g, _ := e.books.Grant(uid)
+		want := map[quota.ConsumerID]struct{}{}
+		for c := range e.info {
+			if e.selects(g.Group, c) {
+				want[c] = struct{}{}
+			}
+		}
+		if !maps.Equal(want, e.members[uid]) {
+			t.Fatalf("group grant %s: members index %v, its selector selects %v", uid, e.members[uid], want)
+		}
+	}
 	for _, cs := range e.claims {
 		for i, r := range cs.claim.Requests {
 			want := e.computeLevels(cs.claim.Consumer, r.ResourceType)

@@ -8,14 +8,18 @@ import (
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
+var walkRegistration = quota.Registration{Name: "vcpu", Created: t0, ResourceType: vcpu, ConsumerType: project, BaseUnit: "core",
+	Claiming: []quota.GroupKind{{Group: "", Kind: "ConfigMap"}}, Levels: []quota.GroupKind{orgType}}
+
 // walkWorld is n organizations of two projects each, every level granted,
 // each project holding two granted claims; one organization (the last) is
 // full, and one claim waits there.
 func walkWorld(t *testing.T, n int) *Accounts {
 	t.Helper()
 	e := New()
-	e.UpsertRegistration(quota.Registration{Name: "vcpu", Created: t0, ResourceType: vcpu, ConsumerType: project, BaseUnit: "core",
-		Claiming: []quota.GroupKind{{Group: "", Kind: "ConfigMap"}}, Levels: []quota.GroupKind{orgType}})
+	e.UpsertRegistration(walkRegistration)
+	// A group of the projects labelled team=data: org-1's two.
+	e.UpsertGrant(group("data", 100, "quota.miloapis.com/team=data"))
 	seq := 0
 	for i := range n {
 		o := quota.ConsumerID{APIGroup: orgType.Group, Kind: orgType.Kind, Name: fmt.Sprintf("org-%d", i)}
@@ -27,7 +31,11 @@ func walkWorld(t *testing.T, n int) *Accounts {
 		e.UpsertGrant(grant(o.Name, o, vcpu, quota.GrantBucket{Amount: limit}))
 		for p := range 2 {
 			pid := proj(fmt.Sprintf("org-%d-p%d", i, p))
-			e.SetConsumer(pid, quota.ConsumerInfo{Parent: &o})
+			var team map[string]string
+			if i == 1 {
+				team = map[string]string{"quota.miloapis.com/team": "data"}
+			}
+			e.SetConsumer(pid, quota.ConsumerInfo{Parent: &o, Labels: team})
 			e.UpsertGrant(grant(pid.Name, pid, vcpu, quota.GrantBucket{Amount: 10}))
 			for c := range 2 {
 				seq++
@@ -80,6 +88,17 @@ func TestNothingUnderTheLockWalksEveryConsumer(t *testing.T) {
 			o := quota.ConsumerID{APIGroup: orgType.Group, Kind: orgType.Kind, Name: "org-5"}
 			e.UpsertGrant(grant(o.Name, o, vcpu, quota.GrantBucket{Amount: 200}))
 			e.Decide()
+		}},
+		{"registration seen again", func(e *Accounts, n int) {
+			e.UpsertRegistration(walkRegistration)
+			e.Decide()
+		}},
+		{"group grant raised", func(e *Accounts, n int) {
+			e.UpsertGrant(group("data", 200, "quota.miloapis.com/team=data"))
+			e.Decide()
+			if got := e.GroupMembers(quota.GroupID("milo-system", "data")); len(got) != 2 {
+				t.Fatalf("the group selects %v; want org-1's two projects", got)
+			}
 		}},
 		{"project moved", func(e *Accounts, n int) {
 			o := quota.ConsumerID{APIGroup: orgType.Group, Kind: orgType.Kind, Name: "org-9"}

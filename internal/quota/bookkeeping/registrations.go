@@ -2,17 +2,22 @@ package bookkeeping
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 
 	"github.com/quotaplane/quotaplane/internal/quota"
 )
 
-// UpsertRegistration adds or replaces a registration. Every grant is
-// validated again.
-func (bk *Books) UpsertRegistration(r quota.Registration) {
-	bk.regs[r.Name] = r
+// UpsertRegistration adds or replaces a registration, and reports whether
+// it changed; when it did, every grant is validated again.
+func (bk *Books) UpsertRegistration(r quota.Registration) (changed bool) {
 	bk.changedRegs[r.Name] = struct{}{}
+	if old, ok := bk.regs[r.Name]; ok && reflect.DeepEqual(old, r) {
+		return false // seen again (a resync, a status write): its status is written, nothing else changes
+	}
+	bk.regs[r.Name] = r
 	bk.registrationsChanged()
+	return true
 }
 
 // RemoveRegistration forgets a registration; false when it was not known.
