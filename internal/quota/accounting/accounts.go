@@ -22,13 +22,13 @@ type Accounts struct {
 	// Hierarchy (levels.go): what is known of each consumer object, the
 	// valid group grants by UID in a stable order, and whether claims'
 	// levels must be computed again.
-	info        map[quota.ConsumerID]quota.ConsumerInfo
-	groups      []string
+	info   map[quota.ConsumerID]quota.ConsumerInfo
+	groups []string
 	// members index the consumers each valid group grant selects, by grant
 	// UID, kept as consumers change (SetConsumer, RemoveConsumer); shapes
 	// are what of each group grant decides its levels (groupShape).
-	members map[string]map[quota.ConsumerID]struct{}
-	shapes  map[string]string
+	members     map[string]map[quota.ConsumerID]struct{}
+	shapes      map[string]string
 	levelsStale bool
 	levelCache  map[bookkeeping.Key][]*bookkeeping.Series
 	// levelDrops is the books' Drops() when levelCache was last cleared:
