@@ -62,7 +62,7 @@ func quorumInformer(client *rest.RESTClient, codec runtime.ParameterCodec, resou
 			return client.Get().Resource(resource).VersionedParams(&opts, codec).Watch(ctx)
 		},
 	}
-	return toolscache.NewSharedIndexInformer(lw, obj, 0, toolscache.Indexers{})
+	return reconcile.LeanInformer(toolscache.NewSharedIndexInformer(lw, obj, 0, toolscache.Indexers{}))
 }
 
 // stored reads an object of type T from an informer's store.
@@ -190,7 +190,7 @@ func (t *term) startInformers(ctx context.Context) error {
 	}
 	// A kind installed or changed has its policies judged again against
 	// its schema (a field they read may not exist).
-	crds := metadatainformer.NewFilteredMetadataInformer(t.r.metadata, crdResource, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer()
+	crds := reconcile.LeanInformer(metadatainformer.NewFilteredMetadataInformer(t.r.metadata, crdResource, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer())
 	if _, err := crds.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    t.kindsChanged,
 		UpdateFunc: func(_, obj any) { t.kindsChanged(obj) },

@@ -163,7 +163,7 @@ func (c *controller) informer(obj client.Object, list client.ObjectList, labelSe
 			return c.client.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &opts})
 		},
 	}
-	return cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return reconcile.LeanInformer(cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
 }
 
 func grantTriggerIndex(obj any) ([]string, error) {

@@ -30,5 +30,5 @@ func NewInformer(cl client.WithWatch, obj client.Object, list client.ObjectList,
 			return cl.Watch(ctx, list.DeepCopyObject().(client.ObjectList), opts(o))
 		},
 	}
-	return toolscache.NewSharedIndexInformer(lw, obj, resync, toolscache.Indexers{})
+	return LeanInformer(toolscache.NewSharedIndexInformer(lw, obj, resync, toolscache.Indexers{}))
 }

@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 )
 
 // TestRun: a key that fails is retried until it succeeds; one whose object
@@ -95,5 +97,23 @@ func TestRunRequeue(t *testing.T) {
 	<-done
 	if diff := cmp.Diff(map[string]int{"poll": 3, "missing": 2, "fine": 1}, calls); diff != "" {
 		t.Errorf("reconciles per key (-want +got):\n%s", diff)
+	}
+}
+
+// TestAnInformersCopyIsLean: managed fields are dropped from what an
+// informer keeps, and nothing else.
+func TestAnInformersCopyIsLean(t *testing.T) {
+	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"k": "v"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}}}
+	out, err := Lean(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := out.(*metav1.PartialObjectMetadata)
+	if m.ManagedFields != nil || m.Name != "a" || m.Labels["k"] != "v" {
+		t.Errorf("lean copy: %+v; want the managed fields gone and the rest kept", m.ObjectMeta)
+	}
+	if _, err := Lean(cache.DeletedFinalStateUnknown{Key: "a"}); err != nil {
+		t.Errorf("a tombstone: %v", err)
 	}
 }

@@ -76,7 +76,7 @@ func listWatch(cl client.WithWatch, obj client.Object, list client.ObjectList, i
 			return cl.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &opts})
 		},
 	}
-	return toolscache.NewSharedIndexInformer(lw, obj, resyncPeriod, indexers)
+	return reconcile.LeanInformer(toolscache.NewSharedIndexInformer(lw, obj, resyncPeriod, indexers))
 }
 
 func projectOwner(obj any) ([]string, error) {

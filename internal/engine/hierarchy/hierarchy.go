@@ -97,7 +97,7 @@ func Watch(ctx context.Context, relations []ParentRelation, also []quota.GroupKi
 		if w, ok := consumers.(KindWatcher); ok {
 			w.Watching(gk)
 		}
-		inf := metadatainformer.NewFilteredMetadataInformer(md, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+		inf := reconcile.LeanInformer(metadatainformer.NewFilteredMetadataInformer(md, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer())
 		set := func(obj any) {
 			m, err := reconcile.Meta(obj)
 			if err != nil {

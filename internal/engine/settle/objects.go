@@ -172,7 +172,7 @@ func (w *ObjectWatch) informerFor(ctx context.Context, plane string, gvr schema.
 		cur.stop()
 	}
 	wctx, stop := context.WithCancel(ctx)
-	inf := metadatainformer.NewFilteredMetadataInformer(md, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	inf := reconcile.LeanInformer(metadatainformer.NewFilteredMetadataInformer(md, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer())
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			o, ok := reconcile.Unwrap(obj).(metav1.Object)
@@ -242,7 +242,7 @@ func (w *ObjectWatch) startCRDWatchLocked(ctx context.Context) {
 	}
 	w.crdWatch = true
 	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	inf := metadatainformer.NewFilteredMetadataInformer(w.metadata, crds, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	inf := reconcile.LeanInformer(metadatainformer.NewFilteredMetadataInformer(w.metadata, crds, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer())
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(metav1.Object)

@@ -122,8 +122,8 @@ func (p *Placement) WaitFor(ns string, id quota.BucketID) {
 		return
 	}
 	p.watching = true
-	inf := metadatainformer.NewFilteredMetadataInformer(p.metadata, corev1.SchemeGroupVersion.WithResource("namespaces"),
-		metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer()
+	inf := reconcile.LeanInformer(metadatainformer.NewFilteredMetadataInformer(p.metadata, corev1.SchemeGroupVersion.WithResource("namespaces"),
+		metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer())
 	appeared := func(obj any) {
 		if o, err := reconcile.Meta(obj); err == nil && o.GetDeletionTimestamp() == nil {
 			p.namespaceAppeared(o.GetName())
@@ -193,7 +193,7 @@ func (p *Placement) startProjects() (toolscache.SharedIndexInformer, error) {
 		p.notServed = time.Now()
 		return nil, nil
 	}
-	inf := metadatainformer.NewFilteredMetadataInformer(p.metadata, gvr, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer()
+	inf := reconcile.LeanInformer(metadatainformer.NewFilteredMetadataInformer(p.metadata, gvr, metav1.NamespaceAll, 0, toolscache.Indexers{}, nil).Informer())
 	// A project's organization known or changed: its buckets move there.
 	moved := func(obj any) {
 		if m, err := reconcile.Meta(obj); err == nil {
