@@ -37,12 +37,17 @@ func engineOptions() engine.Options {
 	return o
 }
 
+// ownServes are the -test.bench values whose benchmarks start serve
+// processes of their own: TestMain starts no server for them.
+var ownServes = map[string]bool{"BenchmarkReplicas": true, "BenchmarkServeScale": true, "BenchmarkServeScale$": true}
+
 func TestMain(m *testing.M) {
 	// Only benchmarks use the server: `go test ./...` runs none, and starts
 	// no server for nothing.
 	flag.Parse()
-	// BenchmarkReplicas runs serve processes of its own.
-	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" || f.Value.String() == "BenchmarkReplicas" {
+	// BenchmarkReplicas and BenchmarkServeScale run serve processes of
+	// their own.
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" || ownServes[f.Value.String()] {
 		os.Exit(m.Run())
 	}
 	testserver.Quiet()
