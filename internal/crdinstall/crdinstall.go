@@ -3,16 +3,17 @@ package crdinstall
 import (
 	"context"
 	"fmt"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apiserver/pkg/authentication/user"
+	"strings"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -119,8 +120,8 @@ func InstallRoles(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	for _, want := range roles {
-		err := retry.OnError(retry.DefaultRetry, func(err error) bool {
-			return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+		err := retry.OnError(startupBackoff, func(err error) bool {
+			return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || notReadyYet(err)
 		}, func() error {
 			have, err := client.RbacV1().ClusterRoles().Get(ctx, want.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
@@ -144,6 +145,18 @@ func InstallRoles(ctx context.Context, cfg *rest.Config) error {
 	return bindReviewers(ctx, client)
 }
 
+// startupBackoff bounds the retries of a write made while the server starts:
+// about two minutes. With a million objects stored, admission plugins'
+// informers take that long to list them, and refuse writes until they have.
+var startupBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 1.5, Jitter: 0.1, Steps: 40, Cap: 5 * time.Second}
+
+// notReadyYet reports an error that passes once the server has started: an
+// admission plugin not ready yet (a 403 saying so), or the server busy.
+func notReadyYet(err error) bool {
+	return (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "not yet ready to handle request")) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err)
+}
+
 // ReviewerRole is the ClusterRole every authenticated user is bound to:
 // creating QuotaReviews, as system:basic-user creates
 // SelfSubjectAccessReviews.
@@ -155,7 +168,10 @@ func bindReviewers(ctx context.Context, client kubernetes.Interface) error {
 	b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ReviewerRole, Labels: map[string]string{"app.kubernetes.io/part-of": "quotaplane"}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ReviewerRole},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: user.AllAuthenticated}}}
-	_, err := client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+	err := retry.OnError(startupBackoff, notReadyYet, func() error {
+		_, err := client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("binding ClusterRole %s to %s: %w", ReviewerRole, user.AllAuthenticated, err)
 	}
