@@ -165,11 +165,20 @@ func (t *term) startInformers(ctx context.Context) error {
 			go t.settler.SettleBudgetHolds()
 		}
 	}
-	if err := handle(t.grantInformer, &synced, grantChanged, grantChanged, grantDeleted); err != nil {
+	grantsAdded := func(gs []*quotav1alpha1.ResourceGrant) {
+		for _, g := range gs {
+			t.fresh.observed(g.ResourceVersion)
+		}
+		if t.cache.GrantsAdded(gs) {
+			go t.settler.SettleBudgetHolds()
+		}
+	}
+	firstGrants := &firstList[*quotav1alpha1.ResourceGrant]{add: grantsAdded}
+	if err := handleFirst(t.grantInformer, &synced, firstGrants, grantChanged, grantChanged, grantDeleted); err != nil {
 		return err
 	}
-	first := &firstList{add: t.claimsAdded}
-	if err := handleClaims(t.claimInformer, &synced, first, t.claimAdded, t.claimUpdated, t.claimDeleted); err != nil {
+	firstClaims := &firstList[*quotav1alpha1.ResourceClaim]{add: t.claimsAdded}
+	if err := handleFirst(t.claimInformer, &synced, firstClaims, t.claimAdded, t.claimUpdated, t.claimDeleted); err != nil {
 		return err
 	}
 	// A bucket object changed by someone else is put back.
@@ -201,7 +210,9 @@ func (t *term) startInformers(ctx context.Context) error {
 	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())
 	}
-	first.flush() // every claim of the first list is gathered: add them
+	// Every grant and claim of the first lists is gathered: add them.
+	firstGrants.flush()
+	firstClaims.flush()
 
 	t.fresh.observed(t.grantInformer.LastSyncResourceVersion())
 	return nil
@@ -221,19 +232,20 @@ func (t *term) claimsAdded(cls []*quotav1alpha1.ResourceClaim) {
 	}
 }
 
-// firstList gathers the claims of the claim informer's first list so that
-// they are added at once: their seals checked in parallel, the maps sized
-// for them (a million claims added one by one took three times as long).
-// Any later event adds what was gathered first, so events keep their order.
-type firstList struct {
-	mu     sync.Mutex
-	claims []*quotav1alpha1.ResourceClaim
-	added  atomic.Bool
-	add    func([]*quotav1alpha1.ResourceClaim)
+// firstList gathers the objects of an informer's first list so that they
+// are added at once: claims with their seals checked in parallel, the maps
+// sized for them (a million claims added one by one took three times as
+// long). Any later event adds what was gathered first, so events keep their
+// order.
+type firstList[T any] struct {
+	mu    sync.Mutex
+	items []T
+	added atomic.Bool
+	add   func([]T)
 }
 
-// gather keeps c for later and reports true, unless the list was added.
-func (f *firstList) gather(c *quotav1alpha1.ResourceClaim) bool {
+// gather keeps o for later and reports true, unless the list was added.
+func (f *firstList[T]) gather(o T) bool {
 	if f.added.Load() {
 		return false
 	}
@@ -242,12 +254,12 @@ func (f *firstList) gather(c *quotav1alpha1.ResourceClaim) bool {
 	if f.added.Load() {
 		return false
 	}
-	f.claims = append(f.claims, c)
+	f.items = append(f.items, o)
 	return true
 }
 
 // flush adds what was gathered, once.
-func (f *firstList) flush() {
+func (f *firstList[T]) flush() {
 	if f.added.Load() {
 		return
 	}
@@ -256,16 +268,15 @@ func (f *firstList) flush() {
 	if f.added.Load() {
 		return
 	}
-	f.add(f.claims)
-	f.claims = nil
+	f.add(f.items)
+	f.items = nil
 	f.added.Store(true)
 }
 
-// handleClaims is handle for the claim informer: the claims of its first
-// list are gathered in first, later events go through add, update and del
-// once first is flushed.
-func handleClaims(inf toolscache.SharedIndexInformer, synced *[]toolscache.InformerSynced, first *firstList, add, update, del func(*quotav1alpha1.ResourceClaim)) error {
-	reg, err := inf.AddEventHandler(claimHandler(first, add, update, del))
+// handleFirst is handle for an informer whose first list is gathered in
+// first; later events go through add, update and del once first is flushed.
+func handleFirst[T any](inf toolscache.SharedIndexInformer, synced *[]toolscache.InformerSynced, first *firstList[T], add, update, del func(T)) error {
+	reg, err := inf.AddEventHandler(firstHandler(first, add, update, del))
 	if err != nil {
 		return err
 	}
@@ -273,26 +284,26 @@ func handleClaims(inf toolscache.SharedIndexInformer, synced *[]toolscache.Infor
 	return nil
 }
 
-func claimHandler(first *firstList, add, update, del func(*quotav1alpha1.ResourceClaim)) toolscache.ResourceEventHandlerDetailedFuncs {
+func firstHandler[T any](first *firstList[T], add, update, del func(T)) toolscache.ResourceEventHandlerDetailedFuncs {
 	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			c, ok := obj.(*quotav1alpha1.ResourceClaim)
-			if !ok || (initial && first.gather(c)) {
+			o, ok := obj.(T)
+			if !ok || (initial && first.gather(o)) {
 				return
 			}
 			first.flush()
-			add(c)
+			add(o)
 		},
 		UpdateFunc: func(_, obj any) {
-			if c, ok := obj.(*quotav1alpha1.ResourceClaim); ok {
+			if o, ok := obj.(T); ok {
 				first.flush()
-				update(c)
+				update(o)
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if c, ok := reconcile.Unwrap(obj).(*quotav1alpha1.ResourceClaim); ok {
+			if o, ok := reconcile.Unwrap(obj).(T); ok {
 				first.flush()
-				del(c)
+				del(o)
 			}
 		},
 	}

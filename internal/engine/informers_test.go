@@ -22,12 +22,12 @@ func TestTheFirstListIsAddedBeforeAnyLaterEvent(t *testing.T) {
 	for _, later := range []string{"add", "update", "delete", "none"} {
 		t.Run(later, func(t *testing.T) {
 			var seen []string
-			first := &firstList{add: func(cls []*quotav1alpha1.ResourceClaim) {
+			first := &firstList[*quotav1alpha1.ResourceClaim]{add: func(cls []*quotav1alpha1.ResourceClaim) {
 				for _, c := range cls {
 					seen = append(seen, "listed "+c.Name)
 				}
 			}}
-			h := claimHandler(first,
+			h := firstHandler(first,
 				func(c *quotav1alpha1.ResourceClaim) { seen = append(seen, "added "+c.Name) },
 				func(c *quotav1alpha1.ResourceClaim) { seen = append(seen, "updated "+c.Name) },
 				func(c *quotav1alpha1.ResourceClaim) { seen = append(seen, "deleted "+c.Name) })

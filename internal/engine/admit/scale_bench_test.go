@@ -575,11 +575,12 @@ func (w scaleWorld) stored() scaleStored {
 type rebuildOrder string
 
 const (
-	// hierarchyFirst: the projects and grants, then the claim informer's
-	// first list, added at once (Cache.ClaimsAdded, as a term does).
+	// hierarchyFirst: the projects, then the grant and claim informers'
+	// first lists, each added at once (Cache.GrantsAdded, ClaimsAdded), as a
+	// term does.
 	hierarchyFirst rebuildOrder = "hierarchy-first"
-	// claimsFirst: the claims' first list at once, then the hierarchy and
-	// grants (their lists arrive after the claims').
+	// claimsFirst: the claims' first list at once, then the grants', then
+	// the projects (the hierarchy watch's lists arriving last).
 	claimsFirst rebuildOrder = "claims-first"
 	// perOrganization: organization by organization, its projects, grants
 	// and claims one at a time (Cache.ClaimAdded, as events arrive).
@@ -592,27 +593,34 @@ func (st scaleStored) rebuild(b *testing.B, w scaleWorld, order rebuildOrder) *c
 	defer cache.HoldCollector()() // as a term does: held only under GOMEMLIMIT
 	c := w.newScaleCache()
 	const grantsPerOrg = 1 + scaleProjects
-	org := func(i int, claims bool) {
+	projects := func(i int) {
 		for _, id := range st.projects[i*scaleProjects : (i+1)*scaleProjects] {
 			c.SetConsumer(id, st.parents[i])
 		}
-		for _, g := range st.grants[i*grantsPerOrg : (i+1)*grantsPerOrg] {
-			c.GrantChanged(g)
+	}
+	switch order {
+	case hierarchyFirst:
+		for i := range w.orgs {
+			projects(i)
 		}
-		if claims {
+		c.GrantsAdded(st.grants)
+		c.ClaimsAdded(st.claims)
+	case claimsFirst:
+		c.ClaimsAdded(st.claims)
+		c.GrantsAdded(st.grants)
+		for i := range w.orgs {
+			projects(i)
+		}
+	case perOrganization:
+		for i := range w.orgs {
+			projects(i)
+			for _, g := range st.grants[i*grantsPerOrg : (i+1)*grantsPerOrg] {
+				c.GrantChanged(g)
+			}
 			for _, cl := range st.claims[i*scaleClaimsPerOrg : (i+1)*scaleClaimsPerOrg] {
 				c.ClaimAdded(cl)
 			}
 		}
-	}
-	if order == claimsFirst {
-		c.ClaimsAdded(st.claims)
-	}
-	for i := range w.orgs {
-		org(i, order == perOrganization)
-	}
-	if order == hierarchyFirst {
-		c.ClaimsAdded(st.claims)
 	}
 	settleRebuild(b, c)
 	return c

@@ -188,15 +188,56 @@ func (c *Cache) RegistrationDeleted(name string) {
 // GrantChanged learns a grant. It reports whether budget holds exist, which
 // the grant may have settled.
 func (c *Cache) GrantChanged(g *quotav1alpha1.ResourceGrant) (holds bool) {
-	c.mu.Lock()
-	c.grantKeys[string(g.UID)] = formats.Key(g.Namespace, g.Name)
 	qg := convert.Grant(g)
-	qg.Phase = c.phaseOfLocked(g, qg.Window)
-	c.acc.UpsertGrant(qg)
+	c.mu.Lock()
+	c.upsertGrantLocked(g, qg)
 	holds = len(c.budgetHolds) > 0
 	c.mu.Unlock()
 	c.Notify()
 	return holds
+}
+
+func (c *Cache) upsertGrantLocked(g *quotav1alpha1.ResourceGrant, qg quota.Grant) {
+	c.grantKeys[string(g.UID)] = formats.Key(g.Namespace, g.Name)
+	qg.Phase = c.phaseOfLocked(g, qg.Window)
+	c.acc.UpsertGrant(qg)
+}
+
+// GrantsAdded is GrantChanged for many grants at once: the grant informer's
+// first list, as a term starts. They are converted outside the lock, in
+// parallel, and the maps are sized for them before they are added.
+func (c *Cache) GrantsAdded(gs []*quotav1alpha1.ResourceGrant) (holds bool) {
+	qgs := make([]quota.Grant, len(gs))
+	levels := 0
+	inParallel(len(gs), func(i int) { qgs[i] = convert.Grant(gs[i]) })
+	for _, qg := range qgs {
+		levels += len(qg.Allowances)
+	}
+	c.mu.Lock()
+	c.grantKeys = bookkeeping.Grown(c.grantKeys, len(gs))
+	c.acc.ReserveGrants(len(gs), levels)
+	for i, g := range gs {
+		c.upsertGrantLocked(g, qgs[i])
+	}
+	holds = len(c.budgetHolds) > 0
+	c.mu.Unlock()
+	c.Notify()
+	return holds
+}
+
+// inParallel calls do for 0..n-1 on GOMAXPROCS goroutines (one for few),
+// and returns when every call has.
+func inParallel(n int, do func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+255)/256)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				do(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // GrantDeleted forgets a grant; like GrantChanged it reports whether budget
@@ -270,17 +311,10 @@ func (c *Cache) ClaimsAdded(cls []*quotav1alpha1.ResourceClaim) (write []string)
 	defer c.Notify()
 	qcs := make([]quota.Claim, len(cls))
 	sealed := make([]bool, len(cls))
-	workers := min(runtime.GOMAXPROCS(0), (len(cls)+255)/256)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(cls); i += workers {
-				qcs[i] = convert.Claim(cls[i])
-				sealed[i] = convert.IsGranted(cls[i]) && c.trusted(cls[i])
-			}
-		})
-	}
-	wg.Wait()
+	inParallel(len(cls), func(i int) {
+		qcs[i] = convert.Claim(cls[i])
+		sealed[i] = convert.IsGranted(cls[i]) && c.trusted(cls[i])
+	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.claimKeys = bookkeeping.Grown(c.claimKeys, len(cls))

@@ -85,6 +85,10 @@ type consumerState struct {
 // coming adds them without the maps rehashing their way there.
 func (e *Accounts) Reserve(n int) { e.claims = bookkeeping.Grown(e.claims, n) }
 
+// ReserveGrants makes room for n more grants giving quota at about levels
+// consumers' levels (their allowances), as Reserve does for claims.
+func (e *Accounts) ReserveGrants(n, levels int) { e.books.Reserve(n, levels) }
+
 // New returns an empty engine.
 func New() *Accounts {
 	return &Accounts{

@@ -153,6 +153,16 @@ func (b *Bucket) removeGrant(uid string) bool {
 	return true
 }
 
+// Reserve makes room for n more grants and series more series: a rebuild
+// that knows how many are coming adds them without the maps rehashing their
+// way there.
+func (bk *Books) Reserve(grants, series int) {
+	bk.grants = Grown(bk.grants, grants)
+	bk.grantValid = Grown(bk.grantValid, grants)
+	bk.phases = Grown(bk.phases, grants)
+	bk.series = Grown(bk.series, series)
+}
+
 // New returns empty books.
 func New() *Books {
 	return &Books{
