@@ -176,7 +176,7 @@ func (e *Accounts) wait(cs *claimState) {
 // freshAbove is the size past which a set emptied is replaced rather than
 // kept (bookkeeping.Fresh): below it, its room costs nothing worth an
 // allocation per decision.
-const freshAbove = 1024
+const freshAbove = bookkeeping.FreshAbove
 
 // unwait takes a claim out of its consumer's waiting claims, if it is
 // there.

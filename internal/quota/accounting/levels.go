@@ -374,7 +374,7 @@ func (e *Accounts) refreshLevels() {
 	})
 	stale := e.levelsStale
 	e.levelsStale = false
-	e.changedConsumers = bookkeeping.Fresh(e.changedConsumers)
+	e.changedConsumers = bookkeeping.Emptied(e.changedConsumers)
 	for _, s := range left {
 		e.books.Prune(s) // a series dropped already is left alone
 	}
@@ -421,7 +421,7 @@ func (e *Accounts) GroupMembers(id quota.ConsumerID) []quota.ConsumerID {
 func (e *Accounts) spreadSharedRoom() {
 	if e.sharedRoom {
 		e.sharedRoom = false
-		e.roomAt = bookkeeping.Fresh(e.roomAt)
+		e.roomAt = bookkeeping.Emptied(e.roomAt)
 		for c := range e.waiters {
 			e.visits++
 			e.dirty[c] = true
@@ -439,5 +439,5 @@ func (e *Accounts) spreadSharedRoom() {
 			}
 		})
 	}
-	e.roomAt = bookkeeping.Fresh(e.roomAt)
+	e.roomAt = bookkeeping.Emptied(e.roomAt)
 }

@@ -77,6 +77,20 @@ func (bk *Books) Drops() uint64 { return bk.drops }
 // costs what changed since the last, not the most that ever changed.
 func Fresh[M ~map[K]V, K comparable, V any](m M) M { return make(M) }
 
+// FreshAbove is the size past which Emptied makes a set anew.
+const FreshAbove = 16384
+
+// Emptied is m emptied for the next round: cleared, keeping its room, when
+// it held at most FreshAbove (a round's usual few, without allocating them
+// again), made anew (Fresh) when it held more (after a rebuild).
+func Emptied[M ~map[K]V, K comparable, V any](m M) M {
+	if len(m) > FreshAbove {
+		return make(M)
+	}
+	clear(m)
+	return m
+}
+
 // Grown is m, or a copy of it with room for n more entries when it holds
 // fewer than n: a map grown entry by entry to a million rehashes its way
 // there. For a rebuild, that knows how many are coming.
@@ -179,9 +193,9 @@ func (bk *Books) TakeChanged() (buckets []quota.BucketID, grants, registrations 
 	for n := range bk.changedRegs {
 		registrations = append(registrations, n)
 	}
-	bk.changedBuckets = Fresh(bk.changedBuckets)
-	bk.changedGrants = Fresh(bk.changedGrants)
-	bk.changedRegs = Fresh(bk.changedRegs)
+	bk.changedBuckets = Emptied(bk.changedBuckets)
+	bk.changedGrants = Emptied(bk.changedGrants)
+	bk.changedRegs = Emptied(bk.changedRegs)
 	return buckets, grants, registrations
 }
 
