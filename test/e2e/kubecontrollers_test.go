@@ -39,6 +39,20 @@ func logged(log, msg string) int {
 	return n
 }
 
+// waitLogged waits up to 10s until r's log has want lines with msg about the
+// upstream controllers, and returns how many it has. A replica writes the
+// Lease before its elector's callback logs, so a reader who sees the Lease
+// may be a moment ahead of the log.
+func waitLogged(t *testing.T, r *replica, msg string, want int) int {
+	t.Helper()
+	got := 0
+	_ = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		got = logged(r.Stderr.String(), msg)
+		return got >= want, nil
+	})
+	return got
+}
+
 // TestKubeControllersLeaderElected runs two serve replicas, a and b, on one
 // external etcd. Exactly one holds the upstream controllers' Lease and runs
 // them, and the garbage collector deletes the dependent of a deleted owner.
@@ -67,7 +81,7 @@ func TestKubeControllersLeaderElected(t *testing.T) {
 		second = replicas[1]
 	}
 	t.Logf("replica %s holds the Lease as %s", first.Name, first.Identity)
-	if got := logged(first.Stderr.String(), leadingLog); got != 1 {
+	if got := waitLogged(t, first, leadingLog, 1); got != 1 {
 		t.Errorf("replica %s holds the Lease and started the controllers %d times; want once", first.Name, got)
 	}
 	if logged(second.Stderr.String(), leadingLog) > 0 {
@@ -104,7 +118,7 @@ func TestKubeControllersLeaderElected(t *testing.T) {
 	killed := time.Now()
 	waitLeaseHolder(t, first.Client, replicas, first)
 	t.Logf("replica %s took the Lease back %s after %s was killed", first.Name, time.Since(killed).Round(time.Millisecond), second.Name)
-	if got := logged(first.Stderr.String(), leadingLog); got != 2 {
+	if got := waitLogged(t, first, leadingLog, 2); got != 2 {
 		t.Errorf("replica %s started the controllers %d times; want twice (two terms)", first.Name, got)
 	}
 	t.Logf("garbage collected in %s", collectsGarbage(t, first.Client, "three").Round(time.Millisecond))
