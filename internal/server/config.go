@@ -24,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	aggregatorscheme "k8s.io/kube-aggregator/pkg/apiserver/scheme"
@@ -276,7 +277,8 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	ko.Authentication.ClientCert.ClientCA = c.files.CACert
 	ko.Authentication.ServiceAccounts.Issuers = []string{"https://kubernetes.default.svc"}
 	ko.Authentication.ServiceAccounts.KeyFiles = []string{c.files.ServiceAcctKey}
-	ko.Authentication.ServiceAccounts.OptionalTokenGetter = newTokenGetter
+	var tokens *tokenGetter
+	ko.Authentication.ServiceAccounts.OptionalTokenGetter, tokens = tokenGetterFor()
 	ko.ServiceAccountSigningKeyFile = c.files.ServiceAcctKey
 	ko.Authorization.Modes = []string{"RBAC"}
 	ko.Etcd.StorageConfig.Transport.ServerList = servers
@@ -317,6 +319,9 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 	)
 	if err != nil {
 		return nil, fmt.Errorf("building the API server configuration: %w", err)
+	}
+	if tokens.live, err = kubernetes.NewForConfig(genericConfig.LoopbackClientConfig); err != nil {
+		return nil, fmt.Errorf("the loopback client for service-account tokens: %w", err)
 	}
 	if !opts.CRDStorage {
 		if err := nativeapi.ConfigureStorage(storageFactory); err != nil {
