@@ -4,10 +4,28 @@ import (
 	"os"
 	"testing"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/quotaplane/quotaplane/internal/testserver"
 )
 
 func TestMain(m *testing.M) {
 	testserver.Quiet()
 	os.Exit(m.Run())
+}
+
+// startServer starts serve in-process for t, stopped when t ends, and
+// returns an administrator's client of it.
+func startServer(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	srv, err := testserver.Start(testserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return kubernetes.NewForConfigOrDie(srv.Config)
 }

@@ -9,10 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/quotaplane/quotaplane/internal/server"
-	"github.com/quotaplane/quotaplane/internal/testserver"
 )
 
 // TestATokenAuthenticatesBeforeTheCacheSeesItsAccount: the token getter
@@ -25,18 +23,9 @@ func TestATokenAuthenticatesBeforeTheCacheSeesItsAccount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the server")
 	}
-	srv, err := testserver.Start(testserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	client := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client := kubernetes.NewForConfigOrDie(srv.Config)
 	sa, err := client.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-
-	"github.com/quotaplane/quotaplane/internal/testserver"
 )
 
 // TestWorkloadsApps stores apps/v1 workloads on serve: the group is in
@@ -24,21 +21,9 @@ func TestWorkloadsApps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the server")
 	}
-	srv, err := testserver.Start(testserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	client := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client, err := kubernetes.NewForConfig(srv.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// Ready means discoverable: the post-start hook waits for it.
 	resources, err := client.Discovery().ServerResourcesForGroupVersion("apps/v1")
