@@ -15,9 +15,12 @@ func TestMain(m *testing.M) {
 }
 
 // startServer starts serve in-process for t, stopped when t ends, and
-// returns an administrator's client of it.
+// returns an administrator's client of it. Under -short, t is skipped.
 func startServer(t *testing.T) kubernetes.Interface {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the server")
+	}
 	srv, err := testserver.Start(testserver.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -20,9 +20,6 @@ import (
 // never start: every answer comes from the live read, and a missing account
 // is still missing.
 func TestATokenAuthenticatesBeforeTheCacheSeesItsAccount(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the server")
-	}
 	client := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

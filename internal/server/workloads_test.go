@@ -18,9 +18,6 @@ import (
 // subresource (kubectl scale), and the other three kinds are accepted. Nothing
 // runs them: the Deployment's status stays empty and no ReplicaSet appears.
 func TestWorkloadsApps(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the server")
-	}
 	client := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
