@@ -8,6 +8,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -393,11 +394,18 @@ func TestAWebhookThatCannotAnswerIsNotGuessed(t *testing.T) {
 	})
 	hooked := w.configMap("hooked", w.projects[0], 1)
 	hooked.Labels = map[string]string{"hooked": w.org}
+	// The server sees the webhook once applying hooked fails on it. The
+	// probe is a dry run: a real create made before the server saw the
+	// webhook would store hooked, and the review would then answer an
+	// update of it, which the webhook (creates only) never sees.
 	var applyErr error
 	w.poll("the webhook to be called", func() bool {
-		applyErr = w.admin.Create(ctx, hooked.DeepCopy())
+		applyErr = w.admin.Create(ctx, hooked.DeepCopy(), client.DryRunAll)
 		return applyErr != nil && strings.Contains(applyErr.Error(), "unreachable.example.com")
 	})
+	if err := w.admin.Get(ctx, client.ObjectKeyFromObject(hooked), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the probes stored the ConfigMap the review answers as a create: %v", err)
+	}
 	plain := w.configMap("plain", w.projects[0], 2)
 	got, err := w.quota.QuotaV1alpha1().QuotaReviews().Create(ctx, reviewOf(t, hooked, plain), metav1.CreateOptions{})
 	if err != nil {
