@@ -26,7 +26,7 @@ func newRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w; '%s --help' lists the flags", err, c.CommandPath())
 	})
-	root.AddCommand(newServeCommand(), newControllerCommand(), newCRDsCommand(), newRBACCommand(), newVerifyCommand(), newHistoryCommand(), newKubeconfigCommand(), newWebhookCommand(), newPortalCommand(), newWhatIfCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newEtcdCommand(), newControllerCommand(), newCRDsCommand(), newRBACCommand(), newVerifyCommand(), newHistoryCommand(), newKubeconfigCommand(), newWebhookCommand(), newPortalCommand(), newWhatIfCommand(), newVersionCommand())
 	return root
 }
 

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"net"
@@ -194,6 +196,18 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 			dnsNames = append(dnsNames, host)
 		}
 	}
+	for _, san := range opts.TLSSANs {
+		if ip := net.ParseIP(san); ip != nil {
+			extraIPs = append(extraIPs, ip)
+		} else {
+			dnsNames = append(dnsNames, san)
+		}
+	}
+	if opts.SharedPKIDir != "" {
+		if err := pki.InstallShared(opts.SharedPKIDir, filepath.Join(opts.DataDir, "pki")); err != nil {
+			return nil, err
+		}
+	}
 	if c.files, err = pki.Ensure(filepath.Join(opts.DataDir, "pki"), extraIPs, dnsNames); err != nil {
 		return nil, fmt.Errorf("preparing certificates: %w", err)
 	}
@@ -334,6 +348,11 @@ func NewConfig(ctx context.Context, opts CompletedOptions) (c *Config, err error
 		}
 	}
 	genericConfig.EffectiveVersion = stampedVersion{genericConfig.EffectiveVersion}
+	// The API server's identity Lease (kube-system, apiserver-…) is named
+	// from this replica's identity: upstream names it from the host name,
+	// which replicas on one host share — each then overwrote the others'
+	// Lease and logged "Failed to update lease" every ten seconds.
+	genericConfig.APIServerID = apiServerID(le.Identity)
 	serviceResolver := webhook.NewDefaultServiceResolver()
 	// The claim guard reads the objects of control planes through their
 	// URLs, as the server itself (plugininit.NewPlanesInitializer).
@@ -460,4 +479,11 @@ func listen(ip net.IP, port int) (net.Listener, error) {
 		return nil, fmt.Errorf("cannot listen on %s (--bind-address, --secure-port): %w", addr, err)
 	}
 	return ln, nil
+}
+
+// apiServerID is the API server identity of the replica with this replica
+// identity, in upstream's form (apiserver-<base32 of a hash>).
+func apiServerID(identity string) string {
+	h := sha256.Sum256([]byte(identity + "kube-apiserver"))
+	return "apiserver-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:16]))
 }

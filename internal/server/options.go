@@ -94,6 +94,13 @@ type Options struct {
 	// Identity is this replica's: the engine's Lease names it, and its
 	// replica Lease carries it. Default KubeControllers.Identity.
 	Identity string
+	// TLSSANs are more names and addresses the generated serving
+	// certificate covers: a Service's DNS name, a load balancer's address.
+	TLSSANs []string
+	// SharedPKIDir holds the material every replica shares (the CA, the
+	// service-account key and the peer CA, pki.SharedFiles): copied into
+	// <data-dir>/pki at every start, so a mounted Secret is its source.
+	SharedPKIDir string
 }
 
 // NewOptions returns the defaults.
@@ -131,6 +138,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("serve-kinds-as-crds")
 	fs.BoolVar(&o.NoPortal, "no-portal", o.NoPortal, "Do not serve the web portal at /portal/ (docs/self-service.md).")
 	fs.StringVar(&o.PortalURL, "portal-url", o.PortalURL, "The portal's address as users reach it (behind a proxy or a load balancer), which quota refusals link to. Default: https://<bind-address>:<secure-port>/portal/.")
+	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "More DNS names and IP addresses the generated serving certificate covers (a Service's name, a load balancer's address), besides localhost, the loopback and bind addresses and the host name.")
+	fs.StringVar(&o.SharedPKIDir, "shared-pki-dir", o.SharedPKIDir, "A directory (a mounted Secret) holding what every replica shares: ca.crt, ca.key, service-account.key, peer-ca.crt and peer-ca.key. Copied into <data-dir>/pki at every start; a certificate signed by a replaced CA is signed again (docs/operations.md).")
 	o.Etcd.AddFlags(fs, "Comma-separated URLs of an external etcd cluster. When empty, etcd runs embedded under --data-dir.")
 }
 

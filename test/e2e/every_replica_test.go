@@ -236,6 +236,31 @@ func TestEveryReplicaAdmits(t *testing.T) {
 	t.Run("plane creates", func(t *testing.T) { planeCreatesOnEveryReplica(t, replicas) })
 	t.Run("member reviews", func(t *testing.T) { memberReviewsOnEveryReplica(t, replicas) })
 	t.Run("quota reviews", func(t *testing.T) { quotaReviewsOnEveryReplica(t, replicas) })
+	t.Run("identity leases", func(t *testing.T) { identityLeasePerReplica(t, replicas) })
+}
+
+// identityLeasePerReplica: each replica's API server keeps an identity
+// Lease of its own in kube-system. Upstream names it from the host name,
+// which these replicas share: they overwrote one Lease and each logged
+// "Failed to update lease … the object has been modified" every ten
+// seconds. By now (well past one renewal) every replica has renewed its
+// own, and none logged the conflict.
+func identityLeasePerReplica(t *testing.T, replicas []*replica) {
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		leases, err := replicas[0].Client.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "apiserver.kubernetes.io/identity=kube-apiserver"})
+		if err != nil {
+			return false, err
+		}
+		return len(leases.Items) == len(replicas), nil
+	})
+	if err != nil {
+		t.Errorf("want one API server identity Lease per replica (%d) in kube-system: %v", len(replicas), err)
+	}
+	for _, r := range replicas {
+		if n := strings.Count(r.Stderr.String(), "Failed to update lease"); n > 0 {
+			t.Errorf("replica %s logged %q %d times: replicas share an identity Lease", r.Name, "Failed to update lease", n)
+		}
+	}
 }
 
 // quotaReviewsOnEveryReplica: a QuotaReview of five Secrets against room

@@ -35,6 +35,10 @@ func BuildBinary(t testing.TB) string {
 
 func sharedBuild() (string, error) { return BuildShared("./cmd/quotaplane", "quotaplane") }
 
+// SharedBinary is BuildBinary outside a test: hack/image packs the very
+// binary the tests run into the image (.ci/run), built once for both.
+func SharedBinary() (string, error) { return built() }
+
 // TestHooksTag is the build tag that compiles quotaplane's test hooks into
 // the binary (cmd/quotaplane/testhooks.go: the hidden --grant-clock-offset
 // of serve and controller). The shipped binary is built without it.
@@ -101,6 +105,9 @@ func buildShared(pkg, name string, tags []string, dirs ...string) (string, error
 	}
 	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append(args, "-o", bin+".tmp", pkg)...)
 	cmd.Dir = root
+	// Static, as the image's (hack/image packs this very binary onto an
+	// empty base): with cgo, a machine with a C compiler would link libc.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
