@@ -41,6 +41,10 @@ func newServeCommand() *cobra.Command {
 			// The server's own loopback clients should not print warnings.
 			rest.SetDefaultWarningHandler(rest.NoWarnings{})
 			if engineOpts.Identity == "" {
+				// --replica-identity names the replica in every Lease.
+				engineOpts.Identity = o.KubeControllers.Identity
+			}
+			if engineOpts.Identity == "" {
 				engineOpts.Identity = engine.StableIdentity("serve", o.DataDir)
 			}
 			o.Identity = engineOpts.Identity

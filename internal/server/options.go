@@ -138,6 +138,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("serve-kinds-as-crds")
 	fs.BoolVar(&o.NoPortal, "no-portal", o.NoPortal, "Do not serve the web portal at /portal/ (docs/self-service.md).")
 	fs.StringVar(&o.PortalURL, "portal-url", o.PortalURL, "The portal's address as users reach it (behind a proxy or a load balancer), which quota refusals link to. Default: https://<bind-address>:<secure-port>/portal/.")
+	fs.StringVar(&o.KubeControllers.Identity, "replica-identity", o.KubeControllers.Identity, "This replica's name in its Leases, the same across its restarts and unique among the replicas (a StatefulSet pod's name). Default: serve-<host name>-<hash of --data-dir>.")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "More DNS names and IP addresses the generated serving certificate covers (a Service's name, a load balancer's address), besides localhost, the loopback and bind addresses and the host name.")
 	fs.StringVar(&o.SharedPKIDir, "shared-pki-dir", o.SharedPKIDir, "A directory (a mounted Secret) holding what every replica shares: ca.crt, ca.key, service-account.key, peer-ca.crt and peer-ca.key. Copied into <data-dir>/pki at every start; a certificate signed by a replaced CA is signed again (docs/operations.md).")
 	o.Etcd.AddFlags(fs, "Comma-separated URLs of an external etcd cluster. When empty, etcd runs embedded under --data-dir.")
@@ -214,6 +215,9 @@ func (o CompletedOptions) Validate() []error {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
 			errs = append(errs, fmt.Errorf("--peer-advertise-address %q is not host:port; use for example 10.0.0.5:6444", a))
 		}
+	}
+	if id := o.KubeControllers.Identity; id != "" && (len(id) > 63 || strings.ContainsAny(id, " \t\n/")) {
+		errs = append(errs, fmt.Errorf("--replica-identity %q: want a name of at most 63 characters without spaces or '/', such as the pod's name", id))
 	}
 	for _, c := range o.TrustedMemberClusters {
 		if err := members.ValidateName(c); err != nil {

@@ -117,7 +117,7 @@ func splitDocuments(s string) []string {
 // installOrder is the order Helm installs kinds in (its InstallOrder, for
 // the kinds this chart renders); unknown kinds go last.
 var installOrder = []string{"Namespace", "ServiceAccount", "Secret", "ConfigMap", "ClusterRole", "ClusterRoleBinding",
-	"Role", "RoleBinding", "Service", "Deployment", "PodDisruptionBudget", "Issuer", "Certificate",
+	"Role", "RoleBinding", "Service", "Deployment", "StatefulSet", "PodDisruptionBudget", "Issuer", "Certificate",
 	"ValidatingWebhookConfiguration"}
 
 func installRank(kind string) int {

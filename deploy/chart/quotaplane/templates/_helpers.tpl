@@ -146,3 +146,117 @@ and the Deployment's checksum agree.
 {{- dict | toYaml -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The quota plane's objects: the replicas' StatefulSet and Service are <fullname>-plane, etcd's <fullname>-etcd. */}}
+{{- define "quotaplane.plane.name" -}}
+{{- printf "%s-plane" (include "quotaplane.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "quotaplane.etcd.name" -}}
+{{- printf "%s-etcd" (include "quotaplane.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The Service's DNS names, which every replica's serving certificate carries (serve --tls-san). */}}
+{{- define "quotaplane.plane.dnsNames" -}}
+{{- $svc := include "quotaplane.plane.name" . -}}
+{{- list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) | join "," -}}
+{{- end -}}
+
+{{/* The DNS name of etcd member i, for peers and clients: <etcd>-<i>.<etcd>.<namespace>.svc (the headless Service). */}}
+{{- define "quotaplane.etcd.memberHost" -}}
+{{- $etcd := include "quotaplane.etcd.name" .ctx -}}
+{{- printf "%s-%d.%s.%s.svc" $etcd (int .i) $etcd .ctx.Release.Namespace -}}
+{{- end -}}
+
+{{/* serve's --etcd-servers: the members' client URLs, or the external ones. */}}
+{{- define "quotaplane.etcd.servers" -}}
+{{- if .Values.plane.etcd.managed -}}
+{{- $urls := list -}}
+{{- range $i := until (int .Values.plane.etcd.replicas) -}}
+{{- $urls = append $urls (printf "https://%s:2379" (include "quotaplane.etcd.memberHost" (dict "ctx" $ "i" $i))) -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- else -}}
+{{- join "," .Values.plane.etcd.external.servers -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret with serve's etcd client credentials (ca.crt, tls.crt, tls.key), or "" for none. */}}
+{{- define "quotaplane.etcd.clientSecret" -}}
+{{- if .Values.plane.etcd.managed -}}
+{{- printf "%s-client" (include "quotaplane.etcd.name" .) -}}
+{{- else -}}
+{{- .Values.plane.etcd.external.secretName -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Fails rendering, saying what to set, when the plane lacks what it needs. */}}
+{{- define "quotaplane.plane.validate" -}}
+{{- if .Values.plane.enabled -}}
+{{- if lt (int .Values.plane.replicas) 1 -}}
+{{- fail (printf "plane.replicas is %v: run at least one replica of serve (three ride out the loss of one)." .Values.plane.replicas) -}}
+{{- end -}}
+{{- if .Values.plane.etcd.managed -}}
+{{- if or (lt (int .Values.plane.etcd.replicas) 1) (eq (mod (int .Values.plane.etcd.replicas) 2) 0) -}}
+{{- fail (printf "plane.etcd.replicas is %v: give an odd number of etcd members (1, 3 or 5; three ride out the loss of one)." .Values.plane.etcd.replicas) -}}
+{{- end -}}
+{{- else if not .Values.plane.etcd.external.servers -}}
+{{- fail "plane.etcd.managed is false and plane.etcd.external.servers is empty: give the client URLs of your etcd cluster (and its client credentials in plane.etcd.external.secretName), or set plane.etcd.managed=true for the chart to run one." -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The material every replica shares, as YAML keyed by file name (PEM): the
+CA, the service-account key and the peer CA, ECDSA keys as serve writes
+them. An existing Secret is kept (lookup), so upgrades change nothing.
+Made once per render and kept in .Values.
+*/}}
+{{- define "quotaplane.plane.pki" -}}
+{{- if not (hasKey .Values "__quotaplanePlanePKI") -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (printf "%s-pki" (include "quotaplane.plane.name" .)) -}}
+{{- $data := dig "data" dict $secret -}}
+{{- $pki := dict -}}
+{{- if and (index $data "ca.crt") (index $data "ca.key") (index $data "service-account.key") (index $data "peer-ca.crt") (index $data "peer-ca.key") -}}
+{{- range $k := list "ca.crt" "ca.key" "service-account.key" "peer-ca.crt" "peer-ca.key" -}}
+{{- $_ := set $pki $k (index $data $k | b64dec) -}}
+{{- end -}}
+{{- else -}}
+{{- $days := int .Values.plane.validityDays -}}
+{{- $caKey := genPrivateKey "ecdsa" -}}
+{{- $ca := genCAWithKey "quotaplane-ca" $days $caKey -}}
+{{- $peerKey := genPrivateKey "ecdsa" -}}
+{{- $peer := genCAWithKey "quotaplane-peer-ca" $days $peerKey -}}
+{{- $pki = dict "ca.crt" $ca.Cert "ca.key" $caKey "service-account.key" (genPrivateKey "ecdsa") "peer-ca.crt" $peer.Cert "peer-ca.key" $peerKey -}}
+{{- end -}}
+{{- $_ := set .Values "__quotaplanePlanePKI" $pki -}}
+{{- end -}}
+{{- toYaml (get .Values "__quotaplanePlanePKI") -}}
+{{- end -}}
+
+{{/*
+etcd's certificates, as YAML {ca, member: {crt, key}, client: {crt, key}}:
+one CA, one certificate the members serve clients and peers with (every
+member's name, and 127.0.0.1 for a member's own probes), one client
+certificate for serve. Existing Secrets are kept (lookup).
+*/}}
+{{- define "quotaplane.etcd.pki" -}}
+{{- if not (hasKey .Values "__quotaplaneEtcdPKI") -}}
+{{- $etcd := include "quotaplane.etcd.name" . -}}
+{{- $members := dig "data" dict (lookup "v1" "Secret" .Release.Namespace (printf "%s-pki" $etcd)) -}}
+{{- $client := dig "data" dict (lookup "v1" "Secret" .Release.Namespace (printf "%s-client" $etcd)) -}}
+{{- $pki := dict -}}
+{{- if and (index $members "ca.crt") (index $members "tls.crt") (index $members "tls.key") (index $client "tls.crt") (index $client "tls.key") -}}
+{{- $pki = dict "ca" (index $members "ca.crt" | b64dec) "member" (dict "crt" (index $members "tls.crt" | b64dec) "key" (index $members "tls.key" | b64dec)) "client" (dict "crt" (index $client "tls.crt" | b64dec) "key" (index $client "tls.key" | b64dec)) -}}
+{{- else -}}
+{{- $days := int .Values.plane.validityDays -}}
+{{- $ca := genCA (printf "%s-ca" $etcd) $days -}}
+{{- $names := list "localhost" (printf "*.%s.%s.svc" $etcd .Release.Namespace) (printf "*.%s.%s.svc.cluster.local" $etcd .Release.Namespace) -}}
+{{- $member := genSignedCert $etcd (list "127.0.0.1") $names $days $ca -}}
+{{- $cli := genSignedCert "quotaplane-serve" nil nil $days $ca -}}
+{{- $pki = dict "ca" $ca.Cert "member" (dict "crt" $member.Cert "key" $member.Key) "client" (dict "crt" $cli.Cert "key" $cli.Key) -}}
+{{- end -}}
+{{- $_ := set .Values "__quotaplaneEtcdPKI" $pki -}}
+{{- end -}}
+{{- toYaml (get .Values "__quotaplaneEtcdPKI") -}}
+{{- end -}}
