@@ -2,7 +2,10 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,6 +199,18 @@ func TestThePlaneRunsFromTheImage(t *testing.T) {
 	t.Logf("etcd members ready %s after the start", time.Since(began).Round(time.Millisecond))
 	run(serveSet, servePods)
 	t.Logf("serve replicas ready %s after the start", time.Since(began).Round(time.Millisecond))
+	for _, p := range append(append([]*pod{}, etcdPods...), servePods...) {
+		if uid := processUID(t, p); uid != "65532" {
+			t.Errorf("pod %s runs as uid %s, want 65532 (its securityContext and the image's user)", p.Name, uid)
+		}
+	}
+	// etcd accepts serve alone: a client that trusts its CA but has no
+	// certificate of it is refused.
+	etcdCA := x509.NewCertPool()
+	etcdCA.AppendCertsFromPEM(secrets[etcdName+"-pki"].Data["ca.crt"])
+	if err := readFrom(fmt.Sprintf("127.0.0.1:%d", etcdPods[0].ports[2379]), &tls.Config{RootCAs: etcdCA}); err == nil {
+		t.Error("an etcd member answered a client without a certificate")
+	}
 
 	// The admin credentials serve wrote into its data directory, for every
 	// replica: one CA, one admin certificate.
@@ -318,6 +333,39 @@ func TestThePlaneRunsFromTheImage(t *testing.T) {
 		}
 	}
 	t.Logf("whole test %s", time.Since(began).Round(time.Millisecond))
+}
+
+// processUID is the real user id of the pod's process.
+func processUID(t *testing.T, p *pod) string {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+			return f[1]
+		}
+	}
+	t.Fatalf("no Uid in /proc/%d/status", p.cmd.Process.Pid)
+	return ""
+}
+
+// readFrom completes a TLS handshake with addr and reads: a server that
+// requires a client certificate refuses the client here (TLS 1.3 checks
+// it after the client's side of the handshake is done).
+func readFrom(addr string, cfg *tls.Config) error {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")); err != nil {
+		return err
+	}
+	_, err = conn.Read(make([]byte, 1))
+	return err
 }
 
 func deref(s *string) string {

@@ -175,4 +175,8 @@ const manifestsHeader = `# quotaplane for a member cluster, without Helm: deploy
 #   quotaplane webhook print-config --cluster-name=member --ca-file=ca.crt ... | kubectl apply -f -
 # deploy/chart/quotaplane/README.md shows every command. For another cluster
 # name, change quotaplane-member and --cluster-name (or use the chart).
+#
+# The image, localhost/quotaplane:0.1.0, is not published: build it with
+#   go run ./hack/image -o quotaplane-image.tar
+# and load it into the nodes, or push it to your registry and change image:.
 `
