@@ -299,10 +299,15 @@ func TestThePlaneRunsFromTheImage(t *testing.T) {
 			t.Errorf("a create over the limit through %s: %v; want a quota refusal", rp.Name, err)
 		}
 	}
-	f.WaitBucket(quotatest.N(limit, limit, 0), "secrets")
+	// Read through a survivor: the killed replica may have been the one
+	// the fixture was made with.
+	g := *f
+	g.C = quotatest.NewClient(t, configs[survivors[0]])
+	g.WaitBucket(quotatest.N(limit, limit, 0), "secrets")
 
 	// The shared Secrets are made once: a render that looks them up on the
 	// running plane (as helm upgrade does) keeps them.
+	kube = kubernetes.NewForConfigOrDie(configs[survivors[0]])
 	for _, s := range secrets {
 		s.Namespace = testRelease.Namespace
 		if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -99,7 +99,9 @@ func buildShared(pkg, name string, tags []string, dirs ...string) (string, error
 		return bin, nil
 	}
 	removeStale(dir, bin)
-	args := []string{"build", "-buildvcs=auto"}
+	// Without the symbol table and DWARF (-s -w), as a release: a faster
+	// link and a third smaller image (the image packs this binary).
+	args := []string{"build", "-buildvcs=auto", "-ldflags=-s -w"}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
