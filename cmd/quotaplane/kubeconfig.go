@@ -39,11 +39,18 @@ With --service-account <namespace>/<name>, it asks the server for a token of tha
 that token: the service account's view, for a tenant or a member of staff. The service account lives at
 the root; with --project or --organization the kubeconfig reaches that plane as it.
 
+For a member cluster's webhook (its --quota-kubeconfig), give a longer --duration, say 168h, so that a
+webhook down for a while still starts: the webhook mints its own successors before the token is 60%
+through its life and keeps them in its kubeconfig Secret, once the service account may create its own
+serviceaccounts/token (quotaplane webhook print-rbac --service-account prints that Role; docs/clusters.md).
+
   quotaplane kubeconfig --data-dir .quotaplane --project web > web.kubeconfig
   kubectl --kubeconfig web.kubeconfig get namespaces
   quotaplane kubeconfig --kubeconfig ~/.kube/config --organization acme
   kubectl create serviceaccount owner -n organization-acme
   quotaplane kubeconfig --data-dir .quotaplane --service-account organization-acme/owner > acme.kubeconfig
+  quotaplane kubeconfig --kubeconfig quota-plane-admin.kubeconfig --service-account kube-system/webhook-east \
+    --duration 168h > quota-plane.kubeconfig
 
 See docs/control-planes.md for who may use a plane.`,
 		Args: cobra.NoArgs,
@@ -107,7 +114,7 @@ See docs/control-planes.md for who may use a plane.`,
 	cmd.Flags().StringVar(&project, "project", "", "the project whose control plane to reach")
 	cmd.Flags().StringVar(&organization, "organization", "", "the organization whose control plane to reach")
 	cmd.Flags().StringVar(&serviceAccount, "service-account", "", "<namespace>/<name>: the service account (at the root) the kubeconfig authenticates as, with a token")
-	cmd.Flags().DurationVar(&duration, "duration", 24*time.Hour, "how long the --service-account token is valid (at least 10m; the server may shorten it)")
+	cmd.Flags().DurationVar(&duration, "duration", 24*time.Hour, "how long the --service-account token is valid (at least 10m; the server may shorten it); a member webhook refreshes its own, so give it a week (168h) to start with")
 	return cmd
 }
 

@@ -9,11 +9,12 @@ import (
 )
 
 // TestTheShippedBinaryHasNoTestFlags: the shipped build's serve and
-// controller refuse --grant-clock-offset, a flag only test builds have
-// (testhooks.go, tag quotaplane_testhooks): the command fails, as the
-// binary exits 1, saying the flag is unknown.
+// controller refuse --grant-clock-offset, and its webhook
+// --quota-token-refresh-every, flags only test builds have (testhooks.go,
+// tag quotaplane_testhooks): the command fails, as the binary exits 1,
+// saying the flag is unknown.
 func TestTheShippedBinaryHasNoTestFlags(t *testing.T) {
-	for _, command := range []string{"serve", "controller"} {
+	for command, flag := range map[string]string{"serve": "grant-clock-offset", "controller": "grant-clock-offset", "webhook": "quota-token-refresh-every"} {
 		t.Run(command, func(t *testing.T) {
 			root := newRootCommand()
 			sub, _, err := root.Find([]string{command})
@@ -21,20 +22,20 @@ func TestTheShippedBinaryHasNoTestFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Checked first: with the flag, the command would start.
-			if f := sub.Flags().Lookup("grant-clock-offset"); f != nil {
-				t.Fatalf("quotaplane %s has the test flag --grant-clock-offset (%q)", command, f.Usage)
+			if f := sub.Flags().Lookup(flag); f != nil {
+				t.Fatalf("quotaplane %s has the test flag --%s (%q)", command, flag, f.Usage)
 			}
 			var out bytes.Buffer
 			root.SetOut(&out)
 			root.SetErr(&out)
-			root.SetArgs([]string{command, "--grant-clock-offset=1h"})
+			root.SetArgs([]string{command, "--" + flag + "=1h"})
 			err = root.Execute()
 			if err == nil {
-				t.Fatalf("quotaplane %s --grant-clock-offset=1h succeeded; want an unknown flag", command)
+				t.Fatalf("quotaplane %s --%s=1h succeeded; want an unknown flag", command, flag)
 			}
 			for _, said := range []string{err.Error(), out.String()} {
-				if !strings.Contains(said, "unknown flag: --grant-clock-offset") {
-					t.Errorf("quotaplane %s --grant-clock-offset=1h: want \"unknown flag\", got %q", command, said)
+				if !strings.Contains(said, "unknown flag: --"+flag) {
+					t.Errorf("quotaplane %s --%s=1h: want \"unknown flag\", got %q", command, flag, said)
 				}
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/quotaplane/quotaplane/internal/engine"
+	"github.com/quotaplane/quotaplane/internal/webhook"
 )
 
 // addEngineTestFlags is where a test build registers serve's and
@@ -13,3 +14,7 @@ import (
 // quotaplane_testhooks). The shipped binary, built without the tag, has
 // none: this does nothing.
 func addEngineTestFlags(*pflag.FlagSet, *engine.Options) {}
+
+// addWebhookTestFlags is where a test build registers the webhook's hidden
+// test flag (testhooks.go); the shipped binary has none.
+func addWebhookTestFlags(*pflag.FlagSet, *webhook.Options) {}

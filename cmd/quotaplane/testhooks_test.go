@@ -31,3 +31,26 @@ func TestTestBuildsHaveTheClockOffsetFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestTestBuildsHaveTheTokenRefreshFlag: built with the tag, the webhook
+// takes the hidden --quota-token-refresh-every (test/clusters
+// TestMemberCredentialRotation refreshes its token every second with it).
+func TestTestBuildsHaveTheTokenRefreshFlag(t *testing.T) {
+	sub, _, err := newRootCommand().Find([]string{"webhook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := sub.Flags().Lookup("quota-token-refresh-every")
+	if f == nil {
+		t.Fatal("a test build's quotaplane webhook has no --quota-token-refresh-every")
+	}
+	if !f.Hidden {
+		t.Error("quotaplane webhook shows --quota-token-refresh-every in its help")
+	}
+	if err := sub.ParseFlags([]string{"--quota-token-refresh-every=1s"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Value.String(); got != "1s" {
+		t.Errorf("--quota-token-refresh-every=1s: the flag holds %s", got)
+	}
+}

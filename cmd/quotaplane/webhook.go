@@ -26,6 +26,7 @@ func newWebhookCommand() *cobra.Command {
 		},
 	}
 	o.AddFlags(cmd.Flags())
+	addWebhookTestFlags(cmd.Flags(), o)
 	logsapi.AddFlags(logOpts, cmd.Flags())
 	cmd.AddCommand(newWebhookPrintConfigCommand(), newWebhookPrintRBACCommand())
 	return cmd
@@ -72,5 +73,7 @@ func newWebhookPrintConfigCommand() *cobra.Command {
 	fs.Int32Var(&c.ServicePort, "service-port", c.ServicePort, "Port of the webhook's Service.")
 	fs.StringSliceVar(&c.ExcludeNamespaces, "exclude-namespaces", c.ExcludeNamespaces, "Namespaces never sent to the webhook, besides kube-system, kube-public and kube-node-lease (the webhook's own, so that it can always start).")
 	fs.Int32Var(&c.TimeoutSeconds, "timeout-seconds", c.TimeoutSeconds, "How long the member's API server waits for the webhook (1-30).")
+	fs.StringVar(&c.KubeconfigSecret, "quota-kubeconfig-secret", c.KubeconfigSecret, "The webhook's --quota-kubeconfig-secret (<namespace>/<name>): also print a Role and RoleBinding letting its service account get and update that Secret only, where it keeps its refreshed token.")
+	fs.StringVar(&c.ServiceAccount, "service-account", c.ServiceAccount, "The webhook's service account in the member cluster, <namespace>/<name>, for --quota-kubeconfig-secret (default: --service-namespace/--service-name, as the chart names both).")
 	return cmd
 }

@@ -10,5 +10,7 @@
 // releases claims whose objects never appeared and charges objects created
 // while it was bypassed or down, saying so. It keeps no state of its own:
 // claims live in the quota plane, so a restart or a second replica loses and
-// changes nothing.
+// changes nothing. Its quota-plane token, when a service account's, is
+// refreshed and kept in the cluster's kubeconfig Secret by package
+// credential.
 package webhook

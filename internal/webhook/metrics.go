@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/component-base/metrics"
+
+	"github.com/quotaplane/quotaplane/internal/webhook/credential"
 )
 
 // webhookMetrics are what the webhook shows on /metrics.
@@ -14,6 +16,7 @@ type webhookMetrics struct {
 	reviews    *metrics.CounterVec
 	latency    *metrics.HistogramVec
 	reconciles *metrics.CounterVec
+	refreshes  *metrics.CounterVec
 }
 
 func newMetrics(cluster string) *webhookMetrics {
@@ -27,8 +30,11 @@ func newMetrics(cluster string) *webhookMetrics {
 		reconciles: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: "milo", Subsystem: "quota", Name: "webhook_reconciled_total",
 			Help: "What the member cluster reconcile did: released (a claim whose object is not in the cluster), charged (an object created while the webhook was bypassed or down), over_quota (such an object that cannot be charged).", StabilityLevel: metrics.ALPHA},
 			[]string{"cluster", "action"}),
+		refreshes: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: "milo", Subsystem: "quota", Name: "webhook_credential_refreshes_total",
+			Help: "Refreshes of the webhook's quota-plane token, by result: refreshed, failed (the token in use is kept; see the log for what to do).", StabilityLevel: metrics.ALPHA},
+			[]string{"cluster", "result"}),
 	}
-	m.registry.MustRegister(m.reviews, m.latency, m.reconciles)
+	m.registry.MustRegister(m.reviews, m.latency, m.reconciles, m.refreshes)
 	return m
 }
 
@@ -39,6 +45,23 @@ func (m *webhookMetrics) reviewed(result string, d time.Duration) {
 
 func (m *webhookMetrics) reconciled(action string) {
 	m.reconciles.WithLabelValues(m.cluster, action).Inc()
+}
+
+func (m *webhookMetrics) credentialRefreshed(err error) {
+	result := "refreshed"
+	if err != nil {
+		result = "failed"
+	}
+	m.refreshes.WithLabelValues(m.cluster, result).Inc()
+}
+
+// watchCredential shows how long the token in use has left: alert well
+// before it reaches 0 (creates are refused once it has expired).
+func (m *webhookMetrics) watchCredential(c *credential.Credential) {
+	m.registry.RawMustRegister(metrics.NewGaugeFunc(&metrics.GaugeOpts{Namespace: "milo", Subsystem: "quota", Name: "webhook_credential_expiry_seconds",
+		Help:        "Seconds until the webhook's quota-plane token expires (negative: expired). It is refreshed 60% through its lifetime; a value below 40% of --quota-token-lifetime means refreshes are failing.",
+		ConstLabels: map[string]string{"cluster": m.cluster}, StabilityLevel: metrics.ALPHA},
+		func() float64 { return time.Until(c.Current().Expires).Seconds() }))
 }
 
 func (m *webhookMetrics) handler() http.Handler {

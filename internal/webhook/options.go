@@ -3,9 +3,11 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -50,6 +52,17 @@ type Options struct {
 	// QuotaSyncTimeout bounds the start: the quota plane's policies and this
 	// cluster's claims must be read within it, or the webhook exits.
 	QuotaSyncTimeout time.Duration
+	// QuotaKubeconfigSecret is <namespace>/<name> of this cluster's Secret
+	// holding QuotaKubeconfig under the key "kubeconfig": each refreshed
+	// token is written there, and read from there at start.
+	QuotaKubeconfigSecret string
+	// QuotaTokenLifetime is what a refreshed token is asked for; a token is
+	// refreshed 60% through its lifetime.
+	QuotaTokenLifetime time.Duration
+	// QuotaTokenRefreshEvery, when positive, refreshes the token at most
+	// this long after it was issued. Test builds only
+	// (--quota-token-refresh-every, cmd/quotaplane/testhooks.go).
+	QuotaTokenRefreshEvery time.Duration
 	// ExcludeNamespaces are left alone by the reconcile besides the
 	// system's own, as the webhook configuration leaves them alone.
 	ExcludeNamespaces []string
@@ -59,7 +72,7 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{BindAddress: "0.0.0.0", SecurePort: 9443, CertDir: "quotaplane-webhook-certs", ReconcilePeriod: time.Minute,
 		ReleaseAfter: 2 * time.Minute, ChargeAfter: 10 * time.Second, Timeout: 8 * time.Second, QuotaSyncTimeout: 2 * time.Minute,
-		ExcludeNamespaces: []string{"quotaplane-system"}}
+		QuotaTokenLifetime: 7 * 24 * time.Hour, ExcludeNamespaces: []string{"quotaplane-system"}}
 }
 
 // AddFlags adds the webhook's flags.
@@ -83,6 +96,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.StringSliceVar(&o.ExcludeNamespaces, "exclude-namespaces", o.ExcludeNamespaces, "Namespaces whose objects the reconcile never charges, besides kube-system, kube-public and kube-node-lease: the list given to print-config.")
 	fs.DurationVar(&o.Timeout, "decision-timeout", o.Timeout, "How long a create waits for the quota plane before it is refused as unavailable; keep it below the webhook configuration's timeoutSeconds.")
+	fs.StringVar(&o.QuotaKubeconfigSecret, "quota-kubeconfig-secret", o.QuotaKubeconfigSecret, "<namespace>/<name> of this cluster's Secret holding --quota-kubeconfig under the key kubeconfig (the file is usually that Secret mounted): each refreshed token is written there, and a restart starts with the token there when it expires later than the file's. The webhook needs get and update on it.")
+	fs.DurationVar(&o.QuotaTokenLifetime, "quota-token-lifetime", o.QuotaTokenLifetime, "When --quota-kubeconfig's credential is a service-account token, the webhook asks the quota plane for a successor (create on serviceaccounts/token for its own service account) 60% through the token's lifetime, valid this long (at least 10m; the quota plane may shorten it).")
 	fs.DurationVar(&o.QuotaSyncTimeout, "quota-sync-timeout", o.QuotaSyncTimeout, "How long the webhook may take at start to read the quota plane's ClaimCreationPolicies and this cluster's ResourceClaims; past it, it exits with an error saying what to check.")
 }
 
@@ -101,7 +116,25 @@ func (o *Options) Validate() error {
 	if o.ReconcilePeriod <= 0 || o.ReleaseAfter <= 0 || o.ChargeAfter <= 0 || o.Timeout <= 0 || o.QuotaSyncTimeout <= 0 {
 		errs = append(errs, errors.New("--reconcile-period, --release-after, --charge-after, --decision-timeout and --quota-sync-timeout must be positive durations, for example 1m"))
 	}
+	if o.QuotaTokenLifetime < 10*time.Minute {
+		errs = append(errs, fmt.Errorf("--quota-token-lifetime %s: the quota plane issues tokens for 10m at least", o.QuotaTokenLifetime))
+	}
+	if _, err := o.quotaKubeconfigSecret(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// quotaKubeconfigSecret reads --quota-kubeconfig-secret.
+func (o *Options) quotaKubeconfigSecret() (types.NamespacedName, error) {
+	if o.QuotaKubeconfigSecret == "" {
+		return types.NamespacedName{}, nil
+	}
+	ns, name, ok := strings.Cut(o.QuotaKubeconfigSecret, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("--quota-kubeconfig-secret %q: give it as <namespace>/<name>, the Secret of this cluster holding --quota-kubeconfig", o.QuotaKubeconfigSecret)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
 
 // QuotaConfig is the quota plane's client configuration.

@@ -31,6 +31,7 @@ import (
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/members"
+	"github.com/quotaplane/quotaplane/internal/webhook/credential"
 )
 
 // Webhook is one running webhook server.
@@ -41,6 +42,9 @@ type Webhook struct {
 	reviewURL   string
 	quotaConfig *rest.Config
 	quotaHTTP   *http.Client
+	// credential is the quota plane's token, refreshed; nil when the
+	// credential is not a service-account token.
+	credential *credential.Credential
 	// quota reads and writes the quota plane; quotaCache holds its
 	// policies and this cluster's claims (Run makes it).
 	quota      client.Client
@@ -86,6 +90,9 @@ func Run(ctx context.Context, o *Options) error {
 	w, err := newWebhook(ctx, o)
 	if err != nil {
 		return err
+	}
+	if w.credential != nil {
+		go w.credential.Run(ctx)
 	}
 	began := time.Now()
 	if w.quotaCache, err = newQuotaCache(ctx, w.quotaConfig, o); err != nil {
@@ -146,6 +153,26 @@ func newWebhook(ctx context.Context, o *Options) (*Webhook, error) {
 		return nil, fmt.Errorf("this member cluster (--kubeconfig): %w", err)
 	}
 	w := &Webhook{opts: o, ctx: ctx, reviewURL: reviewURL(qcfg.Host, o.ClusterName), quotaConfig: qcfg, watches: watches{}, firstSeen: map[string]time.Time{}, noCharge: map[string]string{}}
+	w.metrics = newMetrics(o.ClusterName)
+	if w.memberKube, err = kubernetes.NewForConfig(mcfg); err != nil {
+		return nil, err
+	}
+	if w.memberDynamic, err = dynamic.NewForConfig(mcfg); err != nil {
+		return nil, err
+	}
+	if w.memberMetadata, err = metadata.NewForConfig(mcfg); err != nil {
+		return nil, err
+	}
+	// Before any quota-plane client is made: New changes qcfg to send the
+	// token it keeps fresh.
+	secret, _ := o.quotaKubeconfigSecret()
+	if w.credential, err = credential.New(ctx, qcfg, w.memberKube, credential.Options{Lifetime: o.QuotaTokenLifetime, Secret: secret,
+		RefreshEvery: o.QuotaTokenRefreshEvery, Refreshed: w.metrics.credentialRefreshed}); err != nil {
+		return nil, err
+	}
+	if w.credential != nil {
+		w.metrics.watchCredential(w.credential)
+	}
 	if w.quotaHTTP, err = rest.HTTPClientFor(qcfg); err != nil {
 		return nil, err
 	}
@@ -159,17 +186,7 @@ func newWebhook(ctx context.Context, o *Options) (*Webhook, error) {
 		}
 		return list.Items
 	}}
-	if w.memberKube, err = kubernetes.NewForConfig(mcfg); err != nil {
-		return nil, err
-	}
-	if w.memberDynamic, err = dynamic.NewForConfig(mcfg); err != nil {
-		return nil, err
-	}
-	if w.memberMetadata, err = metadata.NewForConfig(mcfg); err != nil {
-		return nil, err
-	}
 	w.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(w.memberKube.Discovery()))
-	w.metrics = newMetrics(o.ClusterName)
 	w.events = newEventSink(w.memberKube)
 	return w, nil
 }

@@ -177,12 +177,19 @@ func webhookKubeconfig(t testing.TB, quota *cluster, member string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tokenKubeconfig(t, quota, name, tok.Status.Token)
+}
+
+// tokenKubeconfig writes a kubeconfig of the quota plane whose user is
+// token.
+func tokenKubeconfig(t testing.TB, quota *cluster, name, token string) string {
+	t.Helper()
 	raw, err := clientcmd.LoadFromFile(quota.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range raw.AuthInfos {
-		*a = clientcmdapi.AuthInfo{Token: tok.Status.Token}
+		*a = clientcmdapi.AuthInfo{Token: token}
 	}
 	path := filepath.Join(t.TempDir(), name+".kubeconfig")
 	if err := clientcmd.WriteToFile(*raw, path); err != nil {
@@ -203,16 +210,24 @@ type webhook struct {
 
 func startWebhook(t testing.TB, bin string, quota, member *cluster, prefix string) *webhook {
 	t.Helper()
+	var extra []string
+	if prefix != "" {
+		extra = append(extra, "--user-prefix", prefix, "--group-prefix", prefix)
+	}
+	return startWebhookWith(t, bin, member, webhookKubeconfig(t, quota, member.name), extra...)
+}
+
+// startWebhookWith starts a webhook of member reaching the quota plane with
+// quotaKubeconfig, with the flags of startWebhook and extra.
+func startWebhookWith(t testing.TB, bin string, member *cluster, quotaKubeconfig string, extra ...string) *webhook {
+	t.Helper()
 	w := &webhook{port: quotatest.FreePort(t), certDir: filepath.Join(t.TempDir(), "certs-"+member.name), member: member,
-		quotaKubeconfig: webhookKubeconfig(t, quota, member.name)}
+		quotaKubeconfig: quotaKubeconfig}
 	args := []string{"webhook", "--quota-kubeconfig", w.quotaKubeconfig, "--kubeconfig", member.kubeconfig,
 		"--cluster-name", member.name, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(w.port), "--cert-dir", w.certDir,
 		"--reconcile-period", "2s", "--release-after", "6s", "--charge-after", "1s",
 		"--exclude-namespaces", "quotaplane-system," + unchargedNamespace}
-	if prefix != "" {
-		args = append(args, "--user-prefix", prefix, "--group-prefix", prefix)
-	}
-	w.proc = proc{name: "webhook " + member.name, bin: bin, args: args}
+	w.proc = proc{name: "webhook " + member.name, bin: bin, args: append(args, extra...)}
 	w.restart(t)
 	return w
 }

@@ -81,7 +81,7 @@ func TestChartRequiresClusterNameAndSecret(t *testing.T) {
 // TestChartWebhook checks the member-cluster install the defaults make.
 func TestChartWebhook(t *testing.T) {
 	r := render(t, memberValues(nil))
-	if want := []string{"ServiceAccount", "Secret", "ClusterRole", "ClusterRoleBinding", "Service", "Deployment", "PodDisruptionBudget", "ValidatingWebhookConfiguration"}; !slices.Equal(r.kinds(), want) {
+	if want := []string{"ServiceAccount", "Secret", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment", "PodDisruptionBudget", "ValidatingWebhookConfiguration"}; !slices.Equal(r.kinds(), want) {
 		t.Errorf("renders %v; want %v (the controller is off by default)", r.kinds(), want)
 	}
 
@@ -97,6 +97,8 @@ func TestChartWebhook(t *testing.T) {
 	ctr := pod.Containers[0]
 	wantArgs := []string{"webhook",
 		"--quota-kubeconfig=/etc/quotaplane/quota-plane/kubeconfig",
+		"--quota-kubeconfig-secret=" + testRelease.Namespace + "/" + kubeconfigSecret,
+		"--quota-token-lifetime=168h",
 		"--cluster-name=" + testClusterName,
 		"--secure-port=9443",
 		"--tls-cert-file=/etc/quotaplane/tls/tls.crt",
@@ -171,6 +173,18 @@ func TestChartWebhook(t *testing.T) {
 	binding := typed[rbacv1.ClusterRoleBinding](t, r.find(t, "ClusterRoleBinding", webhookName))
 	if binding.RoleRef.Name != webhookName || len(binding.Subjects) != 1 || binding.Subjects[0].Name != webhookName || binding.Subjects[0].Namespace != testRelease.Namespace {
 		t.Errorf("webhook ClusterRoleBinding %+v does not bind its ServiceAccount", binding)
+	}
+
+	// The kubeconfig Secret the webhook writes its refreshed token to: that
+	// Secret only, get and update.
+	secretRole := typed[rbacv1.Role](t, r.find(t, "Role", webhookName+"-kubeconfig"))
+	wantSecretRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{kubeconfigSecret}, Verbs: []string{"get", "update"}}}
+	if diff := cmp.Diff(wantSecretRules, secretRole.Rules); diff != "" || secretRole.Namespace != testRelease.Namespace {
+		t.Errorf("webhook kubeconfig Role in %q (-want +got):\n%s", secretRole.Namespace, diff)
+	}
+	secretBinding := typed[rbacv1.RoleBinding](t, r.find(t, "RoleBinding", webhookName+"-kubeconfig"))
+	if secretBinding.RoleRef.Kind != "Role" || secretBinding.RoleRef.Name != secretRole.Name || len(secretBinding.Subjects) != 1 || secretBinding.Subjects[0].Name != webhookName || secretBinding.Subjects[0].Namespace != testRelease.Namespace {
+		t.Errorf("webhook kubeconfig RoleBinding %+v does not bind its ServiceAccount", secretBinding)
 	}
 }
 

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,6 +50,12 @@ type ConfigOptions struct {
 	ExcludeNamespaces []string
 	// TimeoutSeconds is how long the API server waits for an answer.
 	TimeoutSeconds int32
+	// KubeconfigSecret is the webhook's --quota-kubeconfig-secret
+	// (<namespace>/<name>); when given, a Role and RoleBinding letting
+	// ServiceAccount (<namespace>/<name>, by default the Service's
+	// namespace and name, as the chart names both) get and update it are
+	// printed too.
+	KubeconfigSecret, ServiceAccount string
 }
 
 // NewConfigOptions are the defaults: the chart's Service.
@@ -92,13 +100,56 @@ func PrintConfig(ctx context.Context, o *webhook.Options, c *ConfigOptions, out 
 			mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kc.Discovery()))
 		}
 	}
-	cfg := webhookConfig(o.ClusterName, list.Items, mapper, c, ca)
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		return err
+	objs := []runtime.Object{webhookConfig(o.ClusterName, list.Items, mapper, c, ca)}
+	if c.KubeconfigSecret != "" {
+		access, err := secretAccess(o.ClusterName, c)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, access...)
 	}
-	_, err = out.Write(data)
-	return err
+	for i, obj := range objs {
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(out, "---")
+		}
+		if _, err := out.Write(data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// secretAccess is the Role and RoleBinding of the member cluster letting
+// the webhook's service account get and update its kubeconfig Secret, and
+// nothing else: it writes each refreshed token there.
+func secretAccess(cluster string, c *ConfigOptions) ([]runtime.Object, error) {
+	ns, name, ok := strings.Cut(c.KubeconfigSecret, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("--quota-kubeconfig-secret %q: give it as <namespace>/<name>, as to the webhook", c.KubeconfigSecret)
+	}
+	sa := c.ServiceAccount
+	if sa == "" {
+		sa = c.ServiceNamespace + "/" + c.ServiceName
+	}
+	saNS, saName, ok := strings.Cut(sa, "/")
+	if !ok || saNS == "" || saName == "" || strings.Contains(saName, "/") {
+		return nil, fmt.Errorf("--service-account %q: give it as <namespace>/<name>, the webhook's service account in this cluster", sa)
+	}
+	role := "quotaplane-" + cluster + "-kubeconfig"
+	labels := map[string]string{members.Label: cluster}
+	return []runtime.Object{
+		&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+			ObjectMeta: metav1.ObjectMeta{Name: role, Namespace: ns, Labels: labels},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{name}, Verbs: []string{"get", "update"}}}},
+		&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: role, Namespace: ns, Labels: labels},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNS, Name: saName}}},
+	}, nil
 }
 
 // webhookConfig builds the configuration: rules from the Ready policies,
