@@ -247,7 +247,7 @@ func TestEveryReplicaAdmits(t *testing.T) {
 // own, and none logged the conflict.
 func identityLeasePerReplica(t *testing.T, replicas []*replica) {
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		leases, err := replicas[0].Client.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "apiserver.kubernetes.io/identity=kube-apiserver"})
+		leases, err := replicas[0].Client.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "apiserver.kubernetes.io/identity=quotaplane"})
 		if err != nil {
 			return false, err
 		}
