@@ -16,5 +16,6 @@
 // next. Each document starts in a fresh temporary directory that is also
 // HOME, with the quotaplane binary built from this module and kubectl on
 // PATH. A background block (a server) runs beside the blocks after it and is
-// stopped when its document ends. A console block runs its "$ " lines.
+// stopped when its document ends; the ports it listens on are checked free
+// before it starts. A console block runs its "$ " lines.
 package docs

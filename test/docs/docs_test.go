@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -162,8 +164,8 @@ func runDocument(t *testing.T, doc string, blocks []Block, bin string) {
 		if b.Mode != Run && b.Mode != Background {
 			continue
 		}
-		if b.Mode == Background && strings.Contains(b.Body, "quotaplane serve") {
-			checkDefaultPort(t, doc, b)
+		if b.Mode == Background {
+			checkPorts(t, doc, b)
 		}
 		script := filepath.Join(state, fmt.Sprintf("block-%d.sh", i))
 		pre := prelude
@@ -261,14 +263,44 @@ func (p *process) stop(t *testing.T) {
 
 func (p *process) signal(s syscall.Signal) { _ = syscall.Kill(-p.cmd.Process.Pid, s) }
 
-// checkDefaultPort fails the test at once when serve's default port, which
-// the documents' servers use, is taken by another process.
-func checkDefaultPort(t *testing.T, doc string, b Block) {
-	l, err := net.Listen("tcp", "127.0.0.1:6443")
-	if err != nil {
-		t.Fatalf("%s:%d starts quotaplane serve on its default port 6443, which another process holds: %v", doc, b.Line, err)
+// checkPorts fails the test at once when a port a background block listens
+// on is taken by another process: serve's --secure-port and --peer-port
+// (6443 when a serve gives no --secure-port) and the URLs of etcd's
+// --listen-*-urls. The documents' fixed ports are below the ephemeral range,
+// so no other test's port 0 takes them; a program outside the suite may.
+func checkPorts(t *testing.T, doc string, b Block) {
+	for _, port := range listenPorts(b.Body) {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+		if err != nil {
+			t.Fatalf("%s:%d listens on port %s, which another process holds: %v", doc, b.Line, port, err)
+		}
+		_ = l.Close()
 	}
-	_ = l.Close()
+}
+
+var (
+	portFlag       = regexp.MustCompile(`--(?:secure|peer)-port[ =](\d+)`)
+	listenURLsFlag = regexp.MustCompile(`--listen-[a-z]+-urls[ =](\S+)`)
+)
+
+// listenPorts are the ports a block's commands listen on, as checkPorts
+// reads them.
+func listenPorts(body string) []string {
+	var ports []string
+	for _, m := range portFlag.FindAllStringSubmatch(body, -1) {
+		ports = append(ports, m[1])
+	}
+	if strings.Contains(body, "quotaplane serve") && !strings.Contains(body, "--secure-port") {
+		ports = append(ports, "6443")
+	}
+	for _, m := range listenURLsFlag.FindAllStringSubmatch(body, -1) {
+		for _, raw := range strings.Split(m[1], ",") {
+			if u, err := url.Parse(raw); err == nil && u.Port() != "" {
+				ports = append(ports, u.Port())
+			}
+		}
+	}
+	return ports
 }
 
 func indent(s string) string {

@@ -92,3 +92,21 @@ func TestConsoleScript(t *testing.T) {
 		t.Errorf("an sh block's script: %q", s)
 	}
 }
+
+// TestListenPorts: the ports checked free before a background block starts.
+func TestListenPorts(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want []string
+	}{
+		{"quotaplane serve\n", []string{"6443"}},
+		{"quotaplane serve --data-dir r1 --secure-port 16443 --peer-port=16444 2>&1 | tee r1.log\n", []string{"16443", "16444"}},
+		{"quotaplane etcd --name e1 \\\n  --listen-client-urls https://127.0.0.1:12379,https://127.0.0.1:12479 --advertise-client-urls https://127.0.0.1:12379 \\\n  --listen-peer-urls=https://127.0.0.1:12380\n",
+			[]string{"12379", "12479", "12380"}},
+		{"owning-service --kubeconfig x\n", nil},
+	} {
+		if diff := cmp.Diff(tc.want, listenPorts(tc.body)); diff != "" {
+			t.Errorf("listenPorts(%q): (-want +got)\n%s", tc.body, diff)
+		}
+	}
+}
