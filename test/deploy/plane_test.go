@@ -70,6 +70,29 @@ func TestChartPlane(t *testing.T) {
 	for _, name := range []string{planeName + "-pki", etcdName + "-pki", etcdName + "-client"} {
 		r.find(t, "Secret", name)
 	}
+	// The shared CA key makes any identity: only serve's pods mount it, and
+	// no pod of the plane gets an API token it does not need.
+	all := render(t, map[string]any{"clusterName": testClusterName, "quotaPlane": map[string]any{"kubeconfigSecret": kubeconfigSecret},
+		"controller": map[string]any{"enabled": true}, "plane": map[string]any{"enabled": true}})
+	for _, o := range all {
+		var spec corev1.PodSpec
+		switch o.GetKind() {
+		case "StatefulSet":
+			spec = typed[appsv1.StatefulSet](t, o).Spec.Template.Spec
+			if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+				t.Errorf("StatefulSet %s mounts a service-account token; the plane's pods need none", o.GetName())
+			}
+		case "Deployment":
+			spec = typed[appsv1.Deployment](t, o).Spec.Template.Spec
+		default:
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == planeName+"-pki" && o.GetName() != planeName {
+				t.Errorf("%s %s mounts the plane's CA key (Secret %s); only serve's replicas may", o.GetKind(), o.GetName(), v.Secret.SecretName)
+			}
+		}
+	}
 	if r.has("Deployment", webhookName) {
 		t.Error("the webhook is rendered with webhook.enabled false")
 	}
