@@ -23,13 +23,18 @@ import (
 const minTokenDuration = 10 * time.Minute
 
 func newKubeconfigCommand() *cobra.Command {
-	var kubeconfig, dataDir, project, organization, serviceAccount string
+	var kubeconfig, dataDir, project, organization, serviceAccount, server string
 	var duration time.Duration
 	cmd := &cobra.Command{
 		Use:   "kubeconfig",
 		Short: "Print a kubeconfig for a project's or organization's control plane, or for a service account",
 		Long: `kubeconfig prints a kubeconfig for the server the given kubeconfig reaches (--kubeconfig, else
 --data-dir's admin.kubeconfig, else $KUBECONFIG, else ~/.kube/config).
+
+With neither --project, --organization nor --service-account, it prints that kubeconfig's current context
+whole (the admin kubeconfig of a data directory, say), certificates included: in a pod of the chart's quota
+plane, which has no shell, kubectl exec <pod> -- quotaplane kubeconfig --data-dir /var/lib/quotaplane
+--server https://<service>:6443 prints its admin kubeconfig for the Service's address.
 
 With --project or --organization, its current context reaches that control plane served by quotaplane
 serve: the same credentials, the plane's URL. kubectl needs nothing else.
@@ -63,8 +68,6 @@ See docs/control-planes.md for who may use a plane.`,
 				p = &planes.Plane{Kind: planes.Projects, Name: project}
 			case organization != "":
 				p = &planes.Plane{Kind: planes.Organizations, Name: organization}
-			case serviceAccount == "":
-				return fmt.Errorf("give --project <name> or --organization <name> (the control plane to reach), --service-account <namespace>/<name> (whose token to use), or both")
 			}
 			var saNamespace, saName string
 			if serviceAccount != "" {
@@ -94,13 +97,13 @@ See docs/control-planes.md for who may use a plane.`,
 			}
 			var out []byte
 			if serviceAccount == "" {
-				out, err = clientconfig.ForPlane(path, name, planePath)
+				out, err = clientconfig.ForPlane(path, name, server, planePath)
 			} else {
 				var token string
 				if token, err = serviceAccountToken(cmd.Context(), cfg, saNamespace, saName, duration); err != nil {
 					return err
 				}
-				out, err = clientconfig.ForToken(path, name+"-"+saNamespace+"-"+saName, planePath, token)
+				out, err = clientconfig.ForToken(path, name+"-"+saNamespace+"-"+saName, server, planePath, token)
 			}
 			if err != nil {
 				return err
@@ -114,6 +117,7 @@ See docs/control-planes.md for who may use a plane.`,
 	cmd.Flags().StringVar(&project, "project", "", "the project whose control plane to reach")
 	cmd.Flags().StringVar(&organization, "organization", "", "the organization whose control plane to reach")
 	cmd.Flags().StringVar(&serviceAccount, "service-account", "", "<namespace>/<name>: the service account (at the root) the kubeconfig authenticates as, with a token")
+	cmd.Flags().StringVar(&server, "server", "", "the server URL the kubeconfig names instead of the loaded one's (a Service's or a load balancer's address; its certificate must name it, serve --tls-san)")
 	cmd.Flags().DurationVar(&duration, "duration", 24*time.Hour, "how long the --service-account token is valid (at least 10m; the server may shorten it); a member webhook refreshes its own, so give it a week (168h) to start with")
 	return cmd
 }

@@ -41,13 +41,13 @@ func Load(explicit string) (*rest.Config, error) {
 // at the server path of a control plane: the current context's cluster is
 // copied under a new name whose server URL ends with path, and made current.
 // Credentials are kept as they are.
-func ForPlane(explicit, name, path string) ([]byte, error) {
+func ForPlane(explicit, name, server, path string) ([]byte, error) {
 	raw, cur, cluster, err := current(explicit)
 	if err != nil {
 		return nil, err
 	}
 	c := cluster.DeepCopy()
-	c.Server = strings.TrimSuffix(c.Server, "/") + path
+	c.Server = strings.TrimSuffix(or(server, c.Server), "/") + path
 	ctx := cur.DeepCopy()
 	ctx.Cluster = name
 	raw.Clusters[name] = c
@@ -60,13 +60,13 @@ func ForPlane(explicit, name, path string) ([]byte, error) {
 // context's server (its URL ending with path, "" for the root) with that
 // cluster's CA, as the user the bearer token names. Nothing of the loaded
 // kubeconfig's credentials is kept.
-func ForToken(explicit, name, path, token string) ([]byte, error) {
+func ForToken(explicit, name, server, path, token string) ([]byte, error) {
 	_, _, cluster, err := current(explicit)
 	if err != nil {
 		return nil, err
 	}
 	c := cluster.DeepCopy()
-	c.Server = strings.TrimSuffix(c.Server, "/") + path
+	c.Server = strings.TrimSuffix(or(server, c.Server), "/") + path
 	out := clientcmdapi.NewConfig()
 	out.Clusters[name] = c
 	out.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
@@ -104,4 +104,12 @@ func Namespace(explicit string) string {
 		return ""
 	}
 	return ns
+}
+
+// or is s, or def when s is empty.
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

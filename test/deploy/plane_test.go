@@ -235,11 +235,18 @@ func TestThePlaneRunsFromTheImage(t *testing.T) {
 		t.Error("an etcd member answered a client without a certificate")
 	}
 
-	// The admin credentials serve wrote into its data directory, for every
-	// replica: one CA, one admin certificate.
-	admin, err := clientcmd.BuildConfigFromFlags("", filepath.Join(servePods[0].root, "var", "lib", "quotaplane", "admin.kubeconfig"))
+	// The admin credentials, as docs/deploying.md says to get them (the
+	// image has no shell): `kubectl exec <pod> -- quotaplane kubeconfig
+	// --data-dir /var/lib/quotaplane --server <address>`; one CA and one
+	// admin certificate for every replica.
+	kubeconfig := servePods[0].exec(t, image, "kubeconfig", "--data-dir", "/var/lib/quotaplane",
+		"--server", fmt.Sprintf("https://127.0.0.1:%d", servePods[1].ports[6443]))
+	admin, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("https://127.0.0.1:%d", servePods[1].ports[6443]); admin.Host != want {
+		t.Errorf("quotaplane kubeconfig --server %s printed a kubeconfig for %s", want, admin.Host)
 	}
 	configs := map[*pod]*rest.Config{}
 	for _, p := range servePods {

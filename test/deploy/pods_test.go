@@ -273,6 +273,24 @@ func (p *pod) start(t *testing.T, image *v1.Config, spec corev1.PodSpec, args, e
 	})
 }
 
+// exec runs a command in the pod's container as kubectl exec would: the
+// image's binary in the pod's root, as its user, with its environment.
+func (p *pod) exec(t *testing.T, image *v1.Config, args ...string) []byte {
+	t.Helper()
+	sc := p.c.SecurityContext
+	cmd := &exec.Cmd{Path: image.Entrypoint[0], Args: append([]string{image.Entrypoint[0]}, args...), Env: image.Env, Dir: "/",
+		SysProcAttr: &syscall.SysProcAttr{Chroot: p.root, Credential: &syscall.Credential{Uid: uint32(*sc.RunAsUser), Gid: uint32(*sc.RunAsGroup)}}}
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("exec in pod %s: %v: %v\n%s", p.Name, args, err, stderr)
+	}
+	return out
+}
+
 // probe runs a rendered HTTP probe once, as a kubelet does (no certificate
 // check, 1 s): nil when it passes.
 func (p *pod) probe(ctx context.Context, t *testing.T, pr *corev1.Probe) error {
