@@ -265,8 +265,8 @@ func (p *process) signal(s syscall.Signal) { _ = syscall.Kill(-p.cmd.Process.Pid
 
 // checkPorts fails the test at once when a port a background block listens
 // on is taken by another process: serve's --secure-port and --peer-port
-// (6443 when a serve gives no --secure-port) and the URLs of etcd's
-// --listen-*-urls. The documents' fixed ports are below the ephemeral range,
+// (6443 when a serve gives no --secure-port), the webhook's --secure-port
+// and the URLs of etcd's --listen-*-urls. The documents' fixed ports are below the ephemeral range,
 // so no other test's port 0 takes them; a program outside the suite may.
 func checkPorts(t *testing.T, doc string, b Block) {
 	for _, port := range listenPorts(b.Body) {

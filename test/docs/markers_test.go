@@ -103,6 +103,7 @@ func TestListenPorts(t *testing.T) {
 		{"quotaplane serve --data-dir r1 --secure-port 16443 --peer-port=16444 2>&1 | tee r1.log\n", []string{"16443", "16444"}},
 		{"quotaplane etcd --name e1 \\\n  --listen-client-urls https://127.0.0.1:12379,https://127.0.0.1:12479 --advertise-client-urls https://127.0.0.1:12379 \\\n  --listen-peer-urls=https://127.0.0.1:12380\n",
 			[]string{"12379", "12479", "12380"}},
+		{"quotaplane webhook --kubeconfig east/admin.kubeconfig --cluster-name east \\\n  --bind-address 127.0.0.1 --secure-port 26443 --cert-dir webhook-certs\n", []string{"26443"}},
 		{"owning-service --kubeconfig x\n", nil},
 	} {
 		if diff := cmp.Diff(tc.want, listenPorts(tc.body)); diff != "" {
