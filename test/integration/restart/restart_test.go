@@ -97,8 +97,10 @@ func claimsFromEnv(def int) int {
 	return def
 }
 
-// TestRestartRebuildsBucketsFromClaims stores 10,000 claims against limits
-// 50 short of them per bucket (so every bucket is full and claims wait),
+// TestRestartRebuildsBucketsFromClaims stores 3,000 claims (10,000 at
+// quotatest.FullScale; docs/testing.md "Cost of the suite, by change")
+// against limits 50 short of them per bucket (so every bucket is full and
+// claims wait),
 // stops the server, starts it again, and checks that every bucket equals
 // exactly its limit and the sum of its granted claims; it reports the time
 // from start to the first new decision. The goal, under 10 s, is benchmarked
@@ -106,10 +108,10 @@ func claimsFromEnv(def int) int {
 // assertion with a bound far above it.
 func TestRestartRebuildsBucketsFromClaims(t *testing.T) {
 	if testing.Short() {
-		t.Skip("creates 10,000 claims")
+		t.Skip("creates 3,000 claims")
 	}
 	quotatest.Exclusive(t)
-	n := claimsFromEnv(10_000)
+	n := claimsFromEnv(quotatest.Scale(3_000, 10_000))
 	dir := t.TempDir()
 	s := startWithEngine(t, dir)
 	c := quotatest.NewClient(t, s.Config)
