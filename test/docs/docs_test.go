@@ -116,7 +116,15 @@ func TestRunBlocks(t *testing.T) {
 		if !slices.ContainsFunc(blocks, func(b Block) bool { return b.Mode == Run || b.Mode == Background }) {
 			continue
 		}
-		t.Run(doc, func(t *testing.T) { runDocument(t, doc, blocks, bin) })
+		t.Run(doc, func(t *testing.T) {
+			// A document whose commands make certificates needs openssl.
+			if slices.ContainsFunc(blocks, func(b Block) bool {
+				return (b.Mode == Run || b.Mode == Background) && strings.Contains(b.Body, "openssl ")
+			}) {
+				tools.Require(t, tools.Openssl)
+			}
+			runDocument(t, doc, blocks, bin)
+		})
 	}
 	t.Logf("every document's blocks in %s", time.Since(began).Round(100*time.Millisecond))
 }

@@ -22,10 +22,13 @@ const (
 	Prometheus Tool = "prometheus"
 	// Promtool checks and unit-tests the shipped alert rules.
 	Promtool Tool = "promtool"
+	// Openssl makes the certificates of docs/operations.md's three-member
+	// recipe, which test/docs runs.
+	Openssl Tool = "openssl"
 )
 
 // All are the tools tests drive.
-func All() []Tool { return []Tool{Kubectl, Chromium, Prometheus, Promtool} }
+func All() []Tool { return []Tool{Kubectl, Chromium, Prometheus, Promtool, Openssl} }
 
 // Executables are the names the tool may have on PATH, the preferred first.
 func (t Tool) Executables() []string {
@@ -46,6 +49,8 @@ func (t Tool) Install() string {
 		return "install Debian's prometheus package: apt-get install prometheus"
 	case Promtool:
 		return "install Debian's prometheus package (it ships promtool): apt-get install prometheus"
+	case Openssl:
+		return "install Debian's openssl package: apt-get install openssl"
 	}
 	return "install " + string(t)
 }
