@@ -111,7 +111,6 @@ func TestKubeconfigForAServiceAccount(t *testing.T) {
 		{[]string{"--service-account", "robot"}, []string{`--service-account "robot": want <namespace>/<name>`}},
 		{[]string{"--service-account", "tenants/robot/x"}, []string{"want <namespace>/<name>"}},
 		{[]string{"--service-account", "tenants/robot", "--duration", "1m"}, []string{"--duration 1m0s is shorter than the 10m0s"}},
-		{nil, []string{"--service-account <namespace>/<name>"}},
 	} {
 		out, err := run(tc.args...)
 		if err == nil || out != "" {
@@ -123,6 +122,29 @@ func TestKubeconfigForAServiceAccount(t *testing.T) {
 				t.Errorf("kubeconfig %v: %q does not say %q", tc.args, err, w)
 			}
 		}
+	}
+
+	// Neither a plane nor an account: the current context whole (in a
+	// chart's pod, the admin kubeconfig, the image having no shell), with
+	// --server naming another address its certificate covers.
+	adminOf := func(kubeconfig string) (string, string) {
+		t.Helper()
+		cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
+		must(t, err)
+		r, err := kubernetes.NewForConfigOrDie(cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		must(t, err)
+		return r.Status.UserInfo.Username, cfg.Host
+	}
+	out, err = run()
+	must(t, err)
+	if user, host := adminOf(out); user != "quotaplane-admin" || host != srv.Config.Host {
+		t.Errorf("kubeconfig without a plane or an account: user %q at %s; want quotaplane-admin at %s", user, host, srv.Config.Host)
+	}
+	other := strings.Replace(srv.Config.Host, "127.0.0.1", "localhost", 1)
+	out, err = run("--server", other)
+	must(t, err)
+	if user, host := adminOf(out); user != "quotaplane-admin" || host != other {
+		t.Errorf("kubeconfig --server %s: user %q at %s; want quotaplane-admin at %s", other, user, host, other)
 	}
 }
 
