@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	quotav1alpha1 "github.com/quotaplane/quotaplane/api/quota/v1alpha1"
 	"github.com/quotaplane/quotaplane/internal/clientconfig"
@@ -108,19 +107,7 @@ func PrintConfig(ctx context.Context, o *webhook.Options, c *ConfigOptions, out 
 		}
 		objs = append(objs, access...)
 	}
-	for i, obj := range objs {
-		data, err := yaml.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			fmt.Fprintln(out, "---")
-		}
-		if _, err := out.Write(data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeYAML(out, objs)
 }
 
 // secretAccess is the Role and RoleBinding of the member cluster letting

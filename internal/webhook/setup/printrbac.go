@@ -93,6 +93,11 @@ func PrintRBAC(cluster string, r RBACOptions, out io.Writer) error {
 			"# its credential with it. Whoever holds a valid token can do the same, until the binding or the\n"+
 			"# service account is deleted (deleting the service account invalidates every token it has).\n", TokenRoleName(cluster))
 	}
+	return writeYAML(out, objs)
+}
+
+// writeYAML writes objs as one YAML stream, "---" between documents.
+func writeYAML(out io.Writer, objs []runtime.Object) error {
 	for i, o := range objs {
 		data, err := yaml.Marshal(o)
 		if err != nil {
