@@ -63,7 +63,9 @@ func untar(r io.Reader, dir string) error {
 			}
 			continue
 		}
-		mode := os.FileMode(h.Mode).Perm() | os.FileMode(h.Mode)&os.ModeSticky
+		// tar's mode bits: the permissions, and the sticky bit (0o1000),
+		// which Go's FileMode keeps elsewhere.
+		mode := os.FileMode(h.Mode).Perm()
 		if h.Mode&0o1000 != 0 {
 			mode |= os.ModeSticky
 		}

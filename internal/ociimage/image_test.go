@@ -58,6 +58,9 @@ func TestAnImageRoundTrips(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(root, Entrypoint)); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("the entrypoint: %v, %v", fi, err)
 	}
+	if fi, err := os.Stat(filepath.Join(root, "tmp")); err != nil || fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o777 {
+		t.Errorf("/tmp unpacked as %v (%v); want a sticky 1777 directory", fi.Mode(), err)
+	}
 	passwd, _ := os.ReadFile(filepath.Join(root, "etc", "passwd"))
 	if !strings.Contains(string(passwd), "nonroot:x:65532:65532:") {
 		t.Errorf("/etc/passwd names no user 65532:\n%s", passwd)
